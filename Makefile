@@ -1,0 +1,39 @@
+# Two commands a user starts with: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup system-deps test demo lint typecheck bench-storage clean
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+# Reinstall only when the pinned packages or the project metadata change.
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+demo: setup
+	@echo "make demo arrives with the clients (issue 4): it will start a private ZooKeeper and two"
+	@echo "brokers, produce sample activity events, consume them with a group of two consumers"
+	@echo "and print counts, offsets and lag. Until then there is no demo to run." >&2
+	@exit 2
+
+bench-storage: setup
+	$(BIN)/python bench/bench_storage.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

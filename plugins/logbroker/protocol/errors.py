@@ -1,0 +1,117 @@
+"""Errors, and the wire error codes of Kafka 0.7 (`common/ErrorMapping.scala`).
+
+One registry maps codes to exception classes both ways. Code that knows what went wrong
+raises a precise exception; the network edge turns it into a code with `error_code(exc)`,
+and a client turns a code it received back into an exception with `error_for_code(code)`.
+
+| code | name              | when the broker answers it                                   |
+|------|-------------------|--------------------------------------------------------------|
+|  -1  | Unknown           | any other failure while serving a fetch                      |
+|   0  | NoError           |                                                              |
+|   1  | OffsetOutOfRange  | fetch offset before the first segment or past the end        |
+|   2  | InvalidMessage    | a message failed validation (size, CRC, magic, codec)        |
+|   3  | WrongPartition    | partition < 0 or >= the topic's partition count              |
+|   4  | InvalidFetchSize  | a fetch size that cannot be served                           |
+|   5  | MessageSizeTooLarge | (extension) a payload over max.message.size in an acked produce |
+|   6  | InvalidTopic      | (extension) a topic name that breaks the naming rules        |
+"""
+
+from __future__ import annotations
+
+NO_ERROR = 0
+
+
+class LogbrokerError(Exception):
+    """Base of every error logbroker raises on purpose."""
+
+    code: int = -1
+
+
+_BY_CODE: dict[int, type[LogbrokerError]] = {}
+
+
+def _register(cls: type[LogbrokerError]) -> type[LogbrokerError]:
+    if cls.code in _BY_CODE:
+        raise RuntimeError(f"error code {cls.code} registered twice")
+    _BY_CODE[cls.code] = cls
+    return cls
+
+
+@_register
+class UnknownError(LogbrokerError):
+    """Code -1: the broker failed in a way that has no code of its own."""
+
+    code = -1
+
+
+@_register
+class OffsetOutOfRangeError(LogbrokerError):
+    """Code 1: the offset is before the first retained segment or past the end."""
+
+    code = 1
+
+
+@_register
+class InvalidMessageError(LogbrokerError):
+    """Code 2: a message failed validation: size, CRC, magic or compression."""
+
+    code = 2
+
+
+@_register
+class WrongPartitionError(LogbrokerError):
+    """Code 3: the partition does not exist for that topic on this broker."""
+
+    code = 3
+
+
+@_register
+class InvalidFetchSizeError(LogbrokerError):
+    """Code 4: a single message is larger than the fetch size."""
+
+    code = 4
+
+
+@_register
+class MessageSizeTooLargeError(LogbrokerError):
+    """Code 5 (extension): a payload exceeds `max.message.size`."""
+
+    code = 5
+
+
+@_register
+class InvalidTopicError(LogbrokerError):
+    """Code 6 (extension): the topic name breaks the naming rules."""
+
+    code = 6
+
+
+class UnknownMagicError(InvalidMessageError):
+    """A message whose magic byte is neither 0 nor 1."""
+
+
+class UnknownCodecError(InvalidMessageError):
+    """A message whose attributes name a compression codec we do not know (3)."""
+
+
+class CorruptMessageError(InvalidMessageError):
+    """A message whose size or CRC is wrong, or whose compressed payload does not decode."""
+
+
+class InvalidRequestError(LogbrokerError):
+    """A request that cannot be decoded; the broker closes the connection (0.7's answer)."""
+
+
+def error_for_code(code: int, message: str = "") -> LogbrokerError:
+    """The exception a client raises for an error code it received."""
+    cls = _BY_CODE.get(code, UnknownError)
+    return cls(message or f"{cls.__name__} (error code {code})")
+
+
+def error_code(exc: BaseException) -> int:
+    """The wire code for an exception; anything unregistered is Unknown (-1)."""
+    if isinstance(exc, LogbrokerError):
+        for cls in type(exc).__mro__:
+            if cls in _BY_CODE.values() and cls is not LogbrokerError:
+                return cls.code  # type: ignore[attr-defined, no-any-return]
+    return UnknownError.code

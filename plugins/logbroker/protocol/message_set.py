@@ -1,0 +1,330 @@
+"""Message sets: a thin view over bytes (`message/MessageSet.scala`, `ByteBufferMessageSet`).
+
+Grammar (produce requests, segment files and fetch responses all carry exactly this):
+
+    MessageSet   := Entry*  [PartialEntry]
+    Entry        := int32 N | Message(N bytes)        see message.py for Message
+    PartialEntry := the first bytes of an Entry cut off by the end of the buffer
+
+    A compressed set is a single Entry whose message has magic 1 and codec != 0; its payload
+    is the compressed bytes of another MessageSet (normally magic 1, codec 0 messages).
+
+Nothing here builds a Python object per message on the hot paths: `validate` walks the
+entries with `struct.unpack_from` and `zlib.crc32` over memoryview slices, and
+`build_message_set` joins packed headers and payloads into one buffer.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from . import compression
+from .errors import CorruptMessageError, InvalidMessageError, UnknownCodecError, UnknownMagicError
+from .message import (
+    CODEC_MASK,
+    ENTRY_MAGIC0,
+    ENTRY_MAGIC1,
+    ENTRY_OVERHEAD,
+    MAGIC0_HEADER,
+    MAGIC1_HEADER,
+    MIN_MESSAGE_SIZE,
+    Message,
+)
+
+Buffer = bytes | bytearray | memoryview
+
+MAX_NESTING = 4  # compressed sets inside compressed sets: 0.7 recursed without bound
+MAX_INFLATED = 256 * 1024 * 1024  # no compressed set may inflate past this
+
+_ATTR_CRC = struct.Struct(">BI")
+_CRC = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
+
+
+class Validation(NamedTuple):
+    """What `validate` found.
+
+    valid_bytes     length of the prefix made of whole, valid entries
+    entries         top-level entries in that prefix (a compressed wrapper counts once)
+    messages        messages in that prefix, counted through compression
+    largest_payload the largest top-level payload, to hold against `max.message.size`
+    error           why validation stopped before the end because of damage; None when it
+                    reached the end or stopped at a partial trailing entry
+    length          bytes looked at
+    """
+
+    valid_bytes: int
+    entries: int
+    messages: int
+    largest_payload: int
+    error: InvalidMessageError | None
+    length: int
+
+    @property
+    def partial_tail(self) -> bool:
+        """Stopped at an entry cut off by the end of the buffer (not damage)."""
+        return self.error is None and self.valid_bytes < self.length
+
+
+def validate(
+    buffer: Buffer, base_offset: int = 0, *, depth: int = 0, max_inflated: int = MAX_INFLATED
+) -> Validation:
+    """Check every size and CRC, through compression; return the valid prefix.
+
+    Stops quietly at a partial trailing entry (its bytes are simply not in `valid_bytes`)
+    and stops with `error` set at the first damaged entry: a size under the minimum, an
+    unknown magic or codec, a CRC mismatch, or a compressed payload that does not decode
+    into a wholly valid set. `base_offset` only names places in errors.
+    """
+    view = memoryview(buffer)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    length = len(view)
+    unpack_size = _INT32.unpack_from
+    unpack_attr_crc = _ATTR_CRC.unpack_from
+    unpack_crc = _CRC.unpack_from
+    crc32 = zlib.crc32
+    pos = entries = messages = largest = 0
+    error: InvalidMessageError | None = None
+    while pos + ENTRY_OVERHEAD <= length:
+        (size,) = unpack_size(view, pos)
+        end = pos + ENTRY_OVERHEAD + size
+        if size < MIN_MESSAGE_SIZE:
+            error = CorruptMessageError(
+                f"entry at offset {base_offset + pos} declares {size} bytes, "
+                f"under the minimum message size {MIN_MESSAGE_SIZE}"
+            )
+            break
+        if end > length:
+            break  # partial trailing entry
+        magic = view[pos + ENTRY_OVERHEAD]
+        if magic == 1:
+            payload_start = pos + ENTRY_OVERHEAD + MAGIC1_HEADER
+            if end < payload_start:
+                error = CorruptMessageError(
+                    f"magic 1 entry at offset {base_offset + pos} is only {size} bytes"
+                )
+                break
+            attributes, crc = unpack_attr_crc(view, pos + 5)
+        elif magic == 0:
+            attributes = 0
+            (crc,) = unpack_crc(view, pos + 5)
+            payload_start = pos + ENTRY_OVERHEAD + MAGIC0_HEADER
+        else:
+            error = UnknownMagicError(
+                f"unknown magic byte {magic} in the entry at offset {base_offset + pos}"
+            )
+            break
+        payload = view[payload_start:end]
+        if crc32(payload) != crc:
+            error = CorruptMessageError(
+                f"CRC mismatch in the entry at offset {base_offset + pos}: stored {crc:#010x}, "
+                f"computed {crc32(payload):#010x}"
+            )
+            break
+        codec = attributes & CODEC_MASK
+        if codec:
+            inner_count = _validate_compressed(
+                codec, payload, base_offset + pos, depth, max_inflated
+            )
+            if isinstance(inner_count, InvalidMessageError):
+                error = inner_count
+                break
+            messages += inner_count
+        else:
+            messages += 1
+        if end - payload_start > largest:
+            largest = end - payload_start
+        entries += 1
+        pos = end
+    return Validation(pos, entries, messages, largest, error, length)
+
+
+def _validate_compressed(
+    codec: int, payload: memoryview, offset: int, depth: int, max_inflated: int
+) -> int | InvalidMessageError:
+    """Messages inside a compressed wrapper, or the error that makes the wrapper invalid."""
+    if codec not in compression.CODEC_NAMES:
+        return UnknownCodecError(
+            f"unknown compression codec {codec} in the entry at offset {offset}"
+        )
+    if depth >= MAX_NESTING:
+        return CorruptMessageError(
+            f"compressed set at offset {offset} nests deeper than {MAX_NESTING} levels"
+        )
+    try:
+        inner = compression.decompress(codec, payload, max_inflated)
+    except InvalidMessageError as exc:
+        return CorruptMessageError(f"compressed set at offset {offset}: {exc}")
+    check = validate(inner, depth=depth + 1, max_inflated=max_inflated)
+    if check.error is not None:
+        return CorruptMessageError(f"compressed set at offset {offset}: {check.error}")
+    if check.valid_bytes != len(inner):
+        return CorruptMessageError(
+            f"compressed set at offset {offset} ends in a partial entry "
+            f"({len(inner) - check.valid_bytes} bytes)"
+        )
+    if check.entries == 0:
+        return CorruptMessageError(f"compressed set at offset {offset} is empty")
+    return check.messages
+
+
+def build_message_set(
+    payloads: Iterable[bytes], codec: int = compression.NONE, magic: int = 1
+) -> bytes:
+    """One buffer holding a message per payload; compressed into one wrapper if `codec`."""
+    crc32 = zlib.crc32
+    if magic == 0 and codec == compression.NONE:
+        pack0 = ENTRY_MAGIC0.pack
+        parts = []
+        for p in payloads:
+            parts.append(pack0(MAGIC0_HEADER + len(p), 0, crc32(p)))
+            parts.append(p)
+        return b"".join(parts)
+    if magic not in (0, 1):
+        raise UnknownMagicError(f"unknown magic byte {magic} (known: 0, 1)")
+    pack1 = ENTRY_MAGIC1.pack
+    parts = []
+    for p in payloads:
+        parts.append(pack1(MAGIC1_HEADER + len(p), 1, 0, crc32(p)))
+        parts.append(p)
+    inner = b"".join(parts)
+    if codec == compression.NONE:
+        return inner
+    if codec not in compression.CODEC_NAMES:
+        raise UnknownCodecError(f"unknown compression codec {codec}")
+    if not inner:
+        return inner  # no messages: an empty set, as 0.7, never an empty wrapper
+    wrapped = compression.compress(codec, inner)
+    return pack1(MAGIC1_HEADER + len(wrapped), 1, codec, crc32(wrapped)) + wrapped
+
+
+def iter_entries(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, memoryview]]:
+    """Shallow iteration: (offset, message bytes without the size prefix) of whole entries.
+
+    Stops at a partial trailing entry; does not check CRCs (use `validate` for that).
+    """
+    view = memoryview(buffer)
+    length = len(view)
+    pos = 0
+    while pos + ENTRY_OVERHEAD <= length:
+        (size,) = _INT32.unpack_from(view, pos)
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptMessageError(
+                f"entry at offset {base_offset + pos} declares {size} bytes, "
+                f"under the minimum message size {MIN_MESSAGE_SIZE}"
+            )
+        end = pos + ENTRY_OVERHEAD + size
+        if end > length:
+            return
+        yield base_offset + pos, view[pos + ENTRY_OVERHEAD : end]
+        pos = end
+
+
+def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
+    """Deep iteration through compressed wrappers, recursively, checking every CRC.
+
+    Offsets are absolute (`base_offset` is where `buffer` starts in the partition). Inside a
+    wrapper, each message resumes at the wrapper except the last, which resumes after it.
+    Raises CorruptMessageError naming the offset of the first damaged entry.
+    """
+    for offset, message in iter_entries(buffer, base_offset):
+        next_offset = offset + ENTRY_OVERHEAD + len(message)
+        magic, attributes, payload = _decode(message, offset)
+        codec = attributes & CODEC_MASK
+        if not codec:
+            yield Message(offset, next_offset, payload, magic, attributes)
+            continue
+        try:
+            inner = compression.decompress(codec, payload, MAX_INFLATED)
+        except InvalidMessageError as exc:
+            raise CorruptMessageError(f"compressed set at offset {offset}: {exc}") from exc
+        previous: Message | None = None
+        for m in _iter_inner(inner, offset):
+            if previous is not None:
+                yield previous
+            previous = m
+        if previous is not None:
+            yield previous._replace(next_offset=next_offset)
+
+
+def _iter_inner(inner: bytes, wrapper_offset: int) -> Iterator[Message]:
+    """Messages of a decompressed set, all resuming at their wrapper."""
+    check = validate(inner)
+    if check.error is not None or check.valid_bytes != len(inner) or check.entries == 0:
+        reason = check.error or ("partial inner entry" if inner else "empty")
+        raise CorruptMessageError(f"compressed set at offset {wrapper_offset}: {reason}")
+    for m in iter_messages(inner):
+        yield m._replace(offset=wrapper_offset, next_offset=wrapper_offset)
+
+
+def _decode(message: memoryview, offset: int) -> tuple[int, int, bytes]:
+    magic = message[0]
+    if magic == 1:
+        if len(message) < MAGIC1_HEADER:
+            raise CorruptMessageError(
+                f"magic 1 entry at offset {offset} is only {len(message)} bytes"
+            )
+        attributes, crc = _ATTR_CRC.unpack_from(message, 1)
+        payload = message[MAGIC1_HEADER:]
+    elif magic == 0:
+        attributes = 0
+        (crc,) = _CRC.unpack_from(message, 1)
+        payload = message[MAGIC0_HEADER:]
+    else:
+        raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
+    if zlib.crc32(payload) != crc:
+        raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+    if attributes & CODEC_MASK not in compression.CODEC_NAMES:
+        raise UnknownCodecError(
+            f"unknown compression codec {attributes & CODEC_MASK} in the entry at offset {offset}"
+        )
+    return magic, attributes, bytes(payload)
+
+
+def first_entry_size(buffer: Buffer) -> int | None:
+    """Bytes the first entry needs (size prefix included), or None when fewer than 4 bytes.
+
+    A consumer whose fetch returned no whole entry uses this to grow its fetch size.
+    """
+    if len(buffer) < ENTRY_OVERHEAD:
+        return None
+    size: int = _INT32.unpack_from(buffer, 0)[0]
+    return ENTRY_OVERHEAD + size
+
+
+class MessageSet:
+    """A thin view over the bytes of a message set, with its position in the partition."""
+
+    __slots__ = ("base_offset", "buffer")
+
+    def __init__(self, buffer: Buffer, base_offset: int = 0) -> None:
+        self.buffer = buffer
+        self.base_offset = base_offset
+
+    @classmethod
+    def of(
+        cls, payloads: Iterable[bytes], codec: int = compression.NONE, magic: int = 1
+    ) -> MessageSet:
+        return cls(build_message_set(payloads, codec, magic))
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.buffer)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter_messages(self.buffer, self.base_offset)
+
+    def entries(self) -> Iterator[tuple[int, memoryview]]:
+        return iter_entries(self.buffer, self.base_offset)
+
+    def validate(self) -> Validation:
+        return validate(self.buffer, self.base_offset)
+
+    def __repr__(self) -> str:
+        return f"MessageSet({len(self.buffer)} bytes at offset {self.base_offset})"

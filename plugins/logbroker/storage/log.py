@@ -1,0 +1,283 @@
+"""The log of one partition: an ordered list of segments (`log/Log.scala`).
+
+    <log.dir>/<topic>-<partition>/
+        00000000000000000000.kafka      base offset 0
+        00000000000536870931.kafka      base offset = previous base + previous size
+        ...                             only the last segment is appended to
+
+Offsets are byte positions in the partition. A read at `offset` bisects the sorted base
+offsets to find its segment and returns a FileRegion of at most `max_size` bytes from that
+segment; the last entry in it may be cut off, as 0.7 served it.
+
+What a reader may see: every append that has completed, flushed or not. `end_offset` moves
+when an append's bytes are in the file (the OS page cache), and fetch, latest offset and
+out-of-range all use that one end point. A killed broker process loses nothing that was
+appended; a machine that loses power loses the unflushed tail, which recovery cuts back to
+the last whole valid entry. (0.7 showed only flushed data; we show it sooner for latency.)
+
+Concurrency: appends, rolls, truncation and deletes hold the log's lock. Readers take no
+lock: the segment list is an immutable tuple replaced whole (copy-on-write), and a segment's
+size only grows while a reader may look at it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..protocol.errors import InvalidMessageError, OffsetOutOfRangeError
+from ..protocol.message_set import Buffer, Validation, validate
+from .recovery import RecoveryResult, recover_segment
+from .segment import FileRegion, LogSegment, empty_region, parse_segment_file_name
+
+log = logging.getLogger(__name__)
+
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+
+Clock = Callable[[], int]  # milliseconds since the epoch
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The settings one partition's log needs (from server.properties, see config.py)."""
+
+    segment_bytes: int = 512 * 1024 * 1024  # log.file.size
+    roll_ms: int = 168 * 3600 * 1000  # log.roll.hours
+    flush_interval_messages: int = 10000  # log.flush.interval
+    flush_interval_ms: int = 1000  # log.default.flush.interval.ms
+
+
+class Log:
+    """Append-only log of one topic-partition."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        recover: bool = False,
+        request_flush: Callable[[Log], None] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._request_flush = request_flush
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock()
+        self.recovery: RecoveryResult | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self._load(recover)
+
+    # -- loading ----------------------------------------------------------------------
+
+    def _load(self, recover: bool) -> None:
+        found = []
+        for path in self.directory.iterdir():
+            base = parse_segment_file_name(path.name)
+            if base is not None and path.is_file():
+                found.append((base, path))
+        found.sort()
+        segments = [LogSegment.open(path) for _, path in found]
+        if not segments:
+            segments = [LogSegment.create(self.directory, 0, self.clock())]
+        for earlier, later in itertools.pairwise(segments):
+            if earlier.end_offset != later.base_offset:
+                log.warning(
+                    "%s: segment %s ends at %d but the next starts at %d",
+                    self.name,
+                    earlier.path.name,
+                    earlier.end_offset,
+                    later.base_offset,
+                )
+        self._set_segments(tuple(segments))
+        if recover:
+            self.recovery = recover_segment(segments[-1])
+            if self.recovery.truncated:
+                log.warning(
+                    "%s: recovery cut %d bytes at offset %d: %s",
+                    self.name,
+                    self.recovery.truncated_bytes,
+                    segments[-1].end_offset,
+                    self.recovery.reason,
+                )
+
+    def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
+        # Bases first would let a reader see a base with no segment; assign as one tuple.
+        self._segments, self._bases = segments, tuple(s.base_offset for s in segments)
+
+    # -- what readers see -------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._segments[-1].end_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def read(self, offset: int, max_size: int) -> FileRegion:
+        """Bytes from `offset`, at most `max_size`, from one segment (0.7's fetch rules).
+
+        offset == end -> empty region; offset < start or > end -> OffsetOutOfRangeError.
+        """
+        segments, bases = self._segments, self._bases
+        end = segments[-1].end_offset
+        if offset == end:
+            return empty_region(offset)
+        if offset < bases[0] or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.name}: "
+                f"the log holds offsets {bases[0]} to {end}"
+            )
+        segment = segments[bisect.bisect_right(bases, offset) - 1]
+        return segment.region(offset - segment.base_offset, max(0, max_size))
+
+    def offsets_before(self, time_ms: int, max_offsets: int) -> list[int]:
+        """0.7's getOffsetsBefore: segment starts (and the end), newest first.
+
+        Entries are (segment base, segment mtime) plus (end, now) when the last segment
+        holds data; time -1 starts at the last entry, -2 at the first, any other time at
+        the last entry whose time is <= it. Up to `max_offsets` offsets, descending.
+        """
+        segments = self._segments
+        entries = [(s.base_offset, s.last_modified_ms) for s in segments]
+        if segments[-1].size > 0:
+            entries.append((segments[-1].end_offset, self.clock()))
+        if time_ms == LATEST_TIME:
+            start = len(entries) - 1
+        elif time_ms == EARLIEST_TIME:
+            start = 0
+        else:
+            start = len(entries) - 1
+            while start >= 0 and entries[start][1] > time_ms:
+                start -= 1
+        count = max(0, min(max_offsets, start + 1))
+        return [entries[start - i][0] for i in range(count)]
+
+    # -- writing ----------------------------------------------------------------------
+
+    def append(self, message_set: Buffer, validation: Validation | None = None) -> tuple[int, int]:
+        """Append the valid whole entries of a message set; returns (offset, next offset).
+
+        A damaged set (bad size, magic, codec, CRC, undecodable compression) or one whose
+        first entry is incomplete raises InvalidMessageError and appends nothing. A partial
+        trailing entry is dropped, as 0.7 did. Pass `validation` if the caller already
+        validated these exact bytes.
+        """
+        check = validation if validation is not None else validate(message_set)
+        if check.error is not None:
+            raise InvalidMessageError(f"{self.name}: {check.error}")
+        if check.valid_bytes == 0:
+            if len(message_set) == 0:
+                end = self.end_offset
+                return end, end
+            raise InvalidMessageError(
+                f"{self.name}: the first entry of the message set is incomplete "
+                f"({len(message_set)} bytes)"
+            )
+        data = memoryview(message_set)[: check.valid_bytes]
+        with self._lock:
+            now = self.clock()
+            segment = self._maybe_roll(len(data), now)
+            offset = segment.end_offset
+            segment.append(data, now)
+            self.unflushed_messages += check.messages
+            flush_now = self.unflushed_messages >= self.config.flush_interval_messages
+        if flush_now:
+            if self._request_flush is not None:
+                self._request_flush(self)
+            else:
+                self.flush()
+        return offset, offset + len(data)
+
+    def _maybe_roll(self, incoming: int, now: int) -> LogSegment:
+        segment = self._segments[-1]
+        too_big = segment.size > 0 and segment.size + incoming > self.config.segment_bytes
+        too_old = (
+            segment.first_append_ms is not None
+            and now - segment.first_append_ms >= self.config.roll_ms
+        )
+        if too_big or too_old:
+            return self._roll(now)
+        return segment
+
+    def _roll(self, now: int) -> LogSegment:
+        """Start a new empty segment at the end (caller holds the lock)."""
+        old = self._segments[-1]
+        if old.size == 0:
+            return old
+        old.flush()
+        new = LogSegment.create(self.directory, old.end_offset, now)
+        self._set_segments((*self._segments, new))
+        log.info("%s: rolled a new segment at offset %d", self.name, new.base_offset)
+        return new
+
+    def flush(self) -> None:
+        """fsync what was appended since the last flush."""
+        with self._lock:
+            pending = self.unflushed_messages
+            self.unflushed_messages = 0
+            segment = self._segments[-1]
+        if pending or segment.first_append_ms is not None:
+            segment.flush()
+        self.last_flush_ms = self.clock()
+
+    # -- retention --------------------------------------------------------------------
+
+    def delete_segments_while(self, doomed: Callable[[LogSegment], bool]) -> list[LogSegment]:
+        """Delete whole segments from the front while `doomed` holds; offsets never restart.
+
+        Deleting every segment first rolls a new empty one at the current end, so the next
+        append lands at the old end offset. An empty last segment is never deleted.
+        """
+        with self._lock:
+            segments = self._segments
+            count = 0
+            for segment in segments:
+                if not doomed(segment) or (segment is segments[-1] and segment.size == 0):
+                    break
+                count += 1
+            if count == 0:
+                return []
+            if count == len(segments):
+                self._roll(self.clock())
+            deleted = self._segments[:count]
+            self._set_segments(self._segments[count:])
+        for segment in deleted:
+            segment.delete()
+        return list(deleted)
+
+    def close(self) -> None:
+        with self._lock:
+            for segment in self._segments:
+                segment.touch()
+                segment.close()
+
+    def __repr__(self) -> str:
+        return f"Log({self.name}, {self.start_offset}..{self.end_offset})"

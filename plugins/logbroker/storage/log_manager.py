@@ -1,0 +1,260 @@
+"""All the logs of one broker (`log/LogManager.scala`).
+
+    <log.dir>/
+        .kafka_cleanshutdown     present only after a clean shutdown; removed at start
+        <topic>-<partition>/     one directory per partition log (see log.py)
+
+At start every partition directory is loaded. Without the clean-shutdown marker the newest
+segment of every log is recovered (recovery.py) before anything is served. Topics are
+created on their first produce with `num.partitions` partitions, or the count that
+`topic.partition.count.map` gives. Two background threads keep the logs: the flusher
+(fsync every `log.default.flush.interval.ms`, and at once when a log has
+`log.flush.interval` unflushed messages) and the cleaner (retention every
+`log.cleanup.interval.mins`, by age `log.retention.hours` and by size `log.retention.size`).
+Both call `flush_due`/`cleanup`, which tests call directly with an injected clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import BrokerConfig
+from ..protocol.errors import WrongPartitionError
+from ..protocol.topics import parse_partition_dir_name, partition_dir_name, validate_topic
+from .log import Clock, Log, LogConfig
+from .segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+HOUR_MS = 3600 * 1000
+
+
+def _older_than(cutoff_ms: int) -> Callable[[LogSegment], bool]:
+    return lambda segment: segment.last_modified_ms < cutoff_ms
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    """Loads, creates, flushes and cleans every partition log under `log.dir`."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock = system_clock,
+        on_new_topic: Callable[[str, int], None] | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.log_dir = Path(log_dir) if log_dir is not None else config.log_path
+        self.on_new_topic = on_new_topic
+        self.log_config = LogConfig(
+            segment_bytes=config.log_file_size,
+            roll_ms=config.log_roll_hours * HOUR_MS,
+            flush_interval_messages=config.log_flush_interval,
+            flush_interval_ms=config.log_default_flush_interval_ms,
+        )
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._create_lock = threading.Lock()
+        self._flush_wanted: set[Log] = set()
+        self._wake = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.recovered: list[Log] = []
+        self._load()
+
+    # -- start and stop ---------------------------------------------------------------
+
+    def _load(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        for path in sorted(self.log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            try:
+                topic, partition = parse_partition_dir_name(path.name)
+            except ValueError:
+                log.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                continue
+            part_log = self._open_log(topic, partition, recover=not clean)
+            if part_log.recovery is not None and part_log.recovery.truncated:
+                self.recovered.append(part_log)
+        # Remove the marker only now: a crash during loading must recover again next time.
+        if clean:
+            marker.unlink()
+        log.info(
+            "loaded %d logs from %s (%s shutdown)",
+            len(self._logs),
+            self.log_dir,
+            "clean" if clean else "unclean",
+        )
+
+    def _open_log(self, topic: str, partition: int, recover: bool) -> Log:
+        part_log = Log(
+            self.log_dir / partition_dir_name(topic, partition),
+            topic,
+            partition,
+            self.log_config,
+            self.clock,
+            recover=recover,
+            request_flush=self._want_flush,
+        )
+        self._logs[(topic, partition)] = part_log
+        return part_log
+
+    def start_background(self) -> None:
+        """Start the flusher and cleaner threads."""
+        for name, target in (("log-flusher", self._flusher), ("log-cleaner", self._cleaner)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def shutdown(self) -> None:
+        """Stop the threads, flush and close every log, and write the clean-shutdown marker."""
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        for part_log in self.logs():
+            part_log.flush()
+            part_log.close()
+        (self.log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+        log.info("flushed and closed %d logs; clean shutdown marked", len(self._logs))
+
+    # -- finding and creating logs ----------------------------------------------------
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def topics(self) -> list[str]:
+        return sorted({topic for topic, _ in self._logs})
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of `topic` here: the configured count, or more if the disk has more."""
+        existing = [p for t, p in self._logs if t == topic]
+        return max(self.config.partitions_for(topic), max(existing, default=-1) + 1)
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        validate_topic(topic)
+        count = self.partition_count(topic)
+        if not 0 <= partition < count:
+            raise WrongPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist "
+                f"(this broker has partitions 0 to {count - 1})"
+            )
+
+    def choose_partition(self, topic: str) -> int:
+        """A random partition, for produce requests that ask for partition -1."""
+        return random.randrange(self.partition_count(topic))
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """The log if it exists; validates the topic and partition; never creates."""
+        found = self._logs.get((topic, partition))
+        if found is None:
+            self.check_partition(topic, partition)
+        return found
+
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        found = self._logs.get((topic, partition))
+        if found is not None:
+            return found
+        self.check_partition(topic, partition)
+        with self._create_lock:
+            found = self._logs.get((topic, partition))
+            if found is not None:
+                return found
+            new_topic = not any(t == topic for t, _ in self._logs)
+            part_log = self._open_log(topic, partition, recover=False)
+            log.info("created log %s", part_log.name)
+        if new_topic and self.on_new_topic is not None:
+            self.on_new_topic(topic, self.partition_count(topic))
+        return part_log
+
+    # -- flushing ---------------------------------------------------------------------
+
+    def _want_flush(self, part_log: Log) -> None:
+        with self._wake:
+            self._flush_wanted.add(part_log)
+            self._wake.notify()
+
+    def flush_due(self, now: int | None = None) -> list[Log]:
+        """Flush logs asked for by message count, and those unflushed for too long."""
+        now = self.clock() if now is None else now
+        with self._wake:
+            due = set(self._flush_wanted)
+            self._flush_wanted.clear()
+        for part_log in self.logs():
+            if (
+                part_log.unflushed_messages
+                and now - part_log.last_flush_ms >= self.log_config.flush_interval_ms
+            ):
+                due.add(part_log)
+        for part_log in due:
+            try:
+                part_log.flush()
+            except OSError:
+                log.exception("flushing %s failed", part_log.name)
+        return sorted(due, key=lambda lg: lg.name)
+
+    def _flusher(self) -> None:
+        interval = self.config.log_default_flush_scheduler_interval_ms / 1000
+        while not self._stopping.is_set():
+            with self._wake:
+                if not self._flush_wanted:
+                    self._wake.wait(timeout=interval)
+            if self._stopping.is_set():
+                return
+            self.flush_due()
+
+    # -- retention --------------------------------------------------------------------
+
+    def retention_ms(self, topic: str) -> int:
+        hours = self.config.topic_log_retention_hours.get(topic, self.config.log_retention_hours)
+        return int(hours) * HOUR_MS
+
+    def cleanup(self, now: int | None = None) -> list[LogSegment]:
+        """Apply retention by age, then by size, to every log; returns what was deleted."""
+        now = self.clock() if now is None else now
+        deleted: list[LogSegment] = []
+        for part_log in self.logs():
+            deleted += part_log.delete_segments_while(
+                _older_than(now - self.retention_ms(part_log.topic))
+            )
+            deleted += self._cleanup_by_size(part_log)
+        for segment in deleted:
+            log.info("retention deleted %s (%d bytes)", segment.path, segment.size)
+        return deleted
+
+    def _cleanup_by_size(self, part_log: Log) -> list[LogSegment]:
+        limit = self.config.log_retention_size
+        if limit < 0:
+            return []
+        excess = part_log.size_in_bytes - limit
+
+        def over(segment: LogSegment) -> bool:
+            nonlocal excess
+            if excess - segment.size < 0:
+                return False
+            excess -= segment.size
+            return True
+
+        return part_log.delete_segments_while(over)
+
+    def _cleaner(self) -> None:
+        interval = self.config.log_cleanup_interval_mins * 60
+        while not self._stopping.wait(timeout=interval):
+            try:
+                self.cleanup()
+            except OSError:
+                log.exception("retention failed")

@@ -1,0 +1,155 @@
+"""One segment file of a partition's log (`log/LogSegment`, `message/FileMessageSet.scala`).
+
+On disk:
+
+    <log.dir>/<topic>-<partition>/<base offset, 20 digits zero-padded>.kafka
+
+A segment holds message set entries back to back, exactly the bytes producers sent. Its
+name is the partition offset of its first byte, so the offset of any entry is
+`base_offset + position in the file`. Only the newest segment of a log is appended to.
+
+The file is opened once, unbuffered, in append mode. A `FileRegion` handed to a reader keeps
+its segment alive, so a segment that retention deletes meanwhile stays readable (the inode
+lives until its descriptor closes, when the last reader drops the segment) and a reader
+never waits for a delete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+SEGMENT_SUFFIX = ".kafka"
+OFFSET_DIGITS = 20
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """Base offset of a segment file name, or None if the name is not one."""
+    stem, suffix = name[: -len(SEGMENT_SUFFIX)], name[-len(SEGMENT_SUFFIX) :]
+    if suffix != SEGMENT_SUFFIX or len(stem) != OFFSET_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class FileRegion(NamedTuple):
+    """Bytes [position, position + length) of a segment file, at log offset `offset`.
+
+    The server hands `fileno()`, `position` and `length` to sendfile; everyone else calls
+    `read()`. Holding a region keeps its segment's file open.
+    """
+
+    segment: LogSegment | None
+    position: int
+    length: int
+    offset: int
+
+    def fileno(self) -> int:
+        if self.segment is None:
+            raise ValueError("an empty region has no file")
+        return self.segment.file.fileno()
+
+    def read(self) -> bytes:
+        if self.length == 0 or self.segment is None:
+            return b""
+        chunks = []
+        fd, position, remaining = self.fileno(), self.position, self.length
+        while remaining > 0:
+            chunk = os.pread(fd, remaining, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+
+def empty_region(offset: int) -> FileRegion:
+    return FileRegion(None, 0, 0, offset)
+
+
+class LogSegment:
+    """A segment file plus what the log needs to know of it without touching the disk."""
+
+    __slots__ = ("base_offset", "file", "first_append_ms", "last_modified_ms", "path", "size")
+
+    def __init__(self, path: Path, base_offset: int, last_modified_ms: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.file = io.FileIO(path, "a+")  # O_APPEND: writes land at the end whatever the offset
+        self.size = os.fstat(self.file.fileno()).st_size
+        self.last_modified_ms = last_modified_ms
+        self.first_append_ms: int | None = None
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, now_ms: int) -> LogSegment:
+        return cls(directory / segment_file_name(base_offset), base_offset, now_ms)
+
+    @classmethod
+    def open(cls, path: Path) -> LogSegment:
+        base = parse_segment_file_name(path.name)
+        if base is None:
+            raise ValueError(f"{path} is not a segment file")
+        return cls(path, base, int(path.stat().st_mtime * 1000))
+
+    @property
+    def end_offset(self) -> int:
+        return self.base_offset + self.size
+
+    def append(self, data: bytes | memoryview, now_ms: int) -> None:
+        """Write all of `data` at the end of the file; visible to readers once this returns."""
+        view = memoryview(data)
+        fd = self.file.fileno()
+        written = 0
+        while written < len(view):
+            written += os.write(fd, view[written:])
+        if self.first_append_ms is None:
+            self.first_append_ms = now_ms
+        self.last_modified_ms = now_ms
+        self.size += len(view)
+
+    def flush(self) -> None:
+        """fsync, and record the modification time so a restart sees the same age."""
+        fd = self.file.fileno()
+        os.fsync(fd)
+        self.touch()
+
+    def touch(self) -> None:
+        seconds = self.last_modified_ms / 1000
+        with contextlib.suppress(OSError):  # a deleted segment: nothing left to date
+            os.utime(self.file.fileno(), (seconds, seconds))
+
+    def region(self, position: int, max_length: int) -> FileRegion:
+        """Up to `max_length` bytes from `position` (file-relative), never past the end."""
+        length = max(0, min(max_length, self.size - position))
+        return FileRegion(self, position, length, self.base_offset + position)
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to `size` bytes; returns how many bytes were removed."""
+        removed = self.size - size
+        os.ftruncate(self.file.fileno(), size)
+        self.size = size
+        return removed
+
+    def delete(self) -> None:
+        """Unlink the file. Descriptors held by readers keep working until they are done."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __del__(self) -> None:
+        # A deleted segment is closed when its last reader lets go of it.
+        file = getattr(self, "file", None)
+        if file is not None:
+            file.close()
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.path.name}, size={self.size})"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages logbroker needs when they are missing: ZooKeeper (the
+# coordination service brokers and consumer groups use) and a Java runtime to run it.
+# Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
+set -euo pipefail
+
+need=()
+[ -r /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+# Another apt (unattended upgrades on a fresh machine) may hold the dpkg lock: wait for it.
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    if $SUDO apt-get update -qq && \
+       $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"; then
+        exit 0
+    fi
+    echo "apt-get failed (attempt $attempt), retrying in 6 s" >&2
+    sleep 6
+done
+echo "could not install: ${need[*]}" >&2
+exit 1

@@ -1,0 +1,142 @@
+"""Crash shapes on real segment files, each followed by reopening the log (no clean marker).
+
+After recovery the log holds exactly the entries before the damage, no read returns a
+damaged entry, and the next append lands right after the last good entry.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+from logbroker.config import BrokerConfig
+from logbroker.protocol.message_set import build_message_set, iter_messages, validate
+from logbroker.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager
+from logbroker.storage.recovery import scan_valid_prefix
+
+PAYLOADS = [f"event-{i:04d}".encode() * 3 for i in range(40)]
+
+
+def written_log(tmp_path, segment_bytes=10_000):
+    """A log of 40 messages in sets of 4, then a crash (no shutdown, so no marker)."""
+    config = BrokerConfig(log_dir=str(tmp_path), log_file_size=segment_bytes)
+    manager = LogManager(config)
+    log = manager.get_or_create_log("clicks", 0)
+    ends = []
+    for i in range(0, len(PAYLOADS), 4):
+        ends.append(log.append(build_message_set(PAYLOADS[i : i + 4]))[1])
+    log.flush()
+    last = log.segments[-1]
+    return config, ends, last.path
+
+
+def reopen(config):
+    manager = LogManager(config)
+    return manager, manager.get_log("clicks", 0)
+
+
+def all_payloads(log):
+    out = []
+    for segment in log.segments:
+        region = segment.region(0, segment.size)
+        out += [m.payload for m in iter_messages(region.read(), region.offset)]
+    return out
+
+
+def check_recovered(config, good_end, expect_cut=True):
+    manager, log = reopen(config)
+    assert log.end_offset == good_end
+    stored = all_payloads(log)
+    assert stored == PAYLOADS[: len(stored)]
+    assert (log in manager.recovered) == expect_cut
+    offset, _next_offset = log.append(build_message_set([b"after-crash"]))
+    assert offset == good_end
+    assert all_payloads(log)[-1] == b"after-crash"
+    return log
+
+
+def test_tail_cut_in_the_middle_of_an_entry(tmp_path):
+    config, ends, path = written_log(tmp_path)
+    with open(path, "r+b") as f:
+        f.truncate(ends[-1] - 7)
+    last_entry = 4 + 6 + len(PAYLOADS[-1])  # recovery is per entry: the set's first 3 stay
+    log = check_recovered(config, ends[-1] - last_entry)
+    assert log.recovery.truncated_bytes == last_entry - 7
+
+
+def test_garbage_appended_after_the_last_entry(tmp_path):
+    config, ends, path = written_log(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b"nonsense block ADDED" * 10)
+    check_recovered(config, ends[-1])
+
+
+def test_flipped_byte_inside_the_last_payload(tmp_path):
+    config, ends, path = written_log(tmp_path)
+    with open(path, "r+b") as f:
+        f.seek(ends[-1] - 3)
+        byte = f.read(1)
+        f.seek(ends[-1] - 3)
+        f.write(bytes([byte[0] ^ 0x01]))
+    # the last set's last entry is damaged; its three siblings before it stay
+    last_entry = 4 + 6 + len(PAYLOADS[-1])
+    check_recovered(config, ends[-1] - last_entry)
+
+
+def test_zero_filled_tail(tmp_path):
+    config, ends, path = written_log(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 4096)  # what a filesystem shows after a crash mid-extension
+    check_recovered(config, ends[-1])
+
+
+def test_compressed_payload_that_does_not_decode(tmp_path):
+    config, ends, path = written_log(tmp_path)
+    junk = b"\x1f\x8b not really gzip"
+    wrapper = struct.pack(">iBBI", 6 + len(junk), 1, 1, zlib.crc32(junk)) + junk  # CRC is right
+    with open(path, "ab") as f:
+        f.write(wrapper)
+    check_recovered(config, ends[-1])
+
+
+def test_damage_in_a_compressed_set_cuts_the_whole_wrapper(tmp_path):
+    config, _ends, path = written_log(tmp_path)
+    with open(path, "ab") as f:
+        f.write(build_message_set([b"inner-1", b"inner-2"], codec=2))
+        f.write(build_message_set([b"inner-3"], codec=1)[:-2])  # torn
+    _manager, log = reopen(config)
+    assert all_payloads(log)[-2:] == [b"inner-1", b"inner-2"]
+    assert validate(log.read(0, 10**6).read()).error is None
+
+
+def test_clean_shutdown_skips_recovery_and_is_consumed(tmp_path):
+    config, _ends, _path = written_log(tmp_path)
+    manager, log = reopen(config)
+    manager.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()
+    manager, log = reopen(config)
+    assert manager.recovered == [] and log.recovery is None
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # a crash from now on recovers
+
+
+def test_only_the_newest_segment_is_checked_and_older_ones_stay(tmp_path):
+    config, ends, _path = written_log(tmp_path, segment_bytes=200)
+    _manager, log = reopen(config)
+    assert len(log.segments) > 3
+    with open(log.segments[-1].path, "ab") as f:
+        f.write(b"\xff" * 9)
+    _manager, log = reopen(config)
+    assert log.end_offset == ends[-1]
+    assert all_payloads(log) == PAYLOADS
+
+
+@pytest.mark.parametrize("window", [64, 100, 4096])
+def test_scan_reads_entries_larger_than_its_window(tmp_path, window):
+    data = build_message_set([b"w" * 300, b"v" * 10, b"u" * 500])
+    path = tmp_path / "seg"
+    path.write_bytes(data + data[:5])
+    with open(path, "rb") as f:
+        valid, reason = scan_valid_prefix(f.fileno(), len(data) + 5, window=window)
+    assert valid == len(data)
+    assert "partial entry" in reason
