@@ -229,15 +229,54 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
 
     Offsets are absolute (`base_offset` is where `buffer` starts in the partition). Inside a
     wrapper, each message resumes at the wrapper except the last, which resumes after it.
-    Raises CorruptMessageError naming the offset of the first damaged entry.
+    Stops quietly at a partial trailing entry. Raises CorruptMessageError (or
+    UnknownMagicError, UnknownCodecError) naming the offset of the first damaged entry.
     """
-    for offset, message in iter_entries(buffer, base_offset):
-        next_offset = offset + ENTRY_OVERHEAD + len(message)
-        magic, attributes, payload = _decode(message, offset)
+    # The consumer's hot loop: one pass over an immutable copy, payloads sliced out of it,
+    # headers read inline (this runs once per message a consumer sees).
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    length = len(data)
+    unpack_int = _INT32.unpack_from
+    unpack_crc = _CRC.unpack_from
+    crc32 = zlib.crc32
+    make = tuple.__new__
+    pos = 0
+    while pos + ENTRY_OVERHEAD <= length:
+        (size,) = unpack_int(data, pos)
+        offset = base_offset + pos
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptMessageError(
+                f"entry at offset {offset} declares {size} bytes, "
+                f"under the minimum message size {MIN_MESSAGE_SIZE}"
+            )
+        end = pos + ENTRY_OVERHEAD + size
+        if end > length:
+            return
+        magic = data[pos + 4]
+        if magic == 1:
+            if size < MAGIC1_HEADER:
+                raise CorruptMessageError(f"magic 1 entry at offset {offset} is only {size} bytes")
+            attributes = data[pos + 5]
+            (crc,) = unpack_crc(data, pos + 6)
+            payload = data[pos + 10 : end]
+        elif magic == 0:
+            attributes = 0
+            (crc,) = unpack_crc(data, pos + 5)
+            payload = data[pos + 9 : end]
+        else:
+            raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
+        if crc32(payload) != crc:
+            raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+        next_offset = base_offset + end
+        pos = end
         codec = attributes & CODEC_MASK
         if not codec:
-            yield Message(offset, next_offset, payload, magic, attributes)
+            yield make(Message, (offset, next_offset, payload, magic, attributes))
             continue
+        if codec not in compression.CODEC_NAMES:
+            raise UnknownCodecError(
+                f"unknown compression codec {codec} in the entry at offset {offset}"
+            )
         try:
             inner = compression.decompress(codec, payload, MAX_INFLATED)
         except InvalidMessageError as exc:
@@ -253,36 +292,12 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
 
 def _iter_inner(inner: bytes, wrapper_offset: int) -> Iterator[Message]:
     """Messages of a decompressed set, all resuming at their wrapper."""
-    check = validate(inner)
+    check = validate(inner, depth=1)  # the wrapper was level 0: nest no deeper than validate
     if check.error is not None or check.valid_bytes != len(inner) or check.entries == 0:
         reason = check.error or ("partial inner entry" if inner else "empty")
         raise CorruptMessageError(f"compressed set at offset {wrapper_offset}: {reason}")
     for m in iter_messages(inner):
         yield m._replace(offset=wrapper_offset, next_offset=wrapper_offset)
-
-
-def _decode(message: memoryview, offset: int) -> tuple[int, int, bytes]:
-    magic = message[0]
-    if magic == 1:
-        if len(message) < MAGIC1_HEADER:
-            raise CorruptMessageError(
-                f"magic 1 entry at offset {offset} is only {len(message)} bytes"
-            )
-        attributes, crc = _ATTR_CRC.unpack_from(message, 1)
-        payload = message[MAGIC1_HEADER:]
-    elif magic == 0:
-        attributes = 0
-        (crc,) = _CRC.unpack_from(message, 1)
-        payload = message[MAGIC0_HEADER:]
-    else:
-        raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
-    if zlib.crc32(payload) != crc:
-        raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
-    if attributes & CODEC_MASK not in compression.CODEC_NAMES:
-        raise UnknownCodecError(
-            f"unknown compression codec {attributes & CODEC_MASK} in the entry at offset {offset}"
-        )
-    return magic, attributes, bytes(payload)
 
 
 def first_entry_size(buffer: Buffer) -> int | None:

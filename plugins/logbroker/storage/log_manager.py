@@ -181,6 +181,24 @@ class LogManager:
             self.on_new_topic(topic, self.partition_count(topic))
         return part_log
 
+    def create_topic(self, topic: str, partitions: int) -> int:
+        """Create partitions 0..partitions-1 of `topic` (never fewer than it has); returns the
+        count. Partition directories on disk are what makes a count above the configured one
+        stick across restarts."""
+        validate_topic(topic)
+        if partitions < 1:
+            raise WrongPartitionError(f"a topic needs at least one partition, got {partitions}")
+        with self._create_lock:
+            new_topic = topic not in self.topics()
+            for partition in range(partitions):
+                if (topic, partition) not in self._logs:
+                    self._open_log(topic, partition, recover=False)
+            count = self.partition_count(topic)
+        log.info("topic %s has %d partitions here", topic, count)
+        if self.on_new_topic is not None:
+            self.on_new_topic(topic, count)
+        return count
+
     # -- flushing ---------------------------------------------------------------------
 
     def _want_flush(self, part_log: Log) -> None:

@@ -1,0 +1,55 @@
+"""The `logbroker` command: one subcommand per module in logbroker.commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .commands import broker, consume, formatter, lag, offsets, produce, topics
+
+EPILOG = """\
+examples:
+  logbroker broker --config include/config/server.properties
+  logbroker topics --zookeeper 127.0.0.1:2181/live create page-views --partitions 4
+  seq 1000 | logbroker produce --zookeeper 127.0.0.1:2181/live --topic page-views
+  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --from-beginning
+  logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 --time -1
+  logbroker lag --zookeeper 127.0.0.1:2181/live --group my-group
+
+Every subcommand has its own --help with examples.
+"""
+
+SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logbroker",
+        formatter_class=formatter,
+        description="logbroker: a Kafka 0.7-compatible distributed commit log.",
+        epilog=EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"logbroker {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    from .logging_setup import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

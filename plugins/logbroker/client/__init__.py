@@ -1,0 +1,1 @@
+"""What applications use: connections, producers, the simple and the group consumer."""

@@ -1,0 +1,172 @@
+"""Where a producer finds brokers and partitions (`producer/*BrokerPartitionInfo.scala`).
+
+Two sources, one interface (`brokers()`, `partitions(topic)`):
+
+- `StaticBrokers`, from a `broker.list` of `id:host:port` (0.7's form) or plain `host:port`
+  entries: each broker serves `num_partitions` partitions of every topic (-1 lets the
+  broker pick one at random, as 0.7's config-based producer did).
+- `ZooKeeperBrokers`, which watches `/brokers/ids` (live brokers, value
+  `creatorId:host:port`) and `/brokers/topics/<topic>` (brokers that have the topic, value =
+  partition count) and keeps the answer current. A topic no broker has registered yet goes
+  to partition 0 of every live broker, as 0.7 did; the first produce creates it there.
+
+A partition of the cluster is `(broker id, partition)`, listed sorted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from ..coordination import paths
+
+log = logging.getLogger(__name__)
+
+
+class Broker(NamedTuple):
+    id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class BrokerPartition(NamedTuple):
+    broker_id: int
+    partition: int
+
+
+class BrokerSource(Protocol):
+    def brokers(self) -> dict[int, Broker]: ...
+
+    def partitions(self, topic: str) -> list[BrokerPartition]: ...
+
+    def close(self) -> None: ...
+
+
+def parse_broker_list(text: str) -> list[Broker]:
+    """'0:127.0.0.1:9092,1:127.0.0.1:9093' or '127.0.0.1:9092,127.0.0.1:9093'."""
+    brokers = []
+    for i, item in enumerate(x.strip() for x in text.split(",") if x.strip()):
+        fields = item.split(":")
+        try:
+            if len(fields) == 3:
+                brokers.append(Broker(int(fields[0]), fields[1], int(fields[2])))
+            elif len(fields) == 2:
+                brokers.append(Broker(i, fields[0], int(fields[1])))
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(
+                f"broker list entry {item!r} is not 'id:host:port' or 'host:port'"
+            ) from None
+    if not brokers:
+        raise ValueError("the broker list is empty")
+    return brokers
+
+
+class StaticBrokers:
+    def __init__(self, broker_list: str | list[Broker], num_partitions: int = 1) -> None:
+        listed = parse_broker_list(broker_list) if isinstance(broker_list, str) else broker_list
+        self._brokers = {b.id: b for b in listed}
+        self.num_partitions = num_partitions
+
+    def brokers(self) -> dict[int, Broker]:
+        return dict(self._brokers)
+
+    def partitions(self, topic: str) -> list[BrokerPartition]:
+        return [
+            BrokerPartition(b, p) for b in sorted(self._brokers) for p in range(self.num_partitions)
+        ]
+
+    def close(self) -> None:
+        pass
+
+
+class ZooKeeperBrokers:
+    """Live brokers and topic partitions from ZooKeeper, kept current by watches."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.on_change = on_change
+        self._lock = threading.Lock()
+        self._brokers: dict[int, Broker] = {}
+        self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
+        self._watched: set[str] = set()
+        client.ensure_path(paths.BROKER_IDS)
+        client.ensure_path(paths.BROKER_TOPICS)
+        ChildrenWatch(client, paths.BROKER_IDS, self._brokers_changed)
+
+    def _brokers_changed(self, children: list[str]) -> None:
+        brokers = {}
+        for child in children:
+            try:
+                data, _ = self.client.get(f"{paths.BROKER_IDS}/{child}")
+                host, port = paths.parse_broker_value(data)
+                brokers[int(child)] = Broker(int(child), host, port)
+            except NoNodeError:
+                continue  # gone between the listing and the read
+            except ValueError as exc:
+                log.warning("ignoring broker registration %s: %s", child, exc)
+        with self._lock:
+            changed = brokers != self._brokers
+            self._brokers = brokers
+        if changed:
+            log.info("live brokers: %s", ", ".join(b.address for b in brokers.values()) or "none")
+            self._notify()
+
+    def _watch_topic(self, topic: str) -> None:
+        with self._lock:
+            if topic in self._watched:
+                return
+            self._watched.add(topic)
+        path = paths.broker_topic_path(topic)
+        self.client.ensure_path(path)
+        ChildrenWatch(self.client, path, lambda children: self._topic_changed(topic, children))
+
+    def _topic_changed(self, topic: str, children: list[str]) -> None:
+        counts = {}
+        for child in children:
+            try:
+                data, _ = self.client.get(paths.broker_topic_broker_path(topic, int(child)))
+                counts[int(child)] = paths.parse_topic_value(data)
+            except (NoNodeError, ValueError):
+                continue
+        with self._lock:
+            self._topics[topic] = counts
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("broker change callback failed")
+
+    def brokers(self) -> dict[int, Broker]:
+        with self._lock:
+            return dict(self._brokers)
+
+    def partitions(self, topic: str) -> list[BrokerPartition]:
+        self._watch_topic(topic)
+        with self._lock:
+            live = self._brokers
+            counts = {b: n for b, n in self._topics.get(topic, {}).items() if b in live}
+            if not counts:  # nobody has the topic yet: partition 0 of every live broker
+                return [BrokerPartition(b, 0) for b in sorted(live)]
+            return [BrokerPartition(b, p) for b in sorted(counts) for p in range(counts[b])]
+
+    def close(self) -> None:
+        pass  # watches die with the client, which belongs to the caller

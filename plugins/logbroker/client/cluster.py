@@ -1,0 +1,195 @@
+"""A cluster seen through ZooKeeper: its brokers, topics, partitions and consumer groups.
+
+What the `logbroker topics`, `lag` and `offsets` commands (and the pipeline's hooks) read.
+Brokers come from `/brokers/ids`, topics from `/brokers/topics/<topic>/<brokerId>`, group
+offsets and owners from `/consumers/<group>/{offsets,owners}/<topic>/<brokerId>-<partId>`
+(see coordination/paths.py). Offsets and sizes come from the brokers themselves (METADATA).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from ..coordination import paths
+from ..protocol.errors import LogbrokerError, error_for_code
+from ..protocol.requests import CreateTopicRequest
+from ..protocol.responses import decode_metadata_response
+from .brokers import Broker, ZooKeeperBrokers
+from .simple_consumer import SimpleConsumer
+
+
+class PartitionInfo(NamedTuple):
+    topic: str
+    broker_id: int
+    partition: int
+    earliest: int
+    latest: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return paths.partition_name(self.broker_id, self.partition)
+
+
+class GroupPartition(NamedTuple):
+    topic: str
+    broker_id: int
+    partition: int
+    owner: str | None
+    committed: int | None
+    latest: int | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.latest is None:
+            return None
+        return max(0, self.latest - self.committed)
+
+
+class Cluster:
+    def __init__(self, zk_connect: str, timeout: float = 10.0) -> None:
+        self.zk_connect = zk_connect
+        self.timeout = timeout
+        self.zk = KazooClient(hosts=zk_connect, timeout=timeout)
+        self.zk.start(timeout=timeout)
+        self.brokers = ZooKeeperBrokers(self.zk)
+        self._consumers: dict[int, SimpleConsumer] = {}
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self.zk.stop()
+        self.zk.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def consumer(self, broker_id: int) -> SimpleConsumer:
+        """A simple consumer connected to one live broker."""
+        if broker_id not in self._consumers:
+            broker = self.live_brokers().get(broker_id)
+            if broker is None:
+                raise LogbrokerError(f"broker {broker_id} is not registered in {self.zk_connect}")
+            self._consumers[broker_id] = SimpleConsumer(
+                broker.host, broker.port, timeout=self.timeout
+            )
+        return self._consumers[broker_id]
+
+    def live_brokers(self) -> dict[int, Broker]:
+        return self.brokers.brokers()
+
+    def topics(self) -> dict[str, dict[int, int]]:
+        """topic -> broker id -> partition count, from /brokers/topics."""
+        result: dict[str, dict[int, int]] = {}
+        for topic in sorted(self.zk.get_children(paths.BROKER_TOPICS)):
+            counts = {}
+            for child in self._children(paths.broker_topic_path(topic)):
+                try:
+                    data, _ = self.zk.get(paths.broker_topic_broker_path(topic, int(child)))
+                    counts[int(child)] = paths.parse_topic_value(data)
+                except (NoNodeError, ValueError):
+                    continue
+            if counts:
+                result[topic] = counts
+        return result
+
+    def create_topic(self, topic: str, partitions: int) -> dict[int, int]:
+        """Create `partitions` partitions of `topic` on every live broker."""
+        brokers = self.live_brokers()
+        if not brokers:
+            raise LogbrokerError(f"no live brokers in {self.zk_connect}")
+        created = {}
+        for broker_id in sorted(brokers):
+            body = self.consumer(broker_id).connection.request(
+                CreateTopicRequest(topic, partitions)
+            )
+            meta = decode_metadata_response(body).topics[0]
+            if meta.error:
+                raise error_for_code(meta.error, f"broker {broker_id} refused topic {topic!r}")
+            created[broker_id] = len(meta.partitions)
+        return created
+
+    def describe(self, topic: str) -> list[PartitionInfo]:
+        """Every partition of `topic` on every live broker that has it."""
+        rows = []
+        for broker_id in sorted(self.topics().get(topic, {})):
+            if broker_id not in self.live_brokers():
+                continue
+            meta = self.consumer(broker_id).metadata([topic])
+            for t in meta.topics:
+                for p in t.partitions:
+                    rows.append(
+                        PartitionInfo(
+                            topic,
+                            broker_id,
+                            p.partition,
+                            p.earliest_offset,
+                            p.latest_offset,
+                            p.size,
+                        )
+                    )
+        return rows
+
+    def group_partitions(self, group: str) -> list[GroupPartition]:
+        """Every partition a group has an offset or an owner for, with the broker's latest."""
+        rows = []
+        offsets_root = f"{paths.consumer_group_path(group)}/offsets"
+        owners_root = f"{paths.consumer_group_path(group)}/owners"
+        if not self.zk.exists(paths.consumer_group_path(group)):
+            raise LogbrokerError(f"no consumer group {group!r} in {self.zk_connect}")
+        topics = set(self._children(offsets_root)) | set(self._children(owners_root))
+        latest_cache: dict[tuple[str, int], dict[int, int]] = {}
+        for topic in sorted(topics):
+            names = set(self._children(f"{offsets_root}/{topic}")) | set(
+                self._children(f"{owners_root}/{topic}")
+            )
+            for name in sorted(names):
+                broker_id, partition = paths.parse_partition_name(name)
+                committed = self._read_int(
+                    paths.consumer_offset_path(group, topic, broker_id, partition)
+                )
+                owner = self._read(paths.consumer_owner_path(group, topic, broker_id, partition))
+                key = (topic, broker_id)
+                if key not in latest_cache:
+                    latest_cache[key] = self._latest(topic, broker_id)
+                rows.append(
+                    GroupPartition(
+                        topic,
+                        broker_id,
+                        partition,
+                        owner,
+                        committed,
+                        latest_cache[key].get(partition),
+                    )
+                )
+        return rows
+
+    def _latest(self, topic: str, broker_id: int) -> dict[int, int]:
+        try:
+            meta = self.consumer(broker_id).metadata([topic])
+        except LogbrokerError:
+            return {}
+        return {p.partition: p.latest_offset for t in meta.topics for p in t.partitions}
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self.zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    def _read(self, path: str) -> str | None:
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return data.decode("utf-8")
+
+    def _read_int(self, path: str) -> int | None:
+        text = self._read(path)
+        return int(text) if text and text.strip().lstrip("-").isdigit() else None

@@ -1,0 +1,145 @@
+"""A blocking connection to one broker: send request frames, read response frames.
+
+    request  := int32 size | int16 type | body          (protocol/requests.py)
+    response := int32 size | int16 error | body         (protocol/responses.py)
+
+0.7 has no correlation ids: a broker answers the requests of one connection in order, and
+PRODUCE/MULTIPRODUCE get no answer. So a connection is used by one thread at a time (the
+lock), and a failed or timed-out exchange closes the socket rather than leave a response in
+flight that the next caller would read as its own. The next call reconnects.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from types import TracebackType
+from typing import Self
+
+from ..protocol.errors import LogbrokerError
+from ..protocol.requests import Request, encode_request
+
+_SIZE = struct.Struct(">i")
+DEFAULT_TIMEOUT_S = 30.0
+MAX_RESPONSE_BYTES = 1 << 31
+
+
+class BrokerUnavailableError(LogbrokerError):
+    """The broker cannot be reached, or the connection broke during a request."""
+
+
+class BrokerConnection:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        buffer_size: int = 1 << 20,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.buffer_size = buffer_size
+        self._sock: socket.socket | None = None
+        self.lock = threading.RLock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def connect(self) -> socket.socket:
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            except OSError as exc:
+                raise BrokerUnavailableError(
+                    f"cannot connect to broker {self.address}: {exc}"
+                ) from exc
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.buffer_size)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.buffer_size)
+            self._sock = sock
+        return self._sock
+
+    def close(self) -> None:
+        with self.lock:
+            if self._sock is not None:
+                try:
+                    self._sock.close()
+                finally:
+                    self._sock = None
+
+    # -- sending and receiving --------------------------------------------------------
+
+    def send(self, request: Request | bytes) -> None:
+        """Send a request that gets no response (PRODUCE, MULTIPRODUCE), or a prebuilt frame."""
+        frame = (
+            request
+            if isinstance(request, bytes | bytearray | memoryview)
+            else encode_request(request)
+        )
+        with self.lock:
+            sock = self.connect()
+            try:
+                sock.sendall(frame)
+            except OSError as exc:
+                self.close()
+                raise BrokerUnavailableError(
+                    f"sending to broker {self.address} failed: {exc}"
+                ) from exc
+
+    def request(self, request: Request | bytes) -> bytes:
+        """Send a request and return its response after the int32 size (error code first)."""
+        frame = (
+            request
+            if isinstance(request, bytes | bytearray | memoryview)
+            else encode_request(request)
+        )
+        with self.lock:
+            sock = self.connect()
+            try:
+                sock.sendall(frame)
+                return self._receive(sock)
+            except (OSError, BrokerUnavailableError) as exc:
+                self.close()
+                if isinstance(exc, BrokerUnavailableError):
+                    raise
+                raise BrokerUnavailableError(
+                    f"request to broker {self.address} failed: {exc}"
+                ) from exc
+
+    def _receive(self, sock: socket.socket) -> bytes:
+        header = self._read_exactly(sock, 4)
+        (size,) = _SIZE.unpack(header)
+        if not 2 <= size < MAX_RESPONSE_BYTES:
+            raise BrokerUnavailableError(f"broker {self.address} sent a response size of {size}")
+        return self._read_exactly(sock, size)
+
+    def _read_exactly(self, sock: socket.socket, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            chunk = sock.recv_into(view[got:], n - got)
+            if chunk == 0:
+                raise BrokerUnavailableError(
+                    f"broker {self.address} closed the connection ({got} of {n} bytes read)"
+                )
+            got += chunk
+        return bytes(buf) if n < 4096 else buf  # type: ignore[return-value]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.address})"

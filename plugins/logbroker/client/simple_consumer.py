@@ -1,0 +1,199 @@
+"""The simple consumer (`consumer/SimpleConsumer.scala`): one broker, explicit offsets.
+
+    consumer = SimpleConsumer("127.0.0.1", 9092)
+    start = consumer.earliest_offset("clicks", 0)
+    for message in consumer.iter_messages("clicks", 0, start):
+        handle(message.payload)            # message.next_offset: where to resume after it
+
+A fetch returns raw log bytes, usually ending in a cut-off message, which iteration skips
+and the next fetch starts with. When a fetch holds not even one whole message, the fetch
+size grows (doubling, as the design doc suggests) up to `max_fetch_size`; a message larger
+than that is a MessageTooLargeError naming topic, partition, offset and size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from ..protocol.errors import LogbrokerError, error_for_code
+from ..protocol.message import Message
+from ..protocol.message_set import first_entry_size, iter_messages
+from ..protocol.requests import (
+    EARLIEST_TIME,
+    LATEST_TIME,
+    FetchRequest,
+    MetadataRequest,
+    MultiFetchRequest,
+    OffsetsRequest,
+    WaitingFetchRequest,
+)
+from ..protocol.responses import (
+    Metadata,
+    decode_fetch_response,
+    decode_metadata_response,
+    decode_multifetch_response,
+    decode_offsets_response,
+)
+from .connection import BrokerConnection
+
+DEFAULT_FETCH_SIZE = 300 * 1024
+DEFAULT_MAX_FETCH_SIZE = 64 * 1024 * 1024
+
+
+class MessageTooLargeError(LogbrokerError):
+    """A single message is larger than the largest fetch size allowed."""
+
+
+class FetchedData(NamedTuple):
+    """Raw log bytes of one partition, starting at `offset` (may end in a partial message)."""
+
+    topic: str
+    partition: int
+    offset: int
+    data: bytes | memoryview
+
+    def messages(self) -> Iterator[Message]:
+        return iter_messages(self.data, self.offset)
+
+
+class SimpleConsumer:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        fetch_size: int = DEFAULT_FETCH_SIZE,
+        max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
+        timeout: float = 30.0,
+    ) -> None:
+        self.connection = BrokerConnection(host, port, timeout=timeout)
+        self.fetch_size = fetch_size
+        self.max_fetch_size = max(max_fetch_size, fetch_size)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> SimpleConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests ---------------------------------------------------------------------
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_size: int | None = None
+    ) -> FetchedData:
+        """FETCH: raises OffsetOutOfRangeError, WrongPartitionError, ... on an error code."""
+        size = self.fetch_size if max_size is None else max_size
+        response = decode_fetch_response(
+            self.connection.request(FetchRequest(topic, partition, offset, size))
+        )
+        if response.error:
+            raise error_for_code(
+                response.error, _describe(response.error, topic, partition, offset)
+            )
+        return FetchedData(topic, partition, offset, response.messages)
+
+    def multifetch(self, fetches: Sequence[FetchRequest]) -> list[FetchedData | LogbrokerError]:
+        """MULTIFETCH: one result per fetch, in order; an error code becomes an exception value."""
+        body = self.connection.request(MultiFetchRequest(tuple(fetches)))
+        return self._sets(fetches, decode_multifetch_response(body, len(fetches)))
+
+    def fetch_wait(
+        self, fetches: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int = 1
+    ) -> list[FetchedData | LogbrokerError]:
+        """FETCH_WAIT (extension): answered once `min_bytes` are there or after `max_wait_ms`."""
+        body = self.connection.request(WaitingFetchRequest(max_wait_ms, min_bytes, tuple(fetches)))
+        return self._sets(fetches, decode_multifetch_response(body, len(fetches)))
+
+    @staticmethod
+    def _sets(
+        fetches: Sequence[FetchRequest], responses: list
+    ) -> list[FetchedData | LogbrokerError]:  # type: ignore[type-arg]
+        out: list[FetchedData | LogbrokerError] = []
+        for f, r in zip(fetches, responses, strict=True):
+            if r.error:
+                out.append(
+                    error_for_code(r.error, _describe(r.error, f.topic, f.partition, f.offset))
+                )
+            else:
+                out.append(FetchedData(f.topic, f.partition, f.offset, r.messages))
+        return out
+
+    def offsets_before(
+        self, topic: str, partition: int, time_ms: int, max_offsets: int = 1
+    ) -> list[int]:
+        """OFFSETS: segment starts (and the end) before `time_ms`, newest first."""
+        return decode_offsets_response(
+            self.connection.request(OffsetsRequest(topic, partition, time_ms, max_offsets))
+        )
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        return self.offsets_before(topic, partition, EARLIEST_TIME, 1)[0]
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        return self.offsets_before(topic, partition, LATEST_TIME, 1)[0]
+
+    def metadata(self, topics: Sequence[str] = ()) -> Metadata:
+        """METADATA (extension): topics, partitions, earliest and latest offsets, sizes."""
+        return decode_metadata_response(self.connection.request(MetadataRequest(tuple(topics))))
+
+    # -- iteration --------------------------------------------------------------------
+
+    def fetch_messages(
+        self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 0
+    ) -> tuple[list[Message], int]:
+        """One round: the whole messages from `offset` and the offset to fetch next.
+
+        Grows the fetch size while not even one message fits; an empty list means the
+        partition has nothing past `offset` (after waiting up to `max_wait_ms`).
+        """
+        size = self.fetch_size
+        while True:
+            if max_wait_ms:
+                result = self.fetch_wait(
+                    [FetchRequest(topic, partition, offset, size)], max_wait_ms
+                )[0]
+                if isinstance(result, LogbrokerError):
+                    raise result
+                data = result.data
+            else:
+                data = self.fetch(topic, partition, offset, size).data
+            messages = list(iter_messages(data, offset))
+            if messages:
+                return messages, messages[-1].next_offset
+            needed = first_entry_size(data)
+            if needed is None or len(data) >= needed:
+                return [], offset  # nothing there yet (or only a partial header)
+            if needed > self.max_fetch_size:
+                raise MessageTooLargeError(
+                    f"the message at offset {offset} of {topic}-{partition} is {needed} bytes, "
+                    f"over the largest fetch size {self.max_fetch_size}"
+                )
+            size = max(needed, min(size * 2, self.max_fetch_size))
+
+    def iter_messages(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        stop_at_end: bool = True,
+        max_wait_ms: int = 1000,
+    ) -> Iterator[Message]:
+        """Every message from `offset` on; stops at the end of the log unless told to wait."""
+        while True:
+            messages, next_offset = self.fetch_messages(
+                topic, partition, offset, max_wait_ms=0 if stop_at_end else max_wait_ms
+            )
+            if not messages and stop_at_end:
+                return
+            yield from messages
+            offset = next_offset
+
+
+def _describe(code: int, topic: str, partition: int, offset: int) -> str:
+    name = type(error_for_code(code)).__name__
+    return f"{name} (code {code}) fetching {topic}-{partition} at offset {offset}"

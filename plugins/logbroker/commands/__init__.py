@@ -1,0 +1,34 @@
+"""The subcommands of `logbroker`, one module each: `add_parser(subparsers)` and `run(args)`.
+
+Names and flags follow Kafka's console tools (kafka-topics, kafka-console-producer,
+kafka-console-consumer, GetOffsetShell, ConsumerOffsetChecker), so a Kafka user needs no
+manual; every --help ends in examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=34)
+
+
+def add_logging_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default WARNING)")
+    p.add_argument("--log-format", default="text", choices=("text", "json"), help="log line format")
+
+
+def print_table(rows: list[list[object]], headers: list[str], out: object = None) -> None:
+    """A plain aligned text table (what Kafka's tools print)."""
+    import sys
+
+    stream = out or sys.stdout
+    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        line = "  ".join(
+            c.rjust(w) if n and c.lstrip("-").isdigit() else c.ljust(w)
+            for c, w in zip(row, widths, strict=True)
+        )
+        print(line.rstrip(), file=stream)  # type: ignore[call-overload]

@@ -1,0 +1,94 @@
+"""`logbroker consume`: print a topic's messages, one per line (like kafka-console-consumer)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import add_logging_args, formatter
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "consume",
+        help="print a topic's messages, one per line",
+        formatter_class=formatter,
+        description="Consume a topic as a member of a consumer group (0.7's ZooKeeper consumer):\n"
+        "the group's partitions are shared among its members and rebalance when members\n"
+        "come and go; offsets are committed in ZooKeeper. Without --group a private group\n"
+        "is made up and removed on exit, as Kafka's console consumer did.",
+        epilog="examples:\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --from-beginning\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views \\\n"
+        "      --group audit --max-messages 1000 --timeout-ms 5000\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --print-offsets\n\n"
+        "Each line is the payload; with --print-offsets it is\n"
+        "  <broker>-<partition> <offset> <next offset> <payload>",
+    )
+    p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--group", help="consumer group id (default: a private, temporary group)")
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset when the group has none",
+    )
+    p.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=-1,
+        metavar="MS",
+        help="stop when no message came for MS ms",
+    )
+    p.add_argument(
+        "--print-offsets", action="store_true", help="prefix each line with partition and offsets"
+    )
+    add_logging_args(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..client.group_consumer import GroupConsumer
+    from ..protocol.errors import LogbrokerError
+
+    temporary = args.group is None
+    group = args.group or f"console-consumer-{os.getpid()}-{os.urandom(3).hex()}"
+    out = sys.stdout.buffer
+    count = 0
+    try:
+        consumer = GroupConsumer(
+            group_id=group,
+            zk_connect=args.zookeeper,
+            autooffset_reset="smallest" if args.from_beginning else "largest",
+            consumer_timeout_ms=args.timeout_ms,
+            autocommit_enable=not temporary,
+        )
+    except (LogbrokerError, ValueError) as exc:
+        print(f"logbroker consume: {exc}", file=sys.stderr)
+        return 1
+    try:
+        stream = consumer.create_message_streams({args.topic: 1})[args.topic][0]
+        for message in stream:
+            if args.print_offsets:
+                out.write(f"{message.partition} {message.offset} {message.next_offset} ".encode())
+            out.write(message.payload)
+            out.write(b"\n")
+            count += 1
+            if args.max_messages is not None and count >= args.max_messages:
+                break
+        out.flush()
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        pass
+    except LogbrokerError as exc:
+        print(f"logbroker consume: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        consumer.close()
+        if temporary:
+            consumer.delete_group()
+    print(f"consumed {count} messages", file=sys.stderr)
+    return 0

@@ -1,0 +1,48 @@
+"""`logbroker offsets`: offsets of a partition before a time (like GetOffsetShell)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import add_logging_args, formatter
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "offsets",
+        help="offsets of a partition before a time",
+        formatter_class=formatter,
+        description="Ask one broker for offsets of a partition (0.7's OFFSETS request): the\n"
+        "start offsets of its segments (and the end), newest first, before --time.",
+        epilog="examples:\n"
+        "  logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 --time -1\n"
+        "  logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 --time -2\n"
+        "  logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 \\\n"
+        "      --time 1700000000000 --max 10\n\n"
+        "--time -1 is the latest offset (the end), -2 the earliest; any other value is\n"
+        "milliseconds since the epoch.",
+    )
+    p.add_argument("--broker", required=True, metavar="HOST:PORT")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", type=int, required=True)
+    p.add_argument("--time", type=int, required=True, metavar="-1|-2|MS")
+    p.add_argument("--max", type=int, default=1, metavar="N", help="how many offsets (default 1)")
+    add_logging_args(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..client.simple_consumer import SimpleConsumer
+    from ..protocol.errors import LogbrokerError
+
+    host, _, port = args.broker.rpartition(":")
+    try:
+        with SimpleConsumer(host or "127.0.0.1", int(port)) as consumer:
+            offsets = consumer.offsets_before(args.topic, args.partition, args.time, args.max)
+    except (LogbrokerError, ValueError) as exc:
+        print(f"logbroker offsets: {exc}", file=sys.stderr)
+        return 1
+    for offset in offsets:
+        print(offset)
+    return 0

@@ -1,0 +1,440 @@
+"""Requests of Kafka 0.7 (`api/*Request.scala`) and of our extensions: values and codec.
+
+Every request is one frame; all integers big-endian, signed (see wire.py for the types):
+
+    Frame    := int32 size (= 2 + len(Body)) | int16 type | Body
+    Topic    := int16 N | N bytes of UTF-8          N counts bytes; -1 (null) is refused
+
+    type  name          Body
+    0     PRODUCE       Produce                                          no response
+    1     FETCH         Fetch
+    2     MULTIFETCH    int16 count | Fetch × count
+    3     MULTIPRODUCE  int16 count | Produce × count                    no response
+    4     OFFSETS       Topic | int32 partition | int64 time | int32 max offsets
+    5     PRODUCE_ACK   int8 flags | int16 count | Produce × count                  extension
+    6     FETCH_WAIT    int32 max wait ms | int32 min bytes | int16 count | Fetch × count  ext.
+    7     METADATA      int16 count | Topic × count (0 = every topic)               extension
+    8     CREATE_TOPIC  Topic | int32 partitions  (answered like METADATA for the topic) ext.
+
+    Produce (T = topic bytes)              Fetch
+    offset  size  field                    offset  size  field
+    0       2     topic length T           0       2     topic length T
+    2       T     topic                    2       T     topic
+    2+T     4     partition (-1 = random)  2+T     4     partition
+    6+T     4     message set size N       6+T     8     offset (a byte position)
+    10+T    N     message set              14+T    4     max size (bytes of log data)
+
+    OFFSETS time: -1 = latest, -2 = earliest, else ms since the epoch.
+    PRODUCE_ACK flags: bit 0 = fsync the appended sets before answering; other bits must be 0.
+
+The extensions have ids above 0.7's, so a 0.7 client never sends them. `decode_request`
+takes the frame after its int32 size (starting at the int16 type) and is hardened: any
+malformed frame raises InvalidRequestError (an illegal topic name InvalidTopicError) whose
+message names the field and its byte position, counted from the first byte of the type.
+The broker answers either by closing the connection, as 0.7 did.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
+
+from .errors import InvalidRequestError, InvalidTopicError
+from .topics import validate_topic
+from .wire import (
+    INT8,
+    INT16,
+    INT16_MAX,
+    INT32,
+    INT32_MAX,
+    INT32_MIN,
+    INT64,
+    INT64_MAX,
+    INT64_MIN,
+    SHORT_STRING_OVERHEAD,
+    Buffer,
+    Reader,
+    byte_view,
+    check_int,
+    encode_string,
+)
+
+DEFAULT_MAX_SOCKET_REQUEST_BYTES = 104857600  # max.socket.request.bytes, 100 MiB
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+RANDOM_PARTITION = -1
+FLAG_FSYNC = 0x01
+
+FRAME_SIZE_BYTES = 4  # the int32 size in front of every frame
+REQUEST_TYPE_BYTES = 2
+_PRODUCE_MIN = SHORT_STRING_OVERHEAD + 4 + 4  # topic length, partition, set size
+_FETCH_MIN = SHORT_STRING_OVERHEAD + 4 + 8 + 4  # topic length, partition, offset, max size
+
+
+class RequestType(IntEnum):
+    """The int16 after the size of every request frame (`api/RequestKeys.scala`)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    MULTIFETCH = 2
+    MULTIPRODUCE = 3
+    OFFSETS = 4
+    PRODUCE_ACK = 5  # extension: acknowledged produce
+    FETCH_WAIT = 6  # extension: fetch that waits for data
+    METADATA = 7  # extension: topics, partitions and their offsets
+    CREATE_TOPIC = 8  # extension: create a topic's partitions on this broker
+
+
+class ProduceRequest(NamedTuple):
+    """Append one message set to one partition (type 0; also an item of 3 and 5)."""
+
+    topic: str
+    "The topic name."
+    partition: int
+    "The partition, or RANDOM_PARTITION (-1) to let the broker pick one."
+    messages: Buffer
+    "The message set bytes, stored verbatim; decoded requests hold a slice of the frame."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.PRODUCE
+
+
+class FetchRequest(NamedTuple):
+    """Read raw log data from one partition (type 1; also an item of 2 and 6)."""
+
+    topic: str
+    "The topic name."
+    partition: int
+    "The partition."
+    offset: int
+    "The byte position in the partition to read from."
+    max_size: int
+    "The most bytes of log data to return (a partial last message included)."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.FETCH
+
+
+class MultiFetchRequest(NamedTuple):
+    """Several fetches in one request, answered in request order (type 2)."""
+
+    fetches: tuple[FetchRequest, ...]
+    "The fetches, at most 32767."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.MULTIFETCH
+
+
+class MultiProduceRequest(NamedTuple):
+    """Several produces in one request, unanswered (type 3)."""
+
+    produces: tuple[ProduceRequest, ...]
+    "The produces, at most 32767."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.MULTIPRODUCE
+
+
+class OffsetsRequest(NamedTuple):
+    """Offsets of segment starts before a time, newest first (type 4)."""
+
+    topic: str
+    "The topic name."
+    partition: int
+    "The partition."
+    time: int
+    "LATEST_TIME (-1), EARLIEST_TIME (-2), or milliseconds since the epoch."
+    max_offsets: int
+    "The most offsets to return."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.OFFSETS
+
+
+class AckedProduceRequest(NamedTuple):
+    """Produces answered with each set's offsets after the append (type 5, extension)."""
+
+    fsync: bool
+    "Whether the broker fsyncs the appended sets before it answers (flags bit 0)."
+    produces: tuple[ProduceRequest, ...]
+    "The produces, at most 32767; answered in this order."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.PRODUCE_ACK
+
+
+class WaitingFetchRequest(NamedTuple):
+    """Fetches answered once `min_bytes` are available or `max_wait_ms` passed (type 6)."""
+
+    max_wait_ms: int
+    "The longest the broker holds the request, in milliseconds (>= 0)."
+    min_bytes: int
+    "Answer as soon as the fetches together have at least this many bytes (>= 0)."
+    fetches: tuple[FetchRequest, ...]
+    "The fetches, at most 32767; answered in this order, in MULTIFETCH's format."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.FETCH_WAIT
+
+
+class MetadataRequest(NamedTuple):
+    """Partitions of topics with their offsets and sizes (type 7, extension)."""
+
+    topics: tuple[str, ...]
+    "The topics to describe; empty means every topic on the broker."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.METADATA
+
+
+class CreateTopicRequest(NamedTuple):
+    """Create partitions 0..partitions-1 of a topic on this broker (type 8, extension)."""
+
+    topic: str
+    "The topic to create."
+    partitions: int
+    "How many partitions it has on this broker (at least 1)."
+
+    @property
+    def request_type(self) -> RequestType:
+        return RequestType.CREATE_TOPIC
+
+
+Request = (
+    ProduceRequest
+    | FetchRequest
+    | MultiFetchRequest
+    | MultiProduceRequest
+    | OffsetsRequest
+    | AckedProduceRequest
+    | WaitingFetchRequest
+    | MetadataRequest
+    | CreateTopicRequest
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding (clients and tests). Out-of-range fields raise ValueError naming the field; an
+# illegal topic name raises InvalidTopicError unless validate_topics=False.
+
+
+def encode_request(req: Request, *, validate_topics: bool = True) -> bytes:
+    """The whole frame of `req`: int32 size | int16 type | body."""
+    parts: list[Buffer] = [b"", INT16.pack(req.request_type)]
+    if isinstance(req, ProduceRequest):
+        _encode_produce(req, parts, validate_topics)
+    elif isinstance(req, FetchRequest):
+        _encode_fetch(req, parts, validate_topics)
+    elif isinstance(req, MultiFetchRequest):
+        parts.append(INT16.pack(_count(req.fetches, "fetches")))
+        for fetch in req.fetches:
+            _encode_fetch(fetch, parts, validate_topics)
+    elif isinstance(req, MultiProduceRequest):
+        parts.append(INT16.pack(_count(req.produces, "produces")))
+        for produce in req.produces:
+            _encode_produce(produce, parts, validate_topics)
+    elif isinstance(req, OffsetsRequest):
+        parts.append(_encode_topic(req.topic, validate_topics))
+        parts.append(INT32.pack(check_int(req.partition, INT32_MIN, INT32_MAX, "partition")))
+        parts.append(INT64.pack(check_int(req.time, INT64_MIN, INT64_MAX, "time")))
+        parts.append(INT32.pack(check_int(req.max_offsets, INT32_MIN, INT32_MAX, "max_offsets")))
+    elif isinstance(req, AckedProduceRequest):
+        parts.append(INT8.pack(FLAG_FSYNC if req.fsync else 0))
+        parts.append(INT16.pack(_count(req.produces, "produces")))
+        for produce in req.produces:
+            _encode_produce(produce, parts, validate_topics)
+    elif isinstance(req, WaitingFetchRequest):
+        parts.append(INT32.pack(check_int(req.max_wait_ms, 0, INT32_MAX, "max_wait_ms")))
+        parts.append(INT32.pack(check_int(req.min_bytes, 0, INT32_MAX, "min_bytes")))
+        parts.append(INT16.pack(_count(req.fetches, "fetches")))
+        for fetch in req.fetches:
+            _encode_fetch(fetch, parts, validate_topics)
+    elif isinstance(req, MetadataRequest):
+        parts.append(INT16.pack(_count(req.topics, "topics")))
+        for topic in req.topics:
+            parts.append(_encode_topic(topic, validate_topics))
+    elif isinstance(req, CreateTopicRequest):
+        parts.append(_encode_topic(req.topic, validate_topics))
+        parts.append(INT32.pack(check_int(req.partitions, 1, INT32_MAX, "partitions")))
+    else:
+        raise ValueError(f"not a request: {req!r}")
+    size = sum(len(p) for p in parts)
+    check_int(size, 0, INT32_MAX, "request size")
+    parts[0] = INT32.pack(size)
+    return b"".join(parts)
+
+
+def _count(items: tuple[object, ...], what: str) -> int:
+    return check_int(len(items), 0, INT16_MAX, f"number of {what}")
+
+
+def _encode_topic(topic: str, validate_topics: bool) -> bytes:
+    if validate_topics:
+        validate_topic(topic)
+    return encode_string(topic)
+
+
+def _encode_produce(req: ProduceRequest, parts: list[Buffer], validate_topics: bool) -> None:
+    messages = byte_view(req.messages)
+    parts.append(_encode_topic(req.topic, validate_topics))
+    parts.append(INT32.pack(check_int(req.partition, INT32_MIN, INT32_MAX, "partition")))
+    parts.append(INT32.pack(check_int(len(messages), 0, INT32_MAX, "message set size")))
+    parts.append(messages)
+
+
+def _encode_fetch(req: FetchRequest, parts: list[Buffer], validate_topics: bool) -> None:
+    parts.append(_encode_topic(req.topic, validate_topics))
+    parts.append(INT32.pack(check_int(req.partition, INT32_MIN, INT32_MAX, "partition")))
+    parts.append(INT64.pack(check_int(req.offset, INT64_MIN, INT64_MAX, "offset")))
+    parts.append(INT32.pack(check_int(req.max_size, INT32_MIN, INT32_MAX, "max_size")))
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding (the broker).
+
+
+def decode_request_size(
+    prefix: Buffer, max_request_bytes: int = DEFAULT_MAX_SOCKET_REQUEST_BYTES
+) -> int:
+    """The int32 size in the 4 bytes in front of a request, checked as 0.7 does.
+
+    A size under 2 (no room for the type) or over `max_request_bytes` raises
+    InvalidRequestError: the broker closes the connection without reading further.
+    """
+    view = byte_view(prefix)
+    if len(view) != FRAME_SIZE_BYTES:
+        raise InvalidRequestError(
+            f"request size prefix is {len(view)} bytes, not {FRAME_SIZE_BYTES}"
+        )
+    (size,) = INT32.unpack_from(view, 0)
+    if size < REQUEST_TYPE_BYTES:
+        raise InvalidRequestError(f"request size {size} is under {REQUEST_TYPE_BYTES}")
+    if size > max_request_bytes:
+        raise InvalidRequestError(
+            f"request size {size} is over max.socket.request.bytes ({max_request_bytes})"
+        )
+    return int(size)
+
+
+def decode_request(frame_body: Buffer, *, validate_topics: bool = True) -> Request:
+    """The request in a frame without its size prefix (first byte = the int16 type).
+
+    Raises InvalidRequestError (or InvalidTopicError for an illegal topic name) on any
+    malformed input, naming the field and its byte position. A produce's `messages` is a
+    zero-copy slice of `frame_body` (so it keeps that buffer alive, and a bytearray cannot
+    be resized while the slice exists). With validate_topics=False topic names are only
+    required to be UTF-8, for a broker that answers a bad name with an error code instead.
+    """
+    reader = Reader(byte_view(frame_body), InvalidRequestError, "request", "request")
+    type_id = reader.int16("request type")
+    try:
+        kind = RequestType(type_id)
+    except ValueError:
+        reader.fail(f"unknown request type {type_id} at byte 0")
+    reader.context = kind.name
+    req: Request
+    if kind is RequestType.PRODUCE:
+        req = _read_produce(reader, validate_topics)
+    elif kind is RequestType.FETCH:
+        req = _read_fetch(reader, validate_topics)
+    elif kind is RequestType.MULTIFETCH:
+        req = MultiFetchRequest(_read_fetches(reader, validate_topics))
+    elif kind is RequestType.MULTIPRODUCE:
+        req = MultiProduceRequest(_read_produces(reader, validate_topics))
+    elif kind is RequestType.OFFSETS:
+        req = OffsetsRequest(
+            _read_topic(reader, validate_topics),
+            reader.int32("partition"),
+            reader.int64("time"),
+            reader.int32("max offsets"),
+        )
+    elif kind is RequestType.PRODUCE_ACK:
+        pos = reader.pos
+        flags = reader.int8("flags")
+        if flags & ~FLAG_FSYNC:
+            reader.fail(f"flags {flags & 0xFF:#04x} at byte {pos} set unknown bits")
+        req = AckedProduceRequest(bool(flags & FLAG_FSYNC), _read_produces(reader, validate_topics))
+    elif kind is RequestType.FETCH_WAIT:
+        max_wait_ms = reader.non_negative_int32("max wait ms")
+        min_bytes = reader.non_negative_int32("min bytes")
+        req = WaitingFetchRequest(max_wait_ms, min_bytes, _read_fetches(reader, validate_topics))
+    elif kind is RequestType.METADATA:
+        req = MetadataRequest(_read_topics(reader, validate_topics))
+    else:
+        topic = _read_topic(reader, validate_topics)
+        pos = reader.pos
+        partitions = reader.int32("partitions")
+        if partitions < 1:
+            reader.fail(f"partitions {partitions} at byte {pos} is under 1")
+        req = CreateTopicRequest(topic, partitions)
+    reader.done()
+    return req
+
+
+def _read_topic(reader: Reader, validate_topics: bool) -> str:
+    pos = reader.pos
+    topic = reader.string("topic")
+    if validate_topics:
+        try:
+            validate_topic(topic)
+        except InvalidTopicError as exc:
+            raise InvalidTopicError(f"{reader.context}: topic at byte {pos}: {exc}") from None
+    return topic
+
+
+def _read_produce(reader: Reader, validate_topics: bool) -> ProduceRequest:
+    return ProduceRequest(
+        _read_topic(reader, validate_topics),
+        reader.int32("partition"),
+        reader.sized_bytes("message set"),
+    )
+
+
+def _read_fetch(reader: Reader, validate_topics: bool) -> FetchRequest:
+    return FetchRequest(
+        _read_topic(reader, validate_topics),
+        reader.int32("partition"),
+        reader.int64("offset"),
+        reader.int32("max size"),
+    )
+
+
+def _read_produces(reader: Reader, validate_topics: bool) -> tuple[ProduceRequest, ...]:
+    count = reader.count("produce count", _PRODUCE_MIN)
+    outer = reader.context
+    produces = []
+    for i in range(count):
+        reader.context = f"{outer}, produce {i + 1} of {count}"
+        produces.append(_read_produce(reader, validate_topics))
+    reader.context = outer
+    return tuple(produces)
+
+
+def _read_fetches(reader: Reader, validate_topics: bool) -> tuple[FetchRequest, ...]:
+    count = reader.count("fetch count", _FETCH_MIN)
+    outer = reader.context
+    fetches = []
+    for i in range(count):
+        reader.context = f"{outer}, fetch {i + 1} of {count}"
+        fetches.append(_read_fetch(reader, validate_topics))
+    reader.context = outer
+    return tuple(fetches)
+
+
+def _read_topics(reader: Reader, validate_topics: bool) -> tuple[str, ...]:
+    count = reader.count("topic count", SHORT_STRING_OVERHEAD)
+    outer = reader.context
+    topics = []
+    for i in range(count):
+        reader.context = f"{outer}, topic {i + 1} of {count}"
+        topics.append(_read_topic(reader, validate_topics))
+    reader.context = outer
+    return tuple(topics)

@@ -1,0 +1,1 @@
+"""The network server, request handlers and broker registration in ZooKeeper."""

@@ -1,0 +1,149 @@
+"""A broker: the logs, the socket server, the metrics endpoint and the ZooKeeper registration.
+
+Start order: load (and recover) the logs, start flushing and retention, bind the socket,
+register in ZooKeeper with the bound port, open the metrics port. Stop order (SIGTERM or
+SIGINT): stop accepting, finish the requests in flight, leave ZooKeeper, flush every log and
+write the clean-shutdown marker. A broker whose id is taken in ZooKeeper does not start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..config import BrokerConfig
+from ..storage.log import Clock
+from ..storage.log_manager import LogManager, system_clock
+from .handlers import RequestHandlers
+from .metrics import BrokerMetrics, start_metrics_server
+from .socket_server import SocketServer
+from .waiters import AppendWaiters
+
+if TYPE_CHECKING:
+    from .registration import BrokerRegistration
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock = system_clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.logs: LogManager | None = None
+        self.registration: BrokerRegistration | None = None
+        self.server: SocketServer | None = None
+        self.metrics = BrokerMetrics(config.brokerid)
+        self.waiters = AppendWaiters()
+        self.address: tuple[str, int] | None = None
+        self.metrics_address: tuple[str, int] | None = None
+        self._metrics_server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        config = self.config
+        self.logs = LogManager(config, self.clock, on_new_topic=self._on_new_topic)
+        for recovered in self.logs.recovered:
+            assert recovered.recovery is not None
+            log.warning(
+                "recovered %s after an unclean shutdown: cut %d bytes at offset %d (%s)",
+                recovered.name,
+                recovered.recovery.truncated_bytes,
+                recovered.end_offset,
+                recovered.recovery.reason,
+            )
+        self.logs.start_background()
+        handlers = RequestHandlers(self.logs, config, self.metrics, self.waiters)
+        self.metrics.set_gauge_source(self._gauges)
+        self.server = SocketServer(config, handlers, self.metrics, loop)
+        try:
+            self.address = await self.server.start()
+            if config.enable_zookeeper:
+                from .registration import BrokerRegistration  # kazoo only when needed
+
+                self.registration = BrokerRegistration(
+                    config.zk_connect,
+                    config.brokerid,
+                    config.hostname,
+                    self.address[1],
+                    session_timeout_ms=config.zk_sessiontimeout_ms,
+                    connection_timeout_ms=config.zk_connectiontimeout_ms,
+                    topics=self._topic_partitions,
+                )
+                await loop.run_in_executor(None, self.registration.start)
+            if config.metrics_port >= 0:
+                self._metrics_server = await start_metrics_server(
+                    self.metrics, config.hostname, config.metrics_port
+                )
+                self.metrics_address = self._metrics_server.sockets[0].getsockname()[:2]
+        except BaseException:
+            await self._stop_parts()
+            raise
+        log.info(
+            "broker %d listening on %s:%d (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
+            config.brokerid,
+            *self.address,
+            self.logs.log_dir,
+            len(self.logs.logs()),
+            f"zookeeper {config.zk_connect}" if config.enable_zookeeper else "no zookeeper",
+            f"http://{self.metrics_address[0]}:{self.metrics_address[1]}/metrics"
+            if self.metrics_address
+            else "off",
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _topic_partitions(self) -> dict[str, int]:
+        assert self.logs is not None
+        return {topic: self.logs.partition_count(topic) for topic in self.logs.topics()}
+
+    def _on_new_topic(self, topic: str, partitions: int) -> None:
+        if self.registration is not None:
+            self.registration.register_topic(topic, partitions)
+
+    def _gauges(self) -> Iterable[tuple[str, dict[str, str], float, str]]:
+        if self.logs is None:
+            return
+        for part_log in self.logs.logs():
+            labels = {"topic": part_log.topic, "partition": str(part_log.partition)}
+            yield ("logbroker_log_end_offset", labels, part_log.end_offset, "end of the log")
+            yield ("logbroker_log_start_offset", labels, part_log.start_offset, "first offset kept")
+            yield ("logbroker_log_size_bytes", labels, part_log.size_in_bytes, "bytes on disk")
+
+    async def stop(self) -> None:
+        log.info("broker %d shutting down", self.config.brokerid)
+        self.waiters.wake_all()
+        await self._stop_parts()
+        log.info("broker %d stopped cleanly", self.config.brokerid)
+
+    async def _stop_parts(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.server is not None:
+            await self.server.stop()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+        if self.registration is not None:
+            await loop.run_in_executor(None, self.registration.stop)
+        if self.logs is not None:
+            await loop.run_in_executor(None, self.logs.shutdown)
+            self.logs = None
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Run a broker until SIGTERM or SIGINT."""
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    await stop.wait()
+    await broker.stop()
+
+
+def run(config: BrokerConfig) -> int:
+    asyncio.run(serve(config))
+    return 0

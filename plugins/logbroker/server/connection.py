@@ -1,0 +1,216 @@
+"""One client connection: framing, one request at a time, responses in order.
+
+    request  := int32 size | size bytes (int16 type | body)      see protocol/requests.py
+
+The size is checked before any of the body is kept: a size under 2 or over
+`max.socket.request.bytes` closes the connection. Frames are cut out of what the socket
+delivered without copying when a read holds whole frames (the usual case); a frame split
+across reads is gathered first. Requests on a connection are handled strictly one after
+another, as 0.7 did: while a response is still being sent (sendfile) or waited for
+(FETCH_WAIT, fsync), reading pauses and the bytes already received wait their turn.
+
+Whatever a client sends, the broker answers with an error code or closes this connection,
+logs one line with the client's address, and goes on serving everyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING
+
+from ..protocol.errors import InvalidRequestError, LogbrokerError
+from ..protocol.requests import REQUEST_TYPE_BYTES, decode_request
+from ..storage.segment import FileRegion
+from .handlers import Response
+
+if TYPE_CHECKING:
+    from .socket_server import SocketServer
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+class BrokerConnection(asyncio.Protocol):
+    def __init__(self, server: SocketServer) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.transport: asyncio.Transport | None = None
+        self.client = "?"
+        self._pending = bytearray()  # bytes of frames not handled yet
+        self._busy = False  # a response is being sent or waited for
+        self._write_paused = False
+        self.closed = False
+        self.last_activity = self.loop.time()
+        self.partial_since: float | None = None  # when the unfinished frame began
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.client = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._pending = bytearray()
+        self.server.connection_closed(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = self.loop.time()
+        if self._pending or self._busy or self._write_paused:
+            self._pending += data
+            if not self._busy and not self._write_paused and self._frame_complete():
+                self._process_pending()
+            return
+        rest = self._handle_frames(data, 0)
+        if rest is not None:
+            self._pending += memoryview(data)[rest:]
+            self._mark_partial()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if not self._busy and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+            self._process_pending()
+
+    # -- framing ----------------------------------------------------------------------
+
+    def _frame_complete(self) -> bool:
+        if len(self._pending) < 4:
+            return False
+        (size,) = _SIZE.unpack_from(self._pending, 0)
+        return (
+            size < REQUEST_TYPE_BYTES
+            or size > self.server.max_request_bytes
+            or (len(self._pending) >= 4 + size)
+        )
+
+    def _process_pending(self) -> None:
+        if not self._pending:
+            return
+        data = bytes(self._pending)
+        self._pending = bytearray()
+        rest = self._handle_frames(data, 0)
+        if rest is not None and not self.closed:
+            self._pending += memoryview(data)[rest:]
+            self._mark_partial()
+
+    def _mark_partial(self) -> None:
+        if self._pending and not self._busy and self.partial_since is None:
+            self.partial_since = self.loop.time()
+
+    def _handle_frames(self, data: bytes, pos: int) -> int | None:
+        """Handle whole frames from `pos`; returns where unhandled bytes start, or None."""
+        view = memoryview(data)
+        end = len(data)
+        max_size = self.server.max_request_bytes
+        while pos < end and not self.closed:
+            if end - pos < 4:
+                return pos
+            (size,) = _SIZE.unpack_from(data, pos)
+            if size < REQUEST_TYPE_BYTES or size > max_size:
+                self.server.metrics.error("request_too_large" if size > 0 else "invalid_request")
+                self.close(
+                    f"request size {size} is outside 2..{max_size} (max.socket.request.bytes)"
+                )
+                return None
+            if end - pos - 4 < size:
+                return pos
+            body = view[pos + 4 : pos + 4 + size]
+            pos += 4 + size
+            self.partial_since = None
+            if self._handle(body):  # the response is asynchronous: stop here for now
+                return pos if pos < end else None
+        return None
+
+    def _handle(self, body: memoryview) -> bool:
+        """Handle one request; True if its response is still on its way."""
+        server = self.server
+        try:
+            request = decode_request(body, validate_topics=False)
+            outcome = server.handlers.handle(request, self.client)
+        except LogbrokerError as exc:
+            kind = "invalid_request" if isinstance(exc, InvalidRequestError) else "rejected"
+            server.metrics.error(kind)
+            self.close(str(exc))
+            return False
+        except Exception:
+            log.exception("request from %s failed", self.client)
+            server.metrics.error("unknown")
+            self.close("the broker failed on this request (see the traceback above)")
+            return False
+        if outcome is None:
+            return False
+        if inspect.isawaitable(outcome) or any(isinstance(p, FileRegion) for p in outcome):
+            self._busy = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+            task = self.loop.create_task(self._send_async(outcome))
+            server.track(task)
+            return True
+        assert self.transport is not None
+        for part in outcome:
+            self.transport.write(part)  # type: ignore[arg-type]
+        return False
+
+    async def _send_async(self, outcome: object) -> None:
+        try:
+            response: Response = await outcome if inspect.isawaitable(outcome) else outcome  # type: ignore[assignment]
+            transport = self.transport
+            for part in response:
+                if self.closed or transport is None:
+                    return
+                if isinstance(part, FileRegion):
+                    if part.length and part.segment is not None:
+                        await self.loop.sendfile(
+                            transport, part.segment.file, part.position, part.length
+                        )
+                else:
+                    transport.write(part)
+        except (ConnectionError, OSError) as exc:
+            self.close(f"sending the response failed: {exc}")
+            return
+        except asyncio.CancelledError:
+            self.close("broker shutting down")
+            raise
+        except Exception:
+            log.exception("response to %s failed", self.client)
+            self.close("the broker failed on this request (see the traceback above)")
+            return
+        self._busy = False
+        self.last_activity = self.loop.time()
+        if self.closed or self.transport is None:
+            return
+        if not self._write_paused:
+            self.transport.resume_reading()
+            self._process_pending()
+
+    # -- closing ----------------------------------------------------------------------
+
+    def close(self, reason: str | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if reason:
+            log.warning("closing connection from %s: %s", self.client, reason)
+        if self.transport is not None:
+            self.transport.abort()
+
+    @property
+    def idle(self) -> bool:
+        return not self._busy and not self._pending

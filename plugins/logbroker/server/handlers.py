@@ -1,0 +1,334 @@
+"""Request handlers: what the broker does for each request (`server/KafkaRequestHandlers`).
+
+A handler returns the response as parts to send in order (header bytes, and FileRegions the
+connection sends with sendfile), None for the requests 0.7 never answers (PRODUCE,
+MULTIPRODUCE), or an awaitable of parts for the requests that wait (FETCH_WAIT, and
+PRODUCE_ACK with fsync). A handler raises only for what 0.7 answered by closing the
+connection; everything else becomes an error code here, at the edge (`error_code`).
+
+| request      | bad topic / partition        | damaged set, first entry cut | payload > max.message.size |
+|--------------|------------------------------|------------------------------|----------------------------|
+| PRODUCE(S)   | close, nothing appended      | close, nothing appended      | set dropped, logged, kept  |
+| FETCH(ES)    | code -1 / 3 in the set       |                              |                            |
+| OFFSETS      | close                        |                              |                            |
+| PRODUCE_ACK  | code 6 / 3 per result        | code 2 per result            | code 5 per result          |
+| FETCH_WAIT   | code 6 / 3 per set           |                              |                            |
+| METADATA     | code 6 per topic             |                              |                            |
+| CREATE_TOPIC | code 6 in the topic          |                              |                            |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Union
+
+from ..config import BrokerConfig
+from ..protocol.errors import (
+    InvalidFetchSizeError,
+    InvalidMessageError,
+    InvalidTopicError,
+    LogbrokerError,
+    MessageSizeTooLargeError,
+    UnknownError,
+    error_code,
+)
+from ..protocol.message_set import Validation, validate
+from ..protocol.requests import (
+    RANDOM_PARTITION,
+    AckedProduceRequest,
+    CreateTopicRequest,
+    FetchRequest,
+    MetadataRequest,
+    MultiFetchRequest,
+    MultiProduceRequest,
+    OffsetsRequest,
+    ProduceRequest,
+    Request,
+    WaitingFetchRequest,
+)
+from ..protocol.responses import (
+    FetchedSet,
+    PartitionMetadata,
+    ProduceResult,
+    TopicMetadata,
+    encode_acked_produce_response,
+    encode_fetch_response_header,
+    encode_metadata_response,
+    encode_multifetch_response,
+    encode_offsets_response,
+)
+from ..protocol.topics import validate_topic
+from ..storage.log import EARLIEST_TIME, LATEST_TIME, Log
+from ..storage.log_manager import LogManager
+from ..storage.segment import FileRegion, empty_region
+from .metrics import BrokerMetrics
+from .waiters import AppendWaiters
+
+log = logging.getLogger(__name__)
+
+Part = Union[bytes, FileRegion]  # noqa: UP007 - a runtime alias
+Response = list[Part]
+Outcome = Response | Awaitable[Response] | None
+
+
+class ProduceRejected(LogbrokerError):
+    """A produce 0.7 answered by closing the connection; nothing of it was appended."""
+
+
+class RequestHandlers:
+    """Dispatches decoded requests to the logs."""
+
+    def __init__(
+        self,
+        logs: LogManager,
+        config: BrokerConfig,
+        metrics: BrokerMetrics,
+        waiters: AppendWaiters,
+        run_blocking: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
+    ) -> None:
+        self.logs = logs
+        self.config = config
+        self.metrics = metrics
+        self.waiters = waiters
+        self._run_blocking = run_blocking or _in_thread
+        self._dispatch: dict[type, Callable[[object, str], Outcome]] = {
+            ProduceRequest: self.produce,  # type: ignore[dict-item]
+            MultiProduceRequest: self.multiproduce,  # type: ignore[dict-item]
+            FetchRequest: self.fetch,  # type: ignore[dict-item]
+            MultiFetchRequest: self.multifetch,  # type: ignore[dict-item]
+            OffsetsRequest: self.offsets,  # type: ignore[dict-item]
+            AckedProduceRequest: self.acked_produce,  # type: ignore[dict-item]
+            WaitingFetchRequest: self.waiting_fetch,  # type: ignore[dict-item]
+            MetadataRequest: self.metadata,  # type: ignore[dict-item]
+            CreateTopicRequest: self.create_topic,  # type: ignore[dict-item]
+        }
+
+    def handle(self, request: Request, client: str) -> Outcome:
+        return self._dispatch[type(request)](request, client)
+
+    # -- produce ----------------------------------------------------------------------
+
+    def _check_produce(self, req: ProduceRequest) -> tuple[Log | None, int, Validation]:
+        """Topic, partition and set checked; raises ProduceRejected for 0.7's close."""
+        try:
+            validate_topic(req.topic)
+            partition = req.partition
+            if partition == RANDOM_PARTITION:
+                partition = self.logs.choose_partition(req.topic)
+            self.logs.check_partition(req.topic, partition)
+        except LogbrokerError as exc:
+            raise ProduceRejected(str(exc)) from exc
+        check = validate(req.messages)
+        if check.error is not None:
+            raise ProduceRejected(f"produce to {req.topic}-{partition}: {check.error}")
+        if check.valid_bytes == 0 and len(req.messages):
+            raise ProduceRejected(
+                f"produce to {req.topic}-{partition}: the first entry of the "
+                f"{len(req.messages)}-byte message set is incomplete"
+            )
+        return self.logs.get_log(req.topic, partition), partition, check
+
+    def _too_large(self, req: ProduceRequest, partition: int, check: Validation) -> str | None:
+        if check.largest_payload > self.config.max_message_size:
+            return (
+                f"a message of {check.largest_payload} bytes for {req.topic}-{partition} is over "
+                f"max.message.size ({self.config.max_message_size})"
+            )
+        return None
+
+    def _append(self, req: ProduceRequest, partition: int, check: Validation) -> tuple[int, int]:
+        part_log = self.logs.get_or_create_log(req.topic, partition)
+        offset, next_offset = part_log.append(req.messages, check)
+        self.metrics.produced(req.topic, check.messages, check.valid_bytes)
+        self.waiters.appended(req.topic, partition)
+        return offset, next_offset
+
+    def produce(self, req: ProduceRequest, client: str) -> None:
+        self.metrics.request("produce")
+        self._produce_all((req,), client)
+
+    def multiproduce(self, req: MultiProduceRequest, client: str) -> None:
+        self.metrics.request("multiproduce")
+        self._produce_all(req.produces, client)
+
+    def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str) -> None:
+        # Check every set before appending any, so a rejected request appends nothing.
+        checked = [(p, *self._check_produce(p)[1:]) for p in produces]
+        for req, partition, check in checked:
+            too_large = self._too_large(req, partition, check)
+            if too_large:
+                self.metrics.error("message_too_large", req.topic)
+                log.warning("dropped a produce from %s: %s", client, too_large)
+                continue
+            if check.valid_bytes:
+                self._append(req, partition, check)
+
+    def acked_produce(self, req: AckedProduceRequest, client: str) -> Outcome:
+        self.metrics.request("produce_ack")
+        results: list[ProduceResult] = []
+        touched: dict[int, Log] = {}
+        for p in req.produces:
+            partition = p.partition
+            try:
+                validate_topic(p.topic)
+                if partition == RANDOM_PARTITION:
+                    partition = self.logs.choose_partition(p.topic)
+                self.logs.check_partition(p.topic, partition)
+                check = validate(p.messages)
+                if check.error is not None:
+                    raise InvalidMessageError(str(check.error))
+                if check.valid_bytes == 0 and len(p.messages):
+                    raise InvalidMessageError("the first entry of the message set is incomplete")
+                too_large = self._too_large(p, partition, check)
+                if too_large:
+                    raise MessageSizeTooLargeError(too_large)
+                offset, next_offset = self._append(p, partition, check)
+                part_log = self.logs.get_or_create_log(p.topic, partition)
+                touched[id(part_log)] = part_log
+                results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
+            except LogbrokerError as exc:
+                self.metrics.error(_error_kind(exc), p.topic if _printable(p.topic) else None)
+                log.warning("acked produce from %s refused: %s", client, exc)
+                results.append(ProduceResult(p.topic, partition, error_code(exc), -1, -1))
+        response: Response = [encode_acked_produce_response(results)]
+        if not req.fsync or not touched:
+            return response
+        return self._after_fsync(list(touched.values()), response)
+
+    async def _after_fsync(self, logs: list[Log], response: Response) -> Response:
+        for part_log in logs:
+            await self._run_blocking(part_log.flush)
+        return response
+
+    # -- fetch ------------------------------------------------------------------------
+
+    def _fetch_set(self, req: FetchRequest, extension: bool) -> FetchedSet[FileRegion]:
+        try:
+            if req.max_size < 0:
+                raise InvalidFetchSizeError(f"fetch size {req.max_size} is negative")
+            validate_topic(req.topic)
+            part_log = self.logs.get_log(req.topic, req.partition)
+            if part_log is None:
+                region = empty_region(req.offset)
+            else:
+                region = part_log.read(req.offset, req.max_size)
+        except LogbrokerError as exc:
+            self.metrics.error(_error_kind(exc), req.topic if _printable(req.topic) else None)
+            code = error_code(exc)
+            if isinstance(exc, InvalidTopicError) and not extension:
+                code = UnknownError.code  # 0.7 answered an illegal name with Unknown
+            return FetchedSet(code, 0, empty_region(req.offset))
+        if region.length:
+            self.metrics.fetched(req.topic, region.length)
+        return FetchedSet(0, region.length, region)
+
+    def fetch(self, req: FetchRequest, client: str) -> Response:
+        self.metrics.request("fetch")
+        fetched = self._fetch_set(req, extension=False)
+        header = encode_fetch_response_header(fetched.error, fetched.size)
+        return [header, fetched.data] if fetched.size else [header]
+
+    def multifetch(self, req: MultiFetchRequest, client: str) -> Response:
+        self.metrics.request("multifetch")
+        return encode_multifetch_response([self._fetch_set(f, False) for f in req.fetches])
+
+    def waiting_fetch(self, req: WaitingFetchRequest, client: str) -> Outcome:
+        self.metrics.request("fetch_wait")
+        sets = [self._fetch_set(f, True) for f in req.fetches]
+        if req.max_wait_ms == 0 or self._enough(sets, req.min_bytes):
+            return encode_multifetch_response(sets)
+        return self._wait_then_fetch(req)
+
+    @staticmethod
+    def _enough(sets: list[FetchedSet[FileRegion]], min_bytes: int) -> bool:
+        return sum(s.size for s in sets) >= max(1, min_bytes) or any(s.error for s in sets)
+
+    async def _wait_then_fetch(self, req: WaitingFetchRequest) -> Response:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        keys = [(f.topic, f.partition) for f in req.fetches]
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await self.waiters.wait(keys, remaining)
+            sets = [self._fetch_set(f, True) for f in req.fetches]
+            if self._enough(sets, req.min_bytes):
+                return encode_multifetch_response(sets)
+        return encode_multifetch_response([self._fetch_set(f, True) for f in req.fetches])
+
+    # -- offsets and metadata ---------------------------------------------------------
+
+    def offsets(self, req: OffsetsRequest, client: str) -> Response:
+        self.metrics.request("offsets")
+        validate_topic(req.topic)  # 0.7 did not catch these: the connection closes
+        part_log = self.logs.get_log(req.topic, req.partition)
+        if part_log is None:
+            offsets = [0] if req.time in (LATEST_TIME, EARLIEST_TIME) else []
+            offsets = offsets[: max(0, req.max_offsets)]
+        else:
+            offsets = part_log.offsets_before(req.time, req.max_offsets)
+        return [encode_offsets_response(offsets)]
+
+    def create_topic(self, req: CreateTopicRequest, client: str) -> Response:
+        self.metrics.request("create_topic")
+        try:
+            self.logs.create_topic(req.topic, req.partitions)
+        except LogbrokerError as exc:
+            self.metrics.error(_error_kind(exc))
+            log.warning("create topic from %s refused: %s", client, exc)
+            return [
+                encode_metadata_response(
+                    self.config.brokerid, [TopicMetadata(req.topic, error_code(exc), ())]
+                )
+            ]
+        log.info("%s created topic %s with %d partitions", client, req.topic, req.partitions)
+        return self.metadata(MetadataRequest((req.topic,)), client)
+
+    def metadata(self, req: MetadataRequest, client: str) -> Response:
+        self.metrics.request("metadata")
+        topics = req.topics or tuple(self.logs.topics())
+        answer = []
+        for topic in topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopicError as exc:
+                answer.append(TopicMetadata(topic, error_code(exc), ()))
+                continue
+            partitions = []
+            if topic in self.logs.topics():
+                for partition in range(self.logs.partition_count(topic)):
+                    part_log = self.logs.get_log(topic, partition)
+                    if part_log is None:
+                        partitions.append(PartitionMetadata(partition, 0, 0, 0))
+                    else:
+                        partitions.append(
+                            PartitionMetadata(
+                                partition,
+                                part_log.start_offset,
+                                part_log.end_offset,
+                                part_log.size_in_bytes,
+                            )
+                        )
+            answer.append(TopicMetadata(topic, 0, tuple(partitions)))
+        return [encode_metadata_response(self.config.brokerid, answer)]
+
+
+def _error_kind(exc: BaseException) -> str:
+    """snake_case name of an error, for metrics: WrongPartitionError -> wrong_partition."""
+    name = type(exc).__name__.removesuffix("Error")
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def _printable(topic: str) -> bool:
+    try:
+        validate_topic(topic)
+    except InvalidTopicError:
+        return False
+    return True
+
+
+async def _in_thread(fn: Callable[[], None]) -> None:
+    await asyncio.get_running_loop().run_in_executor(None, fn)

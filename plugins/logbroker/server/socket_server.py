@@ -1,0 +1,95 @@
+"""The listening socket, the set of connections, and the timeouts that guard them.
+
+One asyncio event loop serves every connection (the handlers only append to page cache and
+hand file regions to sendfile, so they do not block). A sweeper closes connections that
+trickle a request for longer than `request.timeout.ms` or stay idle longer than
+`idle.connection.timeout.ms`, so slow or idle clients cannot hold the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+
+from ..config import BrokerConfig
+from .connection import BrokerConnection
+from .handlers import RequestHandlers
+from .metrics import BrokerMetrics
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL_S = 0.5
+
+
+class SocketServer:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        handlers: RequestHandlers,
+        metrics: BrokerMetrics,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.config = config
+        self.handlers = handlers
+        self.metrics = metrics
+        self.loop = loop
+        self.max_request_bytes = config.max_socket_request_bytes
+        self.connections: set[BrokerConnection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> tuple[str, int]:
+        self._server = await self.loop.create_server(
+            lambda: BrokerConnection(self),
+            host=self.config.hostname,
+            port=self.config.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        self._sweeper = self.loop.create_task(self._sweep())
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return host, port
+
+    def connection_opened(self, conn: BrokerConnection) -> None:
+        self.connections.add(conn)
+        self.metrics.connection_opened()
+
+    def connection_closed(self, conn: BrokerConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.metrics.connection_closed()
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sweep(self) -> None:
+        request_timeout = self.config.request_timeout_ms / 1000
+        idle_timeout = self.config.idle_connection_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            now = self.loop.time()
+            for conn in list(self.connections):
+                if conn.partial_since is not None and now - conn.partial_since > request_timeout:
+                    self.metrics.error("timeout")
+                    conn.close(f"request not complete after {request_timeout:g} s")
+                elif conn.idle and now - conn.last_activity > idle_timeout:
+                    conn.close(f"idle for {idle_timeout:g} s")
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let responses in flight finish, then close every connection."""
+        if self._server is not None:
+            self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._tasks:
+            waiting: list[Awaitable[None]] = list(self._tasks)
+            _done, pending = await asyncio.wait(waiting, timeout=grace_s)  # type: ignore[type-var]
+            for task in pending:
+                task.cancel()
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()

@@ -1,0 +1,53 @@
+"""Fetches that wait for data (the FETCH_WAIT extension).
+
+A waiting fetch registers a future under every (topic, partition) it reads; an append to one
+of them resolves the futures registered there. Both sides run on the broker's event loop, so
+there is no lock, and an append with nobody waiting costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+Key = tuple[str, int]
+
+
+class AppendWaiters:
+    def __init__(self) -> None:
+        self._waiting: dict[Key, set[asyncio.Future[None]]] = {}
+
+    def appended(self, topic: str, partition: int) -> None:
+        """Wake every fetch waiting on this partition."""
+        futures = self._waiting.pop((topic, partition), None)
+        if futures:
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
+
+    async def wait(self, keys: Iterable[Key], timeout: float) -> bool:
+        """Until an append to any of `keys`, or `timeout` seconds; True if woken by data."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        for key in keys:
+            self._waiting.setdefault(key, set()).add(future)
+        try:
+            await asyncio.wait_for(future, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            for key in keys:
+                waiting = self._waiting.get(key)
+                if waiting is not None:
+                    waiting.discard(future)
+                    if not waiting:
+                        del self._waiting[key]
+
+    def wake_all(self) -> None:
+        """Answer every waiting fetch now (the broker is shutting down)."""
+        for key in list(self._waiting):
+            self.appended(*key)
+
+    def __len__(self) -> int:
+        return sum(len(f) for f in self._waiting.values())
