@@ -38,6 +38,9 @@ from logbroker.protocol.requests import (
     WaitingFetchRequest,
     decode_request,
     decode_request_size,
+    decode_produce_fast,
+    encode_produce_frame,
+    produce_frame_prefix,
     encode_request,
 )
 from logbroker.protocol.responses import (
@@ -810,3 +813,22 @@ def test_create_topic_request_bytes() -> None:
     assert decode_request(frame[4:]) == CreateTopicRequest("clicks", 4)
     with pytest.raises(InvalidRequestError, match="partitions 0 at byte 10 is under 1"):
         decode_request(frame[4:-4] + b"\x00\x00\x00\x00")
+
+
+def test_fast_produce_frame_matches_the_general_encoder() -> None:
+    messages = b"\x00\x00\x00\x06\x01\x00\x00\x00\x00\x00"  # one entry: size 6, magic 1, empty
+    fast = encode_produce_frame(produce_frame_prefix("clicks"), 3, messages)
+    assert fast == encode_request(ProduceRequest("clicks", 3, messages))
+    with pytest.raises(InvalidTopicError):
+        produce_frame_prefix("../etc")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.integers(-(2**31), 2**31 - 1), st.text(max_size=20))
+def test_fast_produce_decoder_agrees_with_the_general_one(messages, partition, topic) -> None:
+    frame = encode_request(ProduceRequest(topic, partition, messages), validate_topics=False)
+    body = frame[4:]
+    assert decode_produce_fast(body) == decode_request(body, validate_topics=False)
+    for cut in (1, 5, len(body) // 2):  # damaged frames are left to the general decoder
+        fast = decode_produce_fast(body[:-cut])
+        assert fast is None or fast == decode_request(body[:-cut], validate_topics=False)

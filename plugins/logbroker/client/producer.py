@@ -39,6 +39,8 @@ from ..protocol.requests import (
     MultiProduceRequest,
     ProduceRequest,
     Request,
+    encode_produce_frame,
+    produce_frame_prefix,
 )
 from ..protocol.responses import decode_acked_produce_response
 from .brokers import Broker, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
@@ -85,6 +87,12 @@ class ProducerStats:
         with self._lock:
             for name, value in counts.items():
                 setattr(self, name, getattr(self, name) + value)
+
+    def sent(self, messages: int, sets: int) -> None:
+        with self._lock:  # the hot path: no keyword unpacking
+            self.sent_messages += messages
+            self.sent_sets += sets
+            self.sent_requests += 1
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
@@ -142,6 +150,7 @@ class Producer:
         self.stats = ProducerStats()
         self._connections: dict[Broker, BrokerConnection] = {}
         self._lock = threading.Lock()
+        self._frame_prefixes: dict[str, bytes] = {}
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **kwargs: object) -> Producer:
@@ -284,7 +293,7 @@ class Producer:
         if self.acks == "none":
             request = produces[0] if len(produces) == 1 else MultiProduceRequest(produces)
             conn.send(request)
-            self.stats.add(sent_messages=messages, sent_sets=len(group), sent_requests=1)
+            self.stats.sent(messages, len(group))
             return []
         request = AckedProduceRequest(self.acks == "fsync", produces)
         answers = decode_acked_produce_response(conn.request(request))
@@ -307,7 +316,7 @@ class Producer:
                     len(batch.payloads),
                 )
             )
-        self.stats.add(sent_messages=messages, sent_sets=len(group), sent_requests=1)
+        self.stats.sent(messages, len(group))
         return results
 
 

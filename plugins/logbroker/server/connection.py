@@ -7,7 +7,10 @@ The size is checked before any of the body is kept: a size under 2 or over
 delivered without copying when a read holds whole frames (the usual case); a frame split
 across reads is gathered first. Requests on a connection are handled strictly one after
 another, as 0.7 did: while a response is still being sent (sendfile) or waited for
-(FETCH_WAIT, fsync), reading pauses and the bytes already received wait their turn.
+(FETCH_WAIT, fsync), the bytes received wait their turn. Reading pauses while a response is
+sent; while one is only waited for, reading goes on (up to `_MAX_BUFFERED_WHILE_WAITING`
+bytes) so that a client that goes away is noticed: its EOF or reset closes the connection
+and cancels the wait, instead of holding the socket until `max_wait_ms` (up to 24 days) ends.
 
 Whatever a client sends, the broker answers with an error code or closes this connection,
 logs one line with the client's address, and goes on serving everyone else.
@@ -23,7 +26,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import InvalidRequestError, LogbrokerError
-from ..protocol.requests import REQUEST_TYPE_BYTES, decode_request
+from ..protocol.requests import REQUEST_TYPE_BYTES, decode_produce_fast, decode_request
 from ..storage.segment import FileRegion
 from .handlers import Response
 
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -47,6 +51,7 @@ class BrokerConnection(asyncio.Protocol):
         self.closed = False
         self.last_activity = self.loop.time()
         self.partial_since: float | None = None  # when the unfinished frame began
+        self._waiting: asyncio.Task[None] | None = None  # a response being waited for
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -63,12 +68,17 @@ class BrokerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._pending = bytearray()
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.cancel()  # the client is gone: stop waiting for its answer
         self.server.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self.loop.time()
         if self._pending or self._busy or self._write_paused:
             self._pending += data
+            if self._busy and len(self._pending) > _MAX_BUFFERED_WHILE_WAITING:
+                assert self.transport is not None
+                self.transport.pause_reading()
             if not self._busy and not self._write_paused and self._frame_complete():
                 self._process_pending()
             return
@@ -142,7 +152,7 @@ class BrokerConnection(asyncio.Protocol):
         """Handle one request; True if its response is still on its way."""
         server = self.server
         try:
-            request = decode_request(body, validate_topics=False)
+            request = decode_produce_fast(body) or decode_request(body, validate_topics=False)
             outcome = server.handlers.handle(request, self.client)
         except LogbrokerError as exc:
             kind = "invalid_request" if isinstance(exc, InvalidRequestError) else "rejected"
@@ -159,9 +169,13 @@ class BrokerConnection(asyncio.Protocol):
         if inspect.isawaitable(outcome) or any(isinstance(p, FileRegion) for p in outcome):
             self._busy = True
             assert self.transport is not None
-            self.transport.pause_reading()
+            waits = inspect.isawaitable(outcome)
+            if not waits:
+                self.transport.pause_reading()
             task = self.loop.create_task(self._send_async(outcome))
             server.track(task)
+            if waits:
+                self._waiting = task
             return True
         assert self.transport is not None
         for part in outcome:
@@ -193,6 +207,7 @@ class BrokerConnection(asyncio.Protocol):
             self.close("the broker failed on this request (see the traceback above)")
             return
         self._busy = False
+        self._waiting = None
         self.last_activity = self.loop.time()
         if self.closed or self.transport is None:
             return

@@ -110,16 +110,17 @@ class RequestHandlers:
 
     # -- produce ----------------------------------------------------------------------
 
-    def _check_produce(self, req: ProduceRequest) -> tuple[Log | None, int, Validation]:
+    def _check_produce(self, req: ProduceRequest) -> tuple[int, Validation]:
         """Topic, partition and set checked; raises ProduceRejected for 0.7's close."""
-        try:
-            validate_topic(req.topic)
-            partition = req.partition
-            if partition == RANDOM_PARTITION:
-                partition = self.logs.choose_partition(req.topic)
-            self.logs.check_partition(req.topic, partition)
-        except LogbrokerError as exc:
-            raise ProduceRejected(str(exc)) from exc
+        partition = req.partition
+        if self.logs.lookup(req.topic, partition) is None:  # an existing log needs no checks
+            try:
+                validate_topic(req.topic)
+                if partition == RANDOM_PARTITION:
+                    partition = self.logs.choose_partition(req.topic)
+                self.logs.check_partition(req.topic, partition)
+            except LogbrokerError as exc:
+                raise ProduceRejected(str(exc)) from exc
         check = validate(req.messages)
         if check.error is not None:
             raise ProduceRejected(f"produce to {req.topic}-{partition}: {check.error}")
@@ -128,7 +129,7 @@ class RequestHandlers:
                 f"produce to {req.topic}-{partition}: the first entry of the "
                 f"{len(req.messages)}-byte message set is incomplete"
             )
-        return self.logs.get_log(req.topic, partition), partition, check
+        return partition, check
 
     def _too_large(self, req: ProduceRequest, partition: int, check: Validation) -> str | None:
         if check.largest_payload > self.config.max_message_size:
@@ -139,7 +140,9 @@ class RequestHandlers:
         return None
 
     def _append(self, req: ProduceRequest, partition: int, check: Validation) -> tuple[int, int]:
-        part_log = self.logs.get_or_create_log(req.topic, partition)
+        part_log = self.logs.lookup(req.topic, partition) or self.logs.get_or_create_log(
+            req.topic, partition
+        )
         offset, next_offset = part_log.append(req.messages, check)
         self.metrics.produced(req.topic, check.messages, check.valid_bytes)
         self.waiters.appended(req.topic, partition)
@@ -155,7 +158,7 @@ class RequestHandlers:
 
     def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str) -> None:
         # Check every set before appending any, so a rejected request appends nothing.
-        checked = [(p, *self._check_produce(p)[1:]) for p in produces]
+        checked = [(p, *self._check_produce(p)) for p in produces]
         for req, partition, check in checked:
             too_large = self._too_large(req, partition, check)
             if too_large:
@@ -249,7 +252,7 @@ class RequestHandlers:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
         keys = [(f.topic, f.partition) for f in req.fetches]
-        while True:
+        while not self.waiters.closed:  # a stopping broker answers with what it has
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break

@@ -158,6 +158,10 @@ class LogManager:
         """A random partition, for produce requests that ask for partition -1."""
         return random.randrange(self.partition_count(topic))
 
+    def lookup(self, topic: str, partition: int) -> Log | None:
+        """The log if it exists, with no checks at all: the hot path of every produce."""
+        return self._logs.get((topic, partition))
+
     def get_log(self, topic: str, partition: int) -> Log | None:
         """The log if it exists; validates the topic and partition; never creates."""
         found = self._logs.get((topic, partition))

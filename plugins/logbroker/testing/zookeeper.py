@@ -465,7 +465,9 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with ZooKeeperServer(args.data_dir, args.port, host=args.host) as server:
-        print(f"ZooKeeper serving on {server.connect_string} (pid {server.pid}, log {server.log_path})")
+        print(
+            f"ZooKeeper serving on {server.connect_string} (pid {server.pid}, log {server.log_path})"
+        )
         try:
             while server.running and not stop.wait(1.0):
                 pass

@@ -1,0 +1,84 @@
+"""The `logbroker` command, run as a user runs it: a subprocess against a real cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from logbroker.cli import SUBCOMMANDS
+
+
+def logbroker(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "logbroker.cli", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=timeout,
+    )
+
+
+def test_help_teaches_by_example():
+    top = logbroker("--help")
+    assert top.returncode == 0
+    for module in SUBCOMMANDS:
+        name = module.__name__.rsplit(".", 1)[-1]
+        assert f"\n    {name} " in top.stdout.decode()
+        sub = logbroker(name, "--help")
+        assert sub.returncode == 0, sub.stderr
+        assert b"examples:" in sub.stdout and f"logbroker {name}".encode() in sub.stdout
+
+
+def test_bad_arguments_are_explained():
+    result = logbroker("offsets", "--broker", "127.0.0.1:1", "--topic", "t")
+    assert result.returncode == 2 and b"--partition" in result.stderr
+    result = logbroker("offsets", "--broker", "127.0.0.1:1", "--topic", "t", "--partition", "0", "--time", "-1")
+    assert result.returncode == 1 and b"cannot connect to broker 127.0.0.1:1" in result.stderr
+
+
+@pytest.fixture
+def cluster(zk_chroot, broker_factory):
+    brokers = [broker_factory(i, zk=zk_chroot, num_partitions=2) for i in (0, 1)]
+    return zk_chroot.connect, brokers
+
+
+def test_topics_produce_offsets_and_describe(cluster, tmp_path):
+    zk, brokers = cluster
+    created = logbroker("topics", "--zookeeper", zk, "create", "page-views", "--partitions", "3")
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.decode().splitlines() == [
+        "created page-views on broker 0: 3 partitions",
+        "created page-views on broker 1: 3 partitions",
+    ]
+    listed = logbroker("topics", "--zookeeper", zk, "list")
+    assert "page-views  (6 partitions; broker 0: 3, broker 1: 3)" in listed.stdout.decode()
+
+    lines = [f"line {i}" for i in range(500)]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    produced = logbroker("produce", "--zookeeper", zk, "--topic", "page-views", "--file",
+                         str(source), "--acks", "--batch-size", "100")
+    assert produced.returncode == 0, produced.stderr
+    assert b"sent 500 of 500 messages" in produced.stderr
+
+    described = logbroker("topics", "--zookeeper", zk, "describe", "page-views")
+    rows = [line.split() for line in described.stdout.decode().splitlines()[1:]]
+    assert len(rows) == 6
+    total_bytes = sum(int(r[4]) for r in rows)  # LATEST column
+    assert total_bytes == sum(4 + 6 + len(line) for line in lines)  # size, header, payload
+    broker = brokers[0]
+    for row in rows:
+        if row[1] == "0":
+            end = logbroker("offsets", "--broker", f"{broker.host}:{broker.port}", "--topic",
+                            "page-views", "--partition", row[2], "--time", "-1")
+            assert end.stdout.decode().split() == [row[4]]
+
+
+def test_produce_with_keys_and_compression_from_stdin(cluster):
+    zk, brokers = cluster
+    stdin = b"".join(f"user-{i % 3}\tclick {i}\n".encode() for i in range(30))
+    result = logbroker("produce", "--zookeeper", zk, "--topic", "keyed", "--key-separator", "\t",
+                       "--compression", "gzip", "--sync", stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    assert b"sent 30 of 30" in result.stderr

@@ -1,0 +1,171 @@
+"""Producer and simple consumer against real broker subprocesses (and ZooKeeper)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from logbroker.client.brokers import StaticBrokers, parse_broker_list
+from logbroker.client.partitioner import default_partitioner, java_string_hash
+from logbroker.client.producer import AsyncProducer, ProduceError, Producer
+from logbroker.client.simple_consumer import MessageTooLargeError, SimpleConsumer
+from logbroker.protocol.errors import MessageSizeTooLargeError, OffsetOutOfRangeError
+from logbroker.protocol.requests import FetchRequest
+
+
+def consume_all(broker, topic, partition, **kwargs):
+    with SimpleConsumer(broker.host, broker.port, **kwargs) as consumer:
+        return list(consumer.iter_messages(topic, partition, 0))
+
+
+def wait_for_end(broker, topic, partition, end, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    with SimpleConsumer(broker.host, broker.port) as consumer:
+        while consumer.latest_offset(topic, partition) < end:
+            assert time.monotonic() < deadline, f"{topic}-{partition} never reached {end}"
+            time.sleep(0.01)
+
+
+def test_partitioner_is_java_compatible_and_stable():
+    assert java_string_hash("hello") == 99162322  # "hello".hashCode() in Java
+    assert java_string_hash("") == 0
+    assert java_string_hash("user-42") == java_string_hash("user-42")
+    assert {default_partitioner("user-42", 8) for _ in range(20)} == {
+        abs(java_string_hash("user-42")) % 8
+    }
+    assert parse_broker_list("0:127.0.0.1:9092,5:h:1") == [(0, "127.0.0.1", 9092), (5, "h", 1)]
+    with pytest.raises(ValueError, match="broker list entry"):
+        parse_broker_list("nonsense")
+
+
+def test_acked_producer_reports_offsets_and_keys_pin_partitions(broker_factory):
+    broker = broker_factory(num_partitions=4)
+    with Producer(broker_list=f"{broker.host}:{broker.port}", num_partitions=4, acks="ack") as p:
+        first = p.send("users", [b"a", b"bb"], key="user-7")
+        second = p.send("users", b"ccc", key="user-7")
+    partition = abs(java_string_hash("user-7")) % 4
+    assert [(r.partition, r.offset, r.next_offset) for r in first] == [(partition, 0, 11 + 12)]
+    assert [(r.partition, r.offset, r.next_offset) for r in second] == [(partition, 23, 36)]
+    assert [m.payload for m in consume_all(broker, "users", partition)] == [b"a", b"bb", b"ccc"]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy"])
+def test_compressed_sets_round_trip_with_the_resume_rule(broker_factory, codec):
+    broker = broker_factory()
+    payloads = [f"event {i}".encode() * 5 for i in range(100)]
+    with Producer(broker_list=f"{broker.host}:{broker.port}", compression_codec=codec,
+                  acks="fsync") as p:
+        [result] = p.send("events", payloads)
+    messages = consume_all(broker, "events", 0)
+    assert [m.payload for m in messages] == payloads
+    # inside the wrapper every message resumes at the wrapper, the last one after it
+    assert {m.offset for m in messages} == {result.offset}
+    assert [m.next_offset for m in messages[:-1]] == [result.offset] * 99
+    assert messages[-1].next_offset == result.next_offset
+
+
+def test_compressed_topics_only(broker_factory):
+    broker = broker_factory()
+    with Producer(broker_list=f"{broker.host}:{broker.port}", compression_codec="gzip",
+                  compressed_topics=["squeezed"], acks="ack") as p:
+        plain = p.send("plain", [b"x" * 100] * 10)[0]
+        squeezed = p.send("squeezed", [b"x" * 100] * 10)[0]
+    assert plain.next_offset == 10 * 110  # ten plain messages
+    assert squeezed.next_offset < 200  # one small gzip wrapper
+
+
+def test_a_large_message_grows_the_fetch_size_up_to_the_maximum(broker_factory):
+    broker = broker_factory(max_message_size=6_000_000, max_socket_request_bytes=10_000_000)
+    big = bytes(range(256)) * (5 * 1024 * 1024 // 256)  # 5 MiB
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        p.send("big", [b"small"])
+        p.send("big", big)
+    messages = consume_all(broker, "big", 0, fetch_size=300 * 1024, max_fetch_size=8 << 20)
+    assert [len(m.payload) for m in messages] == [5, len(big)]
+    with pytest.raises(MessageTooLargeError) as info:
+        consume_all(broker, "big", 0, fetch_size=300 * 1024, max_fetch_size=1 << 20)
+    text = str(info.value)
+    assert "big-0" in text and "offset 15" in text and str(len(big) + 4 + 6) in text  # entry: size, header, payload
+
+
+def test_broker_refusal_is_an_error_for_the_acked_caller(broker_factory):
+    broker = broker_factory(max_message_size=100)
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        with pytest.raises(MessageSizeTooLargeError, match="refused 1 messages"):
+            p.send("t", b"y" * 101)
+        assert p.stats.failed_messages == 1
+
+
+def test_simple_consumer_requests(broker_factory):
+    broker = broker_factory(num_partitions=2)
+    with Producer(broker_list=f"{broker.host}:{broker.port}", num_partitions=2, acks="ack") as p:
+        p.send_batch([("t", "k1", b"one"), ("t", "k1", b"two")])
+    partition = abs(java_string_hash("k1")) % 2
+    with SimpleConsumer(broker.host, broker.port) as c:
+        assert c.offsets_before("t", partition, -1, 10) == [26, 0]
+        assert c.earliest_offset("t", partition) == 0
+        with pytest.raises(OffsetOutOfRangeError, match=f"t-{partition} at offset 999"):
+            c.fetch("t", partition, 999)
+        ok, bad = c.multifetch([FetchRequest("t", partition, 0, 100), FetchRequest("t", partition, 999, 10)])
+        assert [m.payload for m in ok.messages()] == [b"one", b"two"]
+        assert isinstance(bad, OffsetOutOfRangeError)
+        meta = c.metadata(["t"])
+        assert [(pm.partition, pm.latest_offset) for pm in meta.topics[0].partitions][partition] == (
+            partition, 26)
+
+
+def test_waiting_fetch_returns_as_soon_as_data_arrives(broker_factory):
+    broker = broker_factory()
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        p.send("live", b"first")
+        timer = threading.Timer(0.3, lambda: p.send("live", b"second"))
+        timer.start()
+        with SimpleConsumer(broker.host, broker.port) as c:
+            started = time.monotonic()
+            messages, _ = c.fetch_messages("live", 0, 15, max_wait_ms=10_000)
+            waited = time.monotonic() - started
+        timer.join()
+    assert [m.payload for m in messages] == [b"second"]
+    assert waited < 5  # woken by the append, long before max_wait
+
+
+def test_async_producer_batches_and_flushes(broker_factory):
+    broker = broker_factory()
+    producer = Producer(broker_list=f"{broker.host}:{broker.port}")
+    with AsyncProducer(producer, batch_size=100, queue_time_ms=50) as sender:
+        for i in range(1000):
+            assert sender.send("async", f"m{i}".encode())
+        sender.flush()
+        assert producer.stats.sent_messages == 1000
+        assert producer.stats.sent_requests <= 20  # batched, not one request per message
+    wait_for_end(broker, "async", 0, sum(10 + len(f"m{i}") for i in range(1000)))
+    assert [m.payload for m in consume_all(broker, "async", 0)] == [f"m{i}".encode() for i in range(1000)]
+
+
+def test_async_producer_can_drop_and_count_when_full(tmp_path):
+    # No broker at all: the sender thread blocks on retries, the queue fills, sends drop.
+    producer = Producer(StaticBrokers("127.0.0.1:1"), retries=50, retry_backoff_ms=1000)
+    sender = AsyncProducer(producer, batch_size=1, queue_size=2, enqueue_timeout_ms=0)
+    results = [sender.send("t", b"x") for _ in range(10)]
+    assert results.count(False) >= 7
+    assert producer.stats.dropped_messages == results.count(False)
+
+
+def test_unkeyed_sends_fail_over_to_a_live_broker(broker_factory):
+    alive = broker_factory(0)
+    dead = broker_factory(1)
+    dead_port = dead.port
+    dead.stop()
+    brokers = StaticBrokers(f"0:{alive.host}:{alive.port},1:127.0.0.1:{dead_port}")
+    with Producer(brokers, acks="ack", retry_backoff_ms=10) as p:
+        results = [r for _ in range(10) for r in p.send("t", b"m")]
+        assert {r.broker_id for r in results} == {0}
+        assert p.stats.sent_messages == 10
+        # a key pinned to the dead broker cannot move: it fails after the retries, counted
+        with pytest.raises(ProduceError) as info:
+            p.send_batch([("t", key, b"k") for key in ("a", "b", "c", "d", "e", "f")])
+        assert info.value.lost > 0
+        assert p.stats.failed_messages == info.value.lost
+        assert p.stats.retried_sets > 0
