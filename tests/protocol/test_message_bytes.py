@@ -922,3 +922,15 @@ def test_error_code_of_other_exceptions() -> None:
     unknown = errors.error_for_code(99)  # a code this side does not know
     assert type(unknown) is errors.UnknownError
     assert "99" in str(unknown)
+
+
+def test_gzip_reads_every_member_like_gzipinputstream() -> None:
+    import gzip
+
+    from logbroker.protocol.compression import GZIP, decompress
+
+    two = gzip.compress(b"first ", mtime=0) + gzip.compress(b"second", mtime=0)
+    assert decompress(GZIP, two) == b"first second"
+    assert decompress(GZIP, two + b"trailing junk") == b"first second"  # ignored, as Java did
+    with pytest.raises(CorruptMessageError, match="truncated"):
+        decompress(GZIP, two + gzip.compress(b"third", mtime=0)[:-3])

@@ -110,6 +110,18 @@ class BrokerConnection:
                     f"request to broker {self.address} failed: {exc}"
                 ) from exc
 
+    def receive(self) -> bytes:
+        """Read the next response of a request sent with `send` (pipelining; in order)."""
+        with self.lock:
+            sock = self.connect()
+            try:
+                return self._receive(sock)
+            except (OSError, BrokerUnavailableError) as exc:
+                self.close()
+                if isinstance(exc, BrokerUnavailableError):
+                    raise
+                raise BrokerUnavailableError(f"reading from broker {self.address} failed: {exc}") from exc
+
     def _receive(self, sock: socket.socket) -> bytes:
         header = self._read_exactly(sock, 4)
         (size,) = _SIZE.unpack(header)

@@ -523,6 +523,7 @@ class GroupConsumer:
         self._fetchers: list[_Fetcher] = []
         self._known_topics: set[str] = set()
         self._sessions: set[int] = set()
+        self._offset_clients: dict[Broker, SimpleConsumer] = {}
 
         self._client = KazooClient(hosts=zk_connect, timeout=zk_session_timeout_ms / 1000)
         self._client.add_listener(self._on_state)
@@ -649,6 +650,8 @@ class GroupConsumer:
                     log.exception("releasing partitions at close failed")
             for stream in self._streams:
                 stream._close()
+            for client in self._offset_clients.values():
+                client.close()
             self._closed = True
         try:
             self._client.stop()
@@ -1075,6 +1078,7 @@ class GroupConsumer:
             offset = self._read_offset(topic, name)
             registry[(topic, name)] = _PartitionInfo(topic, name, thread_id, stream, offset, self.fetch_size)
         self._registry = registry
+        self._resolve_offsets(brokers)
         self._start_fetchers(brokers)
         summary = {t: [n for (tt, n) in registry if tt == t] for t in my_threads}
         log.info(
@@ -1083,6 +1087,31 @@ class GroupConsumer:
             "; ".join(f"{t}: {', '.join(ns) or '-'}" for t, ns in summary.items()) or "nothing",
         )
         return True
+
+    def _resolve_offsets(self, brokers: dict[int, Broker]) -> None:
+        """Ask the brokers where partitions without a committed offset start
+        (autooffset.reset), as 0.7 did during the rebalance; a broker that does not answer
+        leaves it to the fetcher."""
+        when = AUTOOFFSET_RESETS[self.autooffset_reset]
+        for info in self._registry.values():
+            broker = brokers.get(info.broker_id)
+            if info.fetch_offset is not None or broker is None:
+                continue
+            client = self._offset_clients.get(broker)
+            if client is None:
+                client = self._offset_clients[broker] = SimpleConsumer(
+                    broker.host, broker.port, timeout=self.socket_timeout_ms / 1000
+                )
+            try:
+                offsets = client.offsets_before(info.topic, info.partition, when, 1)
+            except LogbrokerError as exc:
+                log.warning("OFFSETS for %s/%s failed: %s", info.topic, info.name, exc)
+                continue
+            info.fetch_offset = info.consumed_offset = offsets[0] if offsets else 0
+            log.info(
+                "%s/%s has no committed offset; autooffset.reset=%s: starting at %s",
+                info.topic, info.name, self.autooffset_reset, info.fetch_offset,
+            )
 
     def _start_fetchers(self, brokers: dict[int, Broker]) -> None:
         by_broker: dict[int, list[_PartitionInfo]] = defaultdict(list)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.message import Message
-from ..protocol.message_set import first_entry_size, iter_messages
+from ..protocol.message_set import first_entry_size, iter_messages, whole_entries_end
 from ..protocol.requests import (
     EARLIEST_TIME,
     LATEST_TIME,
@@ -142,6 +142,26 @@ class SimpleConsumer:
 
     # -- iteration --------------------------------------------------------------------
 
+    def _fetch_data(self, topic: str, partition: int, offset: int, size: int, max_wait_ms: int) -> bytes | memoryview:
+        if not max_wait_ms:
+            return self.fetch(topic, partition, offset, size).data
+        result = self.fetch_wait([FetchRequest(topic, partition, offset, size)], max_wait_ms)[0]
+        if isinstance(result, LogbrokerError):
+            raise result
+        return result.data
+
+    def _grown(self, topic: str, partition: int, offset: int, data: bytes | memoryview, size: int) -> int | None:
+        """The next fetch size when `data` holds no whole message, or None if it is empty."""
+        needed = first_entry_size(data)
+        if needed is None or len(data) >= needed:
+            return None  # nothing there yet (or only part of a header)
+        if needed > self.max_fetch_size:
+            raise MessageTooLargeError(
+                f"the message at offset {offset} of {topic}-{partition} is {needed} bytes, "
+                f"over the largest fetch size {self.max_fetch_size}"
+            )
+        return max(needed, min(size * 2, self.max_fetch_size))
+
     def fetch_messages(
         self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 0
     ) -> tuple[list[Message], int]:
@@ -152,27 +172,14 @@ class SimpleConsumer:
         """
         size = self.fetch_size
         while True:
-            if max_wait_ms:
-                result = self.fetch_wait(
-                    [FetchRequest(topic, partition, offset, size)], max_wait_ms
-                )[0]
-                if isinstance(result, LogbrokerError):
-                    raise result
-                data = result.data
-            else:
-                data = self.fetch(topic, partition, offset, size).data
+            data = self._fetch_data(topic, partition, offset, size, max_wait_ms)
             messages = list(iter_messages(data, offset))
             if messages:
                 return messages, messages[-1].next_offset
-            needed = first_entry_size(data)
-            if needed is None or len(data) >= needed:
-                return [], offset  # nothing there yet (or only a partial header)
-            if needed > self.max_fetch_size:
-                raise MessageTooLargeError(
-                    f"the message at offset {offset} of {topic}-{partition} is {needed} bytes, "
-                    f"over the largest fetch size {self.max_fetch_size}"
-                )
-            size = max(needed, min(size * 2, self.max_fetch_size))
+            grown = self._grown(topic, partition, offset, data, size)
+            if grown is None:
+                return [], offset
+            size = grown
 
     def iter_messages(
         self,
@@ -183,15 +190,54 @@ class SimpleConsumer:
         stop_at_end: bool = True,
         max_wait_ms: int = 1000,
     ) -> Iterator[Message]:
-        """Every message from `offset` on; stops at the end of the log unless told to wait."""
-        while True:
-            messages, next_offset = self.fetch_messages(
-                topic, partition, offset, max_wait_ms=0 if stop_at_end else max_wait_ms
-            )
-            if not messages and stop_at_end:
-                return
-            yield from messages
-            offset = next_offset
+        """Every message from `offset` on; stops at the end of the log unless told to wait.
+
+        Fetches are pipelined: the next one is on its way while this one is decoded.
+        """
+        size = self.fetch_size
+        wait = 0 if stop_at_end else max_wait_ms
+        conn = self.connection
+        in_flight = False
+        try:
+            while True:
+                if not in_flight:
+                    conn.send(self._fetch_request(topic, partition, offset, size, wait))
+                data = self._fetch_response(conn.receive(), topic, partition, offset, wait)
+                in_flight = False
+                end = whole_entries_end(data)
+                if end:
+                    conn.send(self._fetch_request(topic, partition, offset + end, self.fetch_size, wait))
+                    in_flight = True
+                    yield from iter_messages(memoryview(data)[:end], offset)
+                    offset, size = offset + end, self.fetch_size
+                    continue
+                grown = self._grown(topic, partition, offset, data, size)
+                if grown is not None:
+                    size = grown
+                elif stop_at_end:
+                    return
+        finally:
+            if in_flight:  # a response nobody will read: drop the connection
+                conn.close()
+
+    @staticmethod
+    def _fetch_request(
+        topic: str, partition: int, offset: int, size: int, max_wait_ms: int
+    ) -> FetchRequest | WaitingFetchRequest:
+        fetch = FetchRequest(topic, partition, offset, size)
+        return WaitingFetchRequest(max_wait_ms, 1, (fetch,)) if max_wait_ms else fetch
+
+    @staticmethod
+    def _fetch_response(
+        body: bytes, topic: str, partition: int, offset: int, max_wait_ms: int
+    ) -> bytes | memoryview:
+        if max_wait_ms:
+            response = decode_multifetch_response(body, 1)[0]
+        else:
+            response = decode_fetch_response(body)
+        if response.error:
+            raise error_for_code(response.error, _describe(response.error, topic, partition, offset))
+        return response.messages
 
 
 def _describe(code: int, topic: str, partition: int, offset: int) -> str:

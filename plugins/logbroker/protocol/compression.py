@@ -85,13 +85,25 @@ def decompress(codec: int, data: bytes | memoryview, max_size: int = 1 << 30) ->
 
 
 def _gunzip(data: bytes | memoryview, max_size: int) -> bytes:
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    out = inflater.decompress(data, max_size + 1)
-    if len(out) > max_size:
-        raise CorruptMessageError(f"gzip payload inflates past {max_size} bytes")
-    if not inflater.eof:
-        raise CorruptMessageError("gzip payload is truncated")
-    return out
+    """Every member of a gzip stream, as java.util.zip.GZIPInputStream reads them.
+
+    Bytes after the last member that do not start another member are ignored, as Java did.
+    """
+    out: list[bytes] = []
+    total = 0
+    rest = bytes(data)
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        chunk = inflater.decompress(rest, max_size - total + 1)
+        total += len(chunk)
+        if total > max_size or inflater.unconsumed_tail:
+            raise CorruptMessageError(f"gzip payload inflates past {max_size} bytes")
+        if not inflater.eof:
+            raise CorruptMessageError("gzip payload is truncated")
+        out.append(chunk)
+        rest = inflater.unused_data
+        if not rest.startswith(b"\x1f\x8b"):
+            return b"".join(out)
 
 
 def snappy_java_compress(data: bytes | memoryview) -> bytes:

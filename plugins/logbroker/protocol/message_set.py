@@ -300,6 +300,22 @@ def _iter_inner(inner: bytes, wrapper_offset: int) -> Iterator[Message]:
         yield m._replace(offset=wrapper_offset, next_offset=wrapper_offset)
 
 
+def whole_entries_end(buffer: Buffer) -> int:
+    """Where the whole entries at the start of `buffer` end (sizes only, no CRC checks).
+
+    A consumer uses it to ask for the next fetch before it has decoded this one.
+    """
+    length = len(buffer)
+    unpack_int = _INT32.unpack_from
+    pos = 0
+    while pos + ENTRY_OVERHEAD <= length:
+        (size,) = unpack_int(buffer, pos)
+        if size < MIN_MESSAGE_SIZE or pos + ENTRY_OVERHEAD + size > length:
+            break
+        pos += ENTRY_OVERHEAD + size
+    return pos
+
+
 def first_entry_size(buffer: Buffer) -> int | None:
     """Bytes the first entry needs (size prefix included), or None when fewer than 4 bytes.
 

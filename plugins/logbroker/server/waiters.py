@@ -16,6 +16,7 @@ Key = tuple[str, int]
 class AppendWaiters:
     def __init__(self) -> None:
         self._waiting: dict[Key, set[asyncio.Future[None]]] = {}
+        self.closed = False  # set by wake_all: the broker is stopping, nobody waits any more
 
     def appended(self, topic: str, partition: int) -> None:
         """Wake every fetch waiting on this partition."""
@@ -27,6 +28,8 @@ class AppendWaiters:
 
     async def wait(self, keys: Iterable[Key], timeout: float) -> bool:
         """Until an append to any of `keys`, or `timeout` seconds; True if woken by data."""
+        if self.closed:
+            return False
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(keys)
         for key in keys:
@@ -45,7 +48,8 @@ class AppendWaiters:
                         del self._waiting[key]
 
     def wake_all(self) -> None:
-        """Answer every waiting fetch now (the broker is shutting down)."""
+        """Answer every waiting fetch now, and let none wait again (the broker is stopping)."""
+        self.closed = True
         for key in list(self._waiting):
             self.appended(*key)
 

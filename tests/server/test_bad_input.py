@@ -1,0 +1,704 @@
+"""Hostile and broken input to a real broker subprocess, over raw sockets.
+
+Reference: KAFKA07_PROTOCOL.md §1 (bad sizes, unknown types close the connection), §3 (what
+closes a connection and what is an error code), §4 (damaged message sets), §6 (topic names).
+For every case three things are checked: the client gets 0.7's answer (the connection is
+closed, with a broker log line naming the client's address, or an error code on a kept
+connection); the broker goes on serving other clients (one connected before, one after);
+and what is stored did not change (the bytes of every file under the broker's directory,
+segment files included, and no directory anywhere new).
+
+Frames are packed here field by field; message sets byte by byte.
+
+One broker serves the module: num.partitions=2, max.socket.request.bytes=65536,
+request.timeout.ms=1000. The topic "seeded" holds known data in partitions 0 and 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import re
+import resource
+import select
+import socket
+import struct
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from logbroker.testing.broker import BrokerProcess
+
+PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = 0, 1, 2, 3, 4
+PRODUCE_ACK, FETCH_WAIT, METADATA = 5, 6, 7
+LATEST = -1
+MAX_REQUEST = 65536
+SEEDED = "seeded"
+
+# ---------------------------------------------------------------------------------------
+# Byte-by-byte builders.
+
+
+def message0(payload: bytes) -> bytes:
+    return (
+        struct.pack(">i", 5 + len(payload))  # entry size N
+        + struct.pack(">B", 0)  # magic 0
+        + struct.pack(">I", zlib.crc32(payload))  # CRC32 of the payload
+        + payload
+    )
+
+
+def message1(payload: bytes, codec: int = 0, crc: int | None = None, magic: int = 1) -> bytes:
+    return (
+        struct.pack(">i", 6 + len(payload))  # entry size N
+        + struct.pack(">B", magic)  # magic (1; anything else is unknown)
+        + struct.pack(">B", codec)  # attributes: compression codec
+        + struct.pack(">I", zlib.crc32(payload) if crc is None else crc)  # CRC32 of payload
+        + payload
+    )
+
+
+def frame(request_type: int, body: bytes) -> bytes:
+    return (
+        struct.pack(">i", 2 + len(body))  # size: the bytes after this field
+        + struct.pack(">h", request_type)  # request type
+        + body
+    )
+
+
+def short_string(topic: str | bytes) -> bytes:
+    raw = topic.encode() if isinstance(topic, str) else topic
+    return struct.pack(">h", len(raw)) + raw  # int16 byte length | bytes
+
+
+def produce_body(topic: str | bytes, partition: int, messages: bytes) -> bytes:
+    return (
+        short_string(topic)  # topic
+        + struct.pack(">i", partition)  # partition
+        + struct.pack(">i", len(messages))  # message set size
+        + messages
+    )
+
+
+def fetch_body(topic: str | bytes, partition: int, offset: int, max_size: int) -> bytes:
+    return (
+        short_string(topic)  # topic
+        + struct.pack(">i", partition)  # partition
+        + struct.pack(">q", offset)  # offset
+        + struct.pack(">i", max_size)  # max size
+    )
+
+
+def produce(topic: str | bytes, partition: int, messages: bytes) -> bytes:
+    return frame(PRODUCE, produce_body(topic, partition, messages))
+
+
+def fetch(topic: str | bytes, partition: int, offset: int, max_size: int) -> bytes:
+    return frame(FETCH, fetch_body(topic, partition, offset, max_size))
+
+
+def offsets(topic: str | bytes, partition: int, time_ms: int, max_offsets: int) -> bytes:
+    return frame(
+        OFFSETS,
+        short_string(topic)  # topic
+        + struct.pack(">i", partition)  # partition
+        + struct.pack(">q", time_ms)  # time
+        + struct.pack(">i", max_offsets),  # max number of offsets
+    )
+
+
+def multifetch(fetches: list[tuple[str | bytes, int, int, int]]) -> bytes:
+    return frame(
+        MULTIFETCH,
+        struct.pack(">h", len(fetches))  # count
+        + b"".join(fetch_body(*f) for f in fetches),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Reading answers.
+
+
+def connect(broker: BrokerProcess) -> socket.socket:
+    return socket.create_connection(broker.address, timeout=10)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(n - got)
+        if not chunk:
+            raise ConnectionError(f"connection closed after {got} of {n} bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)
+
+
+def read_fetch(sock: socket.socket) -> tuple[int, bytes]:
+    body = read_frame(sock)
+    return struct.unpack_from(">h", body)[0], body[2:]
+
+
+def read_multifetch(sock: socket.socket) -> list[tuple[int, bytes]]:
+    body = read_frame(sock)
+    assert body[:2] == b"\x00\x00"
+    sets, pos = [], 2
+    while pos < len(body):
+        size, error = struct.unpack_from(">ih", body, pos)
+        sets.append((error, body[pos + 6 : pos + 4 + size]))
+        pos += 4 + size
+    return sets
+
+
+def read_offsets(sock: socket.socket) -> list[int]:
+    body = read_frame(sock)
+    error, count = struct.unpack_from(">hi", body)
+    assert error == 0
+    return list(struct.unpack_from(f">{count}q", body, 6))
+
+
+def send_quietly(sock: socket.socket, data: bytes) -> None:
+    """Send, tolerating a broker that closes before it has read everything."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        sock.sendall(data)
+
+
+def assert_closed(sock: socket.socket, timeout: float = 5.0) -> None:
+    """The broker closed the connection, without sending a byte."""
+    sock.settimeout(timeout)
+    try:
+        data = sock.recv(4096)
+    except ConnectionResetError:
+        return
+    except TimeoutError:
+        raise AssertionError(f"the broker kept the connection open for {timeout} s") from None
+    assert data == b"", f"the broker answered {data[:40]!r} instead of closing"
+
+
+def log_line_for(broker: BrokerProcess, port: int, timeout: float = 10.0) -> str:
+    """The broker log line naming a client's address (127.0.0.1:<its port>)."""
+    regex = re.compile(rf"127\.0\.0\.1:{port}\b")
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in broker.log_since().splitlines():
+            if regex.search(line):
+                return line
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no broker log line names {regex.pattern}")
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------
+# Fixtures and the three checks.
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:  # the broker inherits it
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("bad-input"),
+        overrides={
+            "num.partitions": "2",
+            "max.socket.request.bytes": str(MAX_REQUEST),
+            "request.timeout.ms": "1000",
+        },
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.fixture(scope="module")
+def seeded(broker: BrokerProcess) -> dict[int, bytes]:
+    data = {
+        0: message0(b"seed zero")
+        + message1(b"seed one")
+        + message1(gzip.compress(message1(b"inner"), mtime=0), codec=1),
+        1: message1(b"partition one" * 10),
+    }
+    with connect(broker) as s:
+        s.sendall(produce(SEEDED, 0, data[0]) + produce(SEEDED, 1, data[1]))
+        s.sendall(fetch(SEEDED, 0, 0, 100000) + fetch(SEEDED, 1, 0, 100000))
+        assert read_fetch(s) == (0, data[0])
+        assert read_fetch(s) == (0, data[1])
+    return data
+
+
+def stored(broker: BrokerProcess) -> dict[str, bytes | None]:
+    """Every path under the broker's directory (None for directories) and its bytes."""
+    return {
+        str(p.relative_to(broker.directory)): None if p.is_dir() else p.read_bytes()
+        for p in sorted(broker.directory.rglob("*"))
+        if p != broker.log_path
+    }
+
+
+def assert_serving(broker: BrokerProcess, seeded: dict[int, bytes], sock=None) -> None:
+    """The seeded data is served, on `sock` or on a new connection."""
+    s = sock or connect(broker)
+    try:
+        s.sendall(multifetch([(SEEDED, 0, 0, 100000), (SEEDED, 1, 0, 100000)]))
+        assert read_multifetch(s) == [(0, seeded[0]), (0, seeded[1])]
+        s.sendall(offsets(SEEDED, 0, LATEST, 10))
+        assert read_offsets(s) == [len(seeded[0]), 0]
+    finally:
+        if sock is None:
+            s.close()
+
+
+def expect_closed(broker: BrokerProcess, seeded: dict[int, bytes], data: bytes) -> str:
+    """Send `data`; the broker must close, log it, keep serving, and store nothing."""
+    before = stored(broker)
+    bystander = connect(broker)  # a client connected before the bad one
+    assert_serving(broker, seeded, bystander)
+    with connect(broker) as sock:
+        port = sock.getsockname()[1]
+        send_quietly(sock, data)
+        assert_closed(sock)
+        line = log_line_for(broker, port)
+    assert_serving(broker, seeded, bystander)
+    assert_serving(broker, seeded)
+    bystander.close()
+    assert stored(broker) == before
+    return line
+
+
+def expect_error(broker: BrokerProcess, seeded: dict[int, bytes], data: bytes, error: int) -> None:
+    """Send a FETCH `data`; the answer is `error` with no data, and the connection stays."""
+    before = stored(broker)
+    with connect(broker) as sock:
+        sock.sendall(data)
+        assert read_fetch(sock) == (error, b"")
+        assert_serving(broker, seeded, sock)
+    assert_serving(broker, seeded)
+    assert stored(broker) == before
+
+
+# ---------------------------------------------------------------------------------------
+# §1: sizes and types.
+
+
+@pytest.mark.parametrize("size", [0, 1, -1, -2, -(2**31), MAX_REQUEST + 1, 2**24, 2**31 - 1])
+def test_size_prefix_out_of_range_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes], size: int
+) -> None:
+    # Only the prefix (and a type) is sent: a broker that waited for `size` bytes, or
+    # allocated them, would not close at once.
+    line = expect_closed(broker, seeded, struct.pack(">i", size) + struct.pack(">h", FETCH))
+    assert "closing connection" in line and str(size) in line
+
+
+def test_request_of_exactly_max_socket_request_bytes_is_served(broker: BrokerProcess) -> None:
+    topic = f"at-limit-{uuid.uuid4().hex[:8]}"
+    overhead = 2 + 2 + len(topic) + 4 + 4 + 4 + 6  # type, topic, partition, set size, entry
+    data = message1(b"m" * (MAX_REQUEST - overhead))
+    request = produce(topic, 0, data)
+    assert struct.unpack_from(">i", request)[0] == MAX_REQUEST
+    with connect(broker) as s:
+        s.sendall(request + fetch(topic, 0, 0, 100000))
+        assert read_fetch(s) == (0, data)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 4, 5, 6, 20, 60])
+def test_request_cut_off_then_client_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes], cut: int
+) -> None:
+    before = stored(broker)
+    request = produce(SEEDED, 0, message1(b"never complete" * 3))
+    assert cut < len(request)
+    with connect(broker) as s:
+        s.sendall(request[:cut])
+    with connect(broker) as s:  # a half-closed client too: it may still read
+        s.sendall(request[:cut])
+        s.shutdown(socket.SHUT_WR)
+        assert_closed(s)
+    assert_serving(broker, seeded)
+    assert stored(broker) == before
+
+
+@pytest.mark.parametrize("request_type", [99, 1000, -1, 32767, -32768])
+def test_unknown_request_type_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes], request_type: int
+) -> None:
+    body = fetch_body(SEEDED, 0, 0, 1000)  # a body that would make sense for a fetch
+    line = expect_closed(broker, seeded, frame(request_type, body))
+    assert "unknown request type" in line
+
+
+# ---------------------------------------------------------------------------------------
+# §3, §4: damaged message sets close the connection and append nothing.
+
+
+def _bad_crc() -> bytes:
+    return message1(b"payload", crc=zlib.crc32(b"payload") ^ 1)
+
+
+DAMAGED = {
+    "crc-mismatch": _bad_crc(),
+    "crc-mismatch-magic0": struct.pack(">iBI", 9, 0, 0xDEADBEEF) + b"abcd",
+    "crc-mismatch-second-entry": message1(b"fine") + _bad_crc(),
+    "crc-mismatch-then-partial": _bad_crc() + message1(b"partial")[:8],
+    "gzip-not-decodable": message1(b"this is not gzip", codec=1),  # right CRC
+    "gzip-truncated": message1(gzip.compress(message1(b"x" * 100), mtime=0)[:-12], codec=1),
+    "gzip-inner-bad-crc": message1(gzip.compress(_bad_crc(), mtime=0), codec=1),
+    "gzip-inner-partial": message1(gzip.compress(message1(b"inner")[:-2], mtime=0), codec=1),
+    "gzip-empty-inner": message1(gzip.compress(b"", mtime=0), codec=1),
+    "snappy-not-decodable": message1(
+        b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01" * 2 + b"\xff" * 9, codec=2
+    ),
+    "snappy-raw-garbage": message1(b"\xff\xff\xff\xff\x0f garbage", codec=2),
+    "unknown-codec-3": message1(b"codec three", codec=3),
+    "unknown-magic-2": message1(b"magic two", magic=2),
+    "first-entry-truncated": message1(b"truncated")[:10],
+    "first-entry-only-size": struct.pack(">i", 20),
+    "entry-size-under-minimum": struct.pack(">i", 4) + b"\x00\x00\x00\x00",
+    "entry-size-zero": struct.pack(">i", 0) + message1(b"after"),
+    "entry-size-negative": struct.pack(">i", -100) + message1(b"after"),
+    "magic1-shorter-than-header": struct.pack(">i", 5) + b"\x01\x00\x00\x00\x00",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGED))
+def test_damaged_produce_closes_and_appends_nothing(
+    broker: BrokerProcess, seeded: dict[int, bytes], kind: str
+) -> None:
+    expect_closed(broker, seeded, produce(SEEDED, 0, DAMAGED[kind]))
+
+
+def test_gzip_second_member_with_bad_crc_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    payload = gzip.compress(message1(b"first member"), mtime=0) + gzip.compress(_bad_crc(), mtime=0)
+    topic = f"two-members-{uuid.uuid4().hex[:8]}"  # 0.7 read every member: so do we
+    request = produce(topic, 0, message1(payload, codec=1))
+    # An OFFSETS behind it makes a broker that wrongly kept the connection answer at once.
+    expect_closed(broker, seeded, request + offsets(topic, 0, LATEST, 1))
+
+
+def test_requests_before_a_bad_one_are_answered_then_closed(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    topic = f"before-bad-{uuid.uuid4().hex[:8]}"
+    data = message1(b"appended before the bad request")
+    with connect(broker) as s:
+        port = s.getsockname()[1]
+        s.sendall(
+            fetch(SEEDED, 0, 0, 100000)
+            + produce(topic, 0, data)
+            + offsets(topic, 0, LATEST, 1)
+            + frame(99, b"")  # unknown type: the connection closes here
+            + offsets(topic, 0, LATEST, 1)  # never answered
+        )
+        assert read_fetch(s) == (0, seeded[0])
+        assert read_offsets(s) == [len(data)]
+        assert_closed(s)
+    assert "unknown request type" in log_line_for(broker, port)
+    with connect(broker) as s:  # the produce before the bad request was kept
+        s.sendall(fetch(topic, 0, 0, 1000))
+        assert read_fetch(s) == (0, data)
+    assert_serving(broker, seeded)
+
+
+@pytest.mark.parametrize("kind", ["crc-mismatch", "gzip-not-decodable", "first-entry-truncated"])
+def test_damaged_produce_to_a_new_topic_creates_no_log(
+    broker: BrokerProcess, seeded: dict[int, bytes], kind: str
+) -> None:
+    topic = f"never-{uuid.uuid4().hex[:8]}"
+    expect_closed(broker, seeded, produce(topic, 0, DAMAGED[kind]))
+    assert not (broker.log_dir / f"{topic}-0").exists()
+
+
+def test_multiproduce_with_one_damaged_set_closes_and_appends_nothing(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    body = (
+        struct.pack(">h", 3)  # count
+        + produce_body(SEEDED, 1, message1(b"good"))
+        + produce_body(SEEDED, 0, message1(b"good too"))
+        + produce_body(SEEDED, 0, _bad_crc())
+    )
+    expect_closed(broker, seeded, frame(MULTIPRODUCE, body))
+
+
+# ---------------------------------------------------------------------------------------
+# §6: topic names.
+
+BAD_TOPICS = {
+    "slash": b"a/b",
+    "leading-slash": b"/etc",
+    "dot-dot": b"..",
+    "dot": b".",
+    "parent-escape": b"../escaped",
+    "deep-escape": b"../../../../../../tmp/logbroker-escaped",
+    "backslash": b"..\\..\\escaped",
+    "empty": b"",
+    "nul": b"abc\x00def",
+    "newline": b"line\nbreak",
+    "tab": b"tab\tname",
+    "del": b"del\x7f",
+    "c1-control": "next\u0085line".encode(),
+    "private-use": "\ue000".encode(),
+    "noncharacter": "\ufffe".encode(),
+    "250-bytes": b"a" * 250,
+    "long-utf8": "é".encode() * 125,  # 125 characters, 250 bytes
+    "32767-bytes": b"b" * 32767,
+}
+
+
+def _escapes(broker: BrokerProcess) -> list[Path]:
+    """Paths a bad topic name could have created outside log.dir."""
+    out = []
+    for raw in BAD_TOPICS.values():
+        name = raw.decode(errors="replace")
+        if "/" in name:
+            for partition in (0, 1):
+                out.append(Path(str(broker.log_dir / f"{name}-{partition}")))
+    return [p for p in out if p.exists()]
+
+
+@pytest.mark.parametrize("name", sorted(BAD_TOPICS))
+def test_bad_topic_name_closes_produce_and_offsets(
+    broker: BrokerProcess, seeded: dict[int, bytes], name: str
+) -> None:
+    topic = BAD_TOPICS[name]
+    for request in (
+        produce(topic, 0, message1(b"x")),
+        frame(MULTIPRODUCE, struct.pack(">h", 1) + produce_body(topic, 0, message1(b"x"))),
+        offsets(topic, 0, LATEST, 1),
+    ):
+        if len(request) - 4 > MAX_REQUEST:
+            continue
+        line = expect_closed(broker, seeded, request)
+        assert "topic" in line
+    assert _escapes(broker) == []
+
+
+@pytest.mark.parametrize("name", sorted(BAD_TOPICS))
+def test_bad_topic_name_in_a_fetch_is_error_unknown(
+    broker: BrokerProcess, seeded: dict[int, bytes], name: str
+) -> None:
+    topic = BAD_TOPICS[name]
+    expect_error(broker, seeded, fetch(topic, 0, 0, 1000), -1)  # 0.7 answered Unknown
+    assert _escapes(broker) == []
+
+
+@pytest.mark.parametrize(
+    "topic_field",
+    [
+        struct.pack(">h", -1),  # null
+        struct.pack(">h", -2),  # negative length
+        struct.pack(">h", 4) + b"\xff\xfe\xfd\xfc",  # not UTF-8
+        struct.pack(">h", 2) + "\ud800".encode("utf-8", "surrogatepass")[:2],  # cut UTF-8
+        struct.pack(">h", 1000) + b"short",  # runs past the end of the request
+    ],
+    ids=["null", "negative", "not-utf8", "cut-utf8", "past-end"],
+)
+@pytest.mark.parametrize("request_type", [PRODUCE, FETCH, OFFSETS])
+def test_undecodable_topic_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes], topic_field: bytes, request_type: int
+) -> None:
+    body = (
+        topic_field  # topic
+        + struct.pack(">i", 0)  # partition
+        + struct.pack(">q", 0)  # offset / time (produce: set size 0 and 4 bytes more)
+        + struct.pack(">i", 100)  # max size / max offsets
+    )
+    expect_closed(broker, seeded, frame(request_type, body))
+
+
+def test_topic_of_249_bytes_is_accepted(broker: BrokerProcess) -> None:
+    topic = ("t" + uuid.uuid4().hex) * 8
+    topic = topic[:249]
+    data = message1(b"long name")
+    with connect(broker) as s:
+        s.sendall(produce(topic, 1, data) + fetch(topic, 1, 0, 1000))
+        assert read_fetch(s) == (0, data)
+    assert (broker.log_dir / f"{topic}-1").is_dir()
+
+
+# ---------------------------------------------------------------------------------------
+# Partitions, offsets and sizes out of range.
+
+BAD_PARTITIONS = [2, 3, 1000, 2**31 - 1, -2, -1000, -(2**31)]
+
+
+@pytest.mark.parametrize("partition", BAD_PARTITIONS)
+def test_produce_to_bad_partition_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes], partition: int
+) -> None:
+    line = expect_closed(broker, seeded, produce(SEEDED, partition, message1(b"x")))
+    assert str(partition) in line
+    assert not (broker.log_dir / f"{SEEDED}-{partition}").exists()
+
+
+@pytest.mark.parametrize("partition", [*BAD_PARTITIONS, -1])
+def test_offsets_for_bad_partition_closes(
+    broker: BrokerProcess, seeded: dict[int, bytes], partition: int
+) -> None:
+    expect_closed(broker, seeded, offsets(SEEDED, partition, LATEST, 10))
+
+
+@pytest.mark.parametrize("partition", [*BAD_PARTITIONS, -1])
+def test_fetch_from_bad_partition_is_error_3(
+    broker: BrokerProcess, seeded: dict[int, bytes], partition: int
+) -> None:
+    expect_error(broker, seeded, fetch(SEEDED, partition, 0, 1000), 3)
+    expect_error(broker, seeded, fetch(f"fresh-{uuid.uuid4().hex[:6]}", partition, 0, 100), 3)
+
+
+@pytest.mark.parametrize("delta", [1, 2, 1000, 2**31, 2**62])
+def test_fetch_far_past_the_end_is_error_1(
+    broker: BrokerProcess, seeded: dict[int, bytes], delta: int
+) -> None:
+    expect_error(broker, seeded, fetch(SEEDED, 0, len(seeded[0]) + delta, 1000), 1)
+    expect_error(broker, seeded, fetch(SEEDED, 0, -delta, 1000), 1)
+
+
+def test_fetch_at_int64_extremes_is_error_1(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    expect_error(broker, seeded, fetch(SEEDED, 0, 2**63 - 1, 1000), 1)
+    expect_error(broker, seeded, fetch(SEEDED, 0, -(2**63), 1000), 1)
+
+
+def test_fetch_with_negative_max_size_is_an_error_code(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    expect_error(broker, seeded, fetch(SEEDED, 0, 0, -1), 4)  # InvalidFetchSize
+    expect_error(broker, seeded, fetch(SEEDED, 0, 0, -(2**31)), 4)
+
+
+def test_offsets_with_huge_max_offsets_is_answered(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    with connect(broker) as s:
+        s.sendall(offsets(SEEDED, 0, LATEST, 2**31 - 1))
+        assert read_offsets(s) == [len(seeded[0]), 0]
+
+
+# ---------------------------------------------------------------------------------------
+# Structurally malformed bodies.
+
+MALFORMED = {
+    "fetch-missing-max-size": frame(FETCH, short_string(SEEDED) + struct.pack(">iq", 0, 0)),
+    "fetch-empty-body": frame(FETCH, b""),
+    "produce-set-size-negative": frame(
+        PRODUCE, short_string(SEEDED) + struct.pack(">ii", 0, -1) + message1(b"x")
+    ),
+    "produce-set-size-past-end": frame(
+        PRODUCE, short_string(SEEDED) + struct.pack(">ii", 0, 1000) + message1(b"x")
+    ),
+    "multifetch-count-negative": frame(MULTIFETCH, struct.pack(">h", -1)),
+    "multifetch-count-past-end": frame(
+        MULTIFETCH, struct.pack(">h", 30000) + fetch_body(SEEDED, 0, 0, 10)
+    ),
+    "multiproduce-count-past-end": frame(
+        MULTIPRODUCE, struct.pack(">h", 2) + produce_body(SEEDED, 0, message1(b"x"))
+    ),
+    "multiproduce-count-negative": frame(MULTIPRODUCE, struct.pack(">h", -5)),
+    "offsets-cut-off": frame(OFFSETS, short_string(SEEDED) + struct.pack(">i", 0)),
+    "produce-ack-unknown-flags": frame(
+        PRODUCE_ACK,
+        struct.pack(">b", 0x02)  # flags: an unknown bit
+        + struct.pack(">h", 1)
+        + produce_body(SEEDED, 0, message1(b"x")),
+    ),
+    "fetch-wait-negative-max-wait": frame(
+        FETCH_WAIT,
+        struct.pack(">i", -1)  # max wait ms
+        + struct.pack(">i", 0)  # min bytes
+        + struct.pack(">h", 1)
+        + fetch_body(SEEDED, 0, 0, 10),
+    ),
+    "metadata-count-negative": frame(METADATA, struct.pack(">h", -1)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_body_closes(broker: BrokerProcess, seeded: dict[int, bytes], kind: str) -> None:
+    expect_closed(broker, seeded, MALFORMED[kind])
+
+
+# ---------------------------------------------------------------------------------------
+# Slow and idle clients.
+
+
+def test_trickling_client_is_closed_after_request_timeout(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    before = stored(broker)
+    request = produce(SEEDED, 0, message1(b"slow" * 50))  # 226 bytes: 11 s at 20 bytes/s
+    trickler = connect(broker)
+    port = trickler.getsockname()[1]
+    result: dict[str, object] = {}
+
+    def trickle() -> None:
+        for i in range(len(request)):
+            try:
+                trickler.send(request[i : i + 1])
+            except OSError:
+                result["closed_after"] = i
+                return
+            readable, _, _ = select.select([trickler], [], [], 0.05)
+            if readable:
+                try:
+                    data = trickler.recv(100)
+                except OSError:
+                    data = b""
+                result["closed_after"] = i + 1
+                result["data"] = data
+                return
+        result["completed"] = True
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    served = 0
+    with connect(broker) as other:  # served normally while the trickle goes on
+        while thread.is_alive():
+            assert_serving(broker, seeded, other)
+            served += 1
+    thread.join()
+    assert "completed" not in result, "the broker waited for the whole trickled request"
+    assert result.get("data", b"") == b""
+    assert 0 < int(result["closed_after"]) < len(request)  # type: ignore[call-overload]
+    assert served > 5
+    line = log_line_for(broker, port)
+    assert "not complete" in line
+    trickler.close()
+    assert stored(broker) == before
+
+
+def test_a_thousand_idle_connections(broker: BrokerProcess, seeded: dict[int, bytes]) -> None:
+    idle: list[socket.socket] = []
+    topic = f"busy-{uuid.uuid4().hex[:8]}"
+    try:
+        for _ in range(1000):
+            idle.append(connect(broker))
+        data = message1(b"while a thousand wait")
+        with connect(broker) as s:
+            s.sendall(produce(topic, 0, data) + produce(topic, 0, data))
+            s.sendall(fetch(topic, 0, 0, 1000))
+            assert read_fetch(s) == (0, data + data)
+        assert_serving(broker, seeded)
+        for s in (idle[0], idle[-1]):  # the first and the last are alive and served
+            s.sendall(fetch(topic, 0, len(data), 1000))
+            assert read_fetch(s) == (0, data)
+    finally:
+        for s in idle:
+            s.close()
+    assert_serving(broker, seeded)
