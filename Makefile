@@ -18,7 +18,14 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-test: setup
+# Third-party Kafka 0.7 clients (npm) for tests/compat; those tests skip without node/npm.
+COMPAT_NODE := tests/compat/node
+$(COMPAT_NODE)/node_modules/.package-lock.json: $(COMPAT_NODE)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	    npm ci --prefix $(COMPAT_NODE) --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: tests/compat will skip the Node clients"; fi
+
+test: setup $(COMPAT_NODE)/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -16,8 +16,8 @@ snappy-java stream framing (all integers big-endian):
     16      ...   blocks, each: int32 compressed length | raw snappy block
                   (a block holds at most 32 KiB of input)
 
-A payload whose first byte is not 0x82 is read as one raw snappy block, as snappy-java's
-`SnappyInputStream` did.
+A payload that does not start with the whole 16-byte header is read as one raw snappy
+block, as snappy-java's `SnappyInputStream` did.
 """
 
 from __future__ import annotations
@@ -120,10 +120,11 @@ def snappy_java_compress(data: bytes | memoryview) -> bytes:
 def snappy_java_decompress(data: bytes | memoryview, max_size: int = 1 << 30) -> bytes:
     """Read snappy-java framing, or one raw snappy block when the magic is absent."""
     view = memoryview(data)
-    if len(view) == 0 or view[0] != 0x82:
+    # snappy-java's SnappyInputStream reads anything without the whole 16-byte header as one
+    # raw block: a raw block whose length varint starts with 0x82 (130, 258, ... bytes) is
+    # common, so the first byte alone decides nothing.
+    if len(view) < 16 or bytes(view[:8]) != SNAPPY_JAVA_MAGIC:
         return _raw_snappy(view, max_size)
-    if bytes(view[:8]) != SNAPPY_JAVA_MAGIC or len(view) < 16:
-        raise CorruptMessageError("snappy payload has a broken snappy-java header")
     pos, out, total = 16, [], 0
     while pos < len(view):
         if pos + 4 > len(view):
