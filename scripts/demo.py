@@ -89,14 +89,20 @@ def run_demo(args: argparse.Namespace) -> int:
         started = time.monotonic()
         zookeeper.start()
         zk = zookeeper.create_chroot("/live").connect
-        print(f"  zookeeper  {zookeeper.connect_string} (pid {zookeeper.pid}), cluster chroot /live")
+        print(
+            f"  zookeeper  {zookeeper.connect_string} (pid {zookeeper.pid}), cluster chroot /live"
+        )
         for broker_id in (0, 1):
             broker = BrokerProcess(
-                workdir / f"broker-{broker_id}", broker_id=broker_id, zk_connect=zk,
+                workdir / f"broker-{broker_id}",
+                broker_id=broker_id,
+                zk_connect=zk,
                 overrides={"num.partitions": "4", "metrics.port": "0"},
             )
             brokers.append(broker.start())
-            print(f"  broker {broker_id}   127.0.0.1:{broker.port} (pid {broker.pid}), log.dir {broker.log_dir}")
+            print(
+                f"  broker {broker_id}   127.0.0.1:{broker.port} (pid {broker.pid}), log.dir {broker.log_dir}"
+            )
         print(f"  up in {time.monotonic() - started:.1f} s")
 
         with Cluster(zk) as cluster:
@@ -107,7 +113,13 @@ def run_demo(args: argparse.Namespace) -> int:
             started = time.monotonic()
             with Producer(zk_connect=zk, compression_codec="snappy", acks="ack") as producer:
                 batch: list[bytes] = []
-                bar = tqdm(total=args.events, unit="msg", unit_scale=True, desc="producing", file=sys.stderr)
+                bar = tqdm(
+                    total=args.events,
+                    unit="msg",
+                    unit_scale=True,
+                    desc="producing",
+                    file=sys.stderr,
+                )
                 for payload in sample_events(args.events):
                     batch.append(payload)
                     if len(batch) == 500:
@@ -121,16 +133,29 @@ def run_demo(args: argparse.Namespace) -> int:
                     bar.update(len(batch))
                 bar.close()
             elapsed = time.monotonic() - started
-            print(f"produced {args.events:,} events (snappy, acknowledged) in {elapsed:.1f} s "
-                  f"= {args.events / elapsed:,.0f} msgs/s")
+            print(
+                f"produced {args.events:,} events (snappy, acknowledged) in {elapsed:.1f} s "
+                f"= {args.events / elapsed:,.0f} msgs/s"
+            )
 
             print(f"\nconsuming with group {GROUP!r}: 2 members in 2 processes")
             started = time.monotonic()
             for _ in range(2):
                 consumers.append(
                     subprocess.Popen(
-                        [sys.executable, __file__, "consumer", "--zookeeper", zk, "--topic", TOPIC,
-                         "--group", GROUP, "--idle-ms", "4000"],
+                        [
+                            sys.executable,
+                            __file__,
+                            "consumer",
+                            "--zookeeper",
+                            zk,
+                            "--topic",
+                            TOPIC,
+                            "--group",
+                            GROUP,
+                            "--idle-ms",
+                            "4000",
+                        ],
                         stdout=subprocess.PIPE,
                     )
                 )
@@ -149,20 +174,37 @@ def run_demo(args: argparse.Namespace) -> int:
                     consumed[partition] += count
                     member_of[partition] = f"member {n + 1}"
                 seqs += report["seqs"]
-            print(f"consumed {len(seqs):,} events in {elapsed:.1f} s (including {4} s of idle wait at the end)")
+            print(
+                f"consumed {len(seqs):,} events in {elapsed:.1f} s (including {4} s of idle wait at the end)"
+            )
 
             rows = []
             lag = {f"{r.broker_id}-{r.partition}": r for r in cluster.group_partitions(GROUP)}
             for name in sorted(set(produced) | set(consumed)):
                 r = lag.get(name)
-                rows.append([TOPIC, name, produced[name], consumed[name], member_of.get(name, "-"),
-                             r.latest if r else None, r.committed if r else None, r.lag if r else None])
+                rows.append(
+                    [
+                        TOPIC,
+                        name,
+                        produced[name],
+                        consumed[name],
+                        member_of.get(name, "-"),
+                        r.latest if r else None,
+                        r.committed if r else None,
+                        r.lag if r else None,
+                    ]
+                )
             print()
-            print_table(rows, ["TOPIC", "PARTITION", "PRODUCED", "CONSUMED", "BY", "LATEST", "COMMITTED", "LAG"])
+            print_table(
+                rows,
+                ["TOPIC", "PARTITION", "PRODUCED", "CONSUMED", "BY", "LATEST", "COMMITTED", "LAG"],
+            )
             unique = set(seqs)
             missing = args.events - len(unique)
-            print(f"\nproduced {sum(produced.values()):,}  consumed {len(seqs):,}  distinct {len(unique):,}  "
-                  f"missing {missing}  duplicates {len(seqs) - len(unique)}")
+            print(
+                f"\nproduced {sum(produced.values()):,}  consumed {len(seqs):,}  distinct {len(unique):,}  "
+                f"missing {missing}  duplicates {len(seqs) - len(unique)}"
+            )
             ok = missing == 0
     finally:
         for proc in consumers:
@@ -180,7 +222,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="mode")
     consumer = sub.add_parser("consumer", help="(internal) one group member")
     consumer.add_argument("--zookeeper", required=True)

@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import pytest
-
 from logbroker.cli import SUBCOMMANDS
 
 
-def logbroker(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+def logbroker(
+    *args: str, stdin: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "logbroker.cli", *args],
         input=stdin,
@@ -33,7 +34,9 @@ def test_help_teaches_by_example():
 def test_bad_arguments_are_explained():
     result = logbroker("offsets", "--broker", "127.0.0.1:1", "--topic", "t")
     assert result.returncode == 2 and b"--partition" in result.stderr
-    result = logbroker("offsets", "--broker", "127.0.0.1:1", "--topic", "t", "--partition", "0", "--time", "-1")
+    result = logbroker(
+        "offsets", "--broker", "127.0.0.1:1", "--topic", "t", "--partition", "0", "--time", "-1"
+    )
     assert result.returncode == 1 and b"cannot connect to broker 127.0.0.1:1" in result.stderr
 
 
@@ -57,8 +60,18 @@ def test_topics_produce_offsets_and_describe(cluster, tmp_path):
     lines = [f"line {i}" for i in range(500)]
     source = tmp_path / "in.txt"
     source.write_text("\n".join(lines) + "\n")
-    produced = logbroker("produce", "--zookeeper", zk, "--topic", "page-views", "--file",
-                         str(source), "--acks", "--batch-size", "100")
+    produced = logbroker(
+        "produce",
+        "--zookeeper",
+        zk,
+        "--topic",
+        "page-views",
+        "--file",
+        str(source),
+        "--acks",
+        "--batch-size",
+        "100",
+    )
     assert produced.returncode == 0, produced.stderr
     assert b"sent 500 of 500 messages" in produced.stderr
 
@@ -70,15 +83,35 @@ def test_topics_produce_offsets_and_describe(cluster, tmp_path):
     broker = brokers[0]
     for row in rows:
         if row[1] == "0":
-            end = logbroker("offsets", "--broker", f"{broker.host}:{broker.port}", "--topic",
-                            "page-views", "--partition", row[2], "--time", "-1")
+            end = logbroker(
+                "offsets",
+                "--broker",
+                f"{broker.host}:{broker.port}",
+                "--topic",
+                "page-views",
+                "--partition",
+                row[2],
+                "--time",
+                "-1",
+            )
             assert end.stdout.decode().split() == [row[4]]
 
 
 def test_produce_with_keys_and_compression_from_stdin(cluster):
     zk, brokers = cluster
     stdin = b"".join(f"user-{i % 3}\tclick {i}\n".encode() for i in range(30))
-    result = logbroker("produce", "--zookeeper", zk, "--topic", "keyed", "--key-separator", "\t",
-                       "--compression", "gzip", "--sync", stdin=stdin)
+    result = logbroker(
+        "produce",
+        "--zookeeper",
+        zk,
+        "--topic",
+        "keyed",
+        "--key-separator",
+        "\t",
+        "--compression",
+        "gzip",
+        "--sync",
+        stdin=stdin,
+    )
     assert result.returncode == 0, result.stderr
     assert b"sent 30 of 30" in result.stderr

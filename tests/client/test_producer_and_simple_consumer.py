@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from logbroker.client.brokers import StaticBrokers, parse_broker_list
 from logbroker.client.partitioner import default_partitioner, java_string_hash
 from logbroker.client.producer import AsyncProducer, ProduceError, Producer
@@ -55,8 +54,9 @@ def test_acked_producer_reports_offsets_and_keys_pin_partitions(broker_factory):
 def test_compressed_sets_round_trip_with_the_resume_rule(broker_factory, codec):
     broker = broker_factory()
     payloads = [f"event {i}".encode() * 5 for i in range(100)]
-    with Producer(broker_list=f"{broker.host}:{broker.port}", compression_codec=codec,
-                  acks="fsync") as p:
+    with Producer(
+        broker_list=f"{broker.host}:{broker.port}", compression_codec=codec, acks="fsync"
+    ) as p:
         [result] = p.send("events", payloads)
     messages = consume_all(broker, "events", 0)
     assert [m.payload for m in messages] == payloads
@@ -68,8 +68,12 @@ def test_compressed_sets_round_trip_with_the_resume_rule(broker_factory, codec):
 
 def test_compressed_topics_only(broker_factory):
     broker = broker_factory()
-    with Producer(broker_list=f"{broker.host}:{broker.port}", compression_codec="gzip",
-                  compressed_topics=["squeezed"], acks="ack") as p:
+    with Producer(
+        broker_list=f"{broker.host}:{broker.port}",
+        compression_codec="gzip",
+        compressed_topics=["squeezed"],
+        acks="ack",
+    ) as p:
         plain = p.send("plain", [b"x" * 100] * 10)[0]
         squeezed = p.send("squeezed", [b"x" * 100] * 10)[0]
     assert plain.next_offset == 10 * 110  # ten plain messages
@@ -87,7 +91,9 @@ def test_a_large_message_grows_the_fetch_size_up_to_the_maximum(broker_factory):
     with pytest.raises(MessageTooLargeError) as info:
         consume_all(broker, "big", 0, fetch_size=300 * 1024, max_fetch_size=1 << 20)
     text = str(info.value)
-    assert "big-0" in text and "offset 15" in text and str(len(big) + 4 + 6) in text  # entry: size, header, payload
+    assert (
+        "big-0" in text and "offset 15" in text and str(len(big) + 4 + 6) in text
+    )  # entry: size, header, payload
 
 
 def test_broker_refusal_is_an_error_for_the_acked_caller(broker_factory):
@@ -108,12 +114,15 @@ def test_simple_consumer_requests(broker_factory):
         assert c.earliest_offset("t", partition) == 0
         with pytest.raises(OffsetOutOfRangeError, match=f"t-{partition} at offset 999"):
             c.fetch("t", partition, 999)
-        ok, bad = c.multifetch([FetchRequest("t", partition, 0, 100), FetchRequest("t", partition, 999, 10)])
+        ok, bad = c.multifetch(
+            [FetchRequest("t", partition, 0, 100), FetchRequest("t", partition, 999, 10)]
+        )
         assert [m.payload for m in ok.messages()] == [b"one", b"two"]
         assert isinstance(bad, OffsetOutOfRangeError)
         meta = c.metadata(["t"])
-        assert [(pm.partition, pm.latest_offset) for pm in meta.topics[0].partitions][partition] == (
-            partition, 26)
+        assert [(pm.partition, pm.latest_offset) for pm in meta.topics[0].partitions][
+            partition
+        ] == (partition, 26)
 
 
 def test_waiting_fetch_returns_as_soon_as_data_arrives(broker_factory):
@@ -141,7 +150,9 @@ def test_async_producer_batches_and_flushes(broker_factory):
         assert producer.stats.sent_messages == 1000
         assert producer.stats.sent_requests <= 20  # batched, not one request per message
     wait_for_end(broker, "async", 0, sum(10 + len(f"m{i}") for i in range(1000)))
-    assert [m.payload for m in consume_all(broker, "async", 0)] == [f"m{i}".encode() for i in range(1000)]
+    assert [m.payload for m in consume_all(broker, "async", 0)] == [
+        f"m{i}".encode() for i in range(1000)
+    ]
 
 
 def test_async_producer_can_drop_and_count_when_full(tmp_path):

@@ -120,7 +120,9 @@ class BrokerConnection:
                 self.close()
                 if isinstance(exc, BrokerUnavailableError):
                     raise
-                raise BrokerUnavailableError(f"reading from broker {self.address} failed: {exc}") from exc
+                raise BrokerUnavailableError(
+                    f"reading from broker {self.address} failed: {exc}"
+                ) from exc
 
     def _receive(self, sock: socket.socket) -> bytes:
         header = self._read_exactly(sock, 4)

@@ -351,11 +351,15 @@ class _Fetcher:
                 self._round()
             except BrokerUnavailableError as exc:
                 self.consumer.stats.add(fetch_errors=1)
-                log.warning("fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff)
+                log.warning(
+                    "fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff
+                )
                 self.stop_event.wait(backoff)
             except Exception:
                 self.consumer.stats.add(fetch_errors=1)
-                log.exception("fetcher for broker %s failed; retrying in %g s", self.broker.id, backoff)
+                log.exception(
+                    "fetcher for broker %s failed; retrying in %g s", self.broker.id, backoff
+                )
                 self.stop_event.wait(backoff)
 
     def _round(self) -> None:
@@ -368,7 +372,9 @@ class _Fetcher:
         for p in active:
             if p.fetch_offset is None:
                 self._reset(p, None)
-        requests = [FetchRequest(p.topic, p.partition, p.fetch_offset, p.fetch_size) for p in active]  # type: ignore[arg-type]
+        requests = [
+            FetchRequest(p.topic, p.partition, p.fetch_offset, p.fetch_size) for p in active
+        ]  # type: ignore[arg-type]
         results = self.client.fetch_wait(requests, self.consumer.fetch_wait_max_ms)
         for p, result in zip(active, results, strict=True):
             if self.stop_event.is_set():
@@ -379,7 +385,9 @@ class _Fetcher:
             if isinstance(result, LogbrokerError):
                 self.consumer.stats.add(fetch_errors=1)
                 p.paused_until = time.monotonic() + self.consumer.fetcher_backoff_ms / 1000
-                log.warning("fetching %s/%s from broker %s: %s", p.topic, p.name, self.broker.id, result)
+                log.warning(
+                    "fetching %s/%s from broker %s: %s", p.topic, p.name, self.broker.id, result
+                )
                 continue
             self._deliver(p, result.data)
 
@@ -414,7 +422,9 @@ class _Fetcher:
                 p.fetch_size = max(needed, min(p.fetch_size * 2, self.consumer.max_fetch_size))
 
     def _stall(self, p: _PartitionInfo, exc: LogbrokerError) -> None:
-        log.error("%s/%s cannot be consumed past offset %s: %s", p.topic, p.name, p.fetch_offset, exc)
+        log.error(
+            "%s/%s cannot be consumed past offset %s: %s", p.topic, p.name, p.fetch_offset, exc
+        )
         p.stalled = True
         p.stream._put(exc, self.stop_event)
 
@@ -432,10 +442,22 @@ class _Fetcher:
             log.warning(
                 "%s/%s: offset %s is out of range on broker %s (%s); autooffset.reset=%s: "
                 "resuming at %s",
-                p.topic, p.name, old, self.broker.id, error, reset, offset,
+                p.topic,
+                p.name,
+                old,
+                self.broker.id,
+                error,
+                reset,
+                offset,
             )
         else:
-            log.info("%s/%s has no committed offset; autooffset.reset=%s: starting at %s", p.topic, p.name, reset, offset)
+            log.info(
+                "%s/%s has no committed offset; autooffset.reset=%s: starting at %s",
+                p.topic,
+                p.name,
+                reset,
+                offset,
+            )
 
 
 class GroupConsumer:
@@ -479,7 +501,9 @@ class GroupConsumer:
     ) -> None:
         paths.consumer_group_path(group_id)  # a usable group name, or ValueError
         if autooffset_reset not in AUTOOFFSET_RESETS:
-            raise ValueError(f"autooffset_reset must be 'smallest' or 'largest', got {autooffset_reset!r}")
+            raise ValueError(
+                f"autooffset_reset must be 'smallest' or 'largest', got {autooffset_reset!r}"
+            )
         if fetch_size < 1 or queued_max_chunks < 1 or rebalance_retries_max < 1:
             raise ValueError("fetch_size, queued_max_chunks and rebalance_retries_max must be >= 1")
         if autocommit_interval_ms < 1 or fetch_wait_max_ms < 0 or rebalance_backoff_ms < 0:
@@ -570,7 +594,9 @@ class GroupConsumer:
         """The consumer's kazoo client (its session holds the ids and owner nodes)."""
         return self._client
 
-    def create_message_streams(self, topic_streams: Mapping[str, int]) -> dict[str, list[MessageStream]]:
+    def create_message_streams(
+        self, topic_streams: Mapping[str, int]
+    ) -> dict[str, list[MessageStream]]:
         """Join the group for these topics: topic -> number of streams; returns topic -> streams.
 
         Returns after the first rebalance (successful or not: a failed one is retried in the
@@ -582,7 +608,9 @@ class GroupConsumer:
             paths.broker_topic_path(topic)  # a usable topic name, or ValueError
         streams: dict[str, list[MessageStream]] = {}
         for topic, n in topic_streams.items():
-            streams[topic] = [MessageStream(self, i, topic, self.queued_max_chunks) for i in range(n)]
+            streams[topic] = [
+                MessageStream(self, i, topic, self.queued_max_chunks) for i in range(n)
+            ]
             for tid, stream in zip(thread_ids(self.consumer_id, n), streams[topic], strict=True):
                 self._stream_of[(topic, tid)] = stream
         self._start(subscription, [s for group in streams.values() for s in group])
@@ -632,7 +660,8 @@ class GroupConsumer:
         if already:
             return
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+            # a ZooKeeper call can hang while the server is unreachable: do not wait forever
+            self._thread.join(self.zk_session_timeout_ms / 1000 + 5)
         with self._zk_lock:
             infos = self._stop_consuming()
             if self.autocommit_enable and self._client.connected:
@@ -645,7 +674,9 @@ class GroupConsumer:
                 try:
                     self._release()
                     if self._subscription is not None:
-                        self._delete_own(paths.consumer_id_path(self.group_id, self.consumer_id), None)
+                        self._delete_own(
+                            paths.consumer_id_path(self.group_id, self.consumer_id), None
+                        )
                 except Exception:
                     log.exception("releasing partitions at close failed")
             for stream in self._streams:
@@ -746,10 +777,15 @@ class GroupConsumer:
         while True:
             with self._cond:
                 while not (
-                    self._closing or self._rebalance_requested or self._new_session or self._topics_changed
+                    self._closing
+                    or self._rebalance_requested
+                    or self._new_session
+                    or self._topics_changed
                 ):
                     now = time.monotonic()
-                    wake = [t for t in (retry_at, next_commit if self.autocommit_enable else None) if t]
+                    wake = [
+                        t for t in (retry_at, next_commit if self.autocommit_enable else None) if t
+                    ]
                     timeout = min(wake) - now if wake else None
                     if timeout is not None and timeout <= 0:
                         break
@@ -800,8 +836,15 @@ class GroupConsumer:
                     if self._rebalance():
                         self.stats.add(rebalances=1)
                         return True
-            except (KazooException, LogbrokerError) as exc:
-                log.warning("consumer %s: rebalance attempt %d failed: %r", self.consumer_id, attempt, exc)
+            except Exception as exc:
+                expected = isinstance(exc, KazooException | LogbrokerError)
+                log.warning(
+                    "consumer %s: rebalance attempt %d failed: %r",
+                    self.consumer_id,
+                    attempt,
+                    exc,
+                    exc_info=not expected,
+                )
             with self._zk_lock:  # consume nothing while the others catch up
                 infos = self._stop_consuming()
                 self._registry = {}
@@ -817,7 +860,9 @@ class GroupConsumer:
         self.stats.add(rebalance_failures=1)
         log.error(
             "consumer %s could not rebalance after %d attempts; trying again in %d ms",
-            self.consumer_id, self.rebalance_retries_max, self.rebalance_backoff_ms,
+            self.consumer_id,
+            self.rebalance_retries_max,
+            self.rebalance_backoff_ms,
         )
         return False
 
@@ -899,7 +944,11 @@ class GroupConsumer:
         if not isinstance(self._subscription, WildcardSubscription):
             return False
         with self._zk_lock:
-            topics = set(self._subscription.topics(self._children(paths.BROKER_TOPICS, self._on_topics_watch)))
+            topics = set(
+                self._subscription.topics(
+                    self._children(paths.BROKER_TOPICS, self._on_topics_watch)
+                )
+            )
         return topics != self._known_topics
 
     # -- ZooKeeper writes --------------------------------------------------------------
@@ -948,14 +997,17 @@ class GroupConsumer:
             pending = [
                 (info, info.consumed_offset)
                 for info in infos
-                if info.consumed_offset is not None and info.consumed_offset != info.committed_offset
+                if info.consumed_offset is not None
+                and info.consumed_offset != info.committed_offset
             ]
         written = 0
         for info, offset in pending:
             if check_owner and not self._still_ours(info):
                 log.info("not committing %s/%s: another member owns it now", info.topic, info.name)
                 continue
-            path = paths.consumer_offset_path(self.group_id, info.topic, info.broker_id, info.partition)
+            path = paths.consumer_offset_path(
+                self.group_id, info.topic, info.broker_id, info.partition
+            )
             self._write_offset(path, str(offset).encode())
             info.committed_offset = offset
             written += 1
@@ -1005,7 +1057,11 @@ class GroupConsumer:
         for path, thread_id in nodes.items():
             transaction.create(path, thread_id.encode(), ephemeral=True)
         results = transaction.commit()
-        failed = [path for path, result in zip(nodes, results, strict=True) if isinstance(result, NodeExistsError)]
+        failed = [
+            path
+            for path, result in zip(nodes, results, strict=True)
+            if isinstance(result, NodeExistsError)
+        ]
         errors = [r for r in results if isinstance(r, Exception)]
         if not errors:
             self._owned.update(nodes)
@@ -1019,7 +1075,9 @@ class GroupConsumer:
                 continue
             log.info(
                 "consumer %s: %s is still owned by %s; backing off",
-                self.consumer_id, path, data.decode("utf-8", "replace"),
+                self.consumer_id,
+                path,
+                data.decode("utf-8", "replace"),
             )
             session = self._client.client_id[0] if self._client.client_id else None
             if stat.ephemeralOwner == session:  # a leftover of ours: clear it for the retry
@@ -1058,8 +1116,8 @@ class GroupConsumer:
         partitions = {topic: self._read_partitions(topic) for topic in my_threads}
 
         infos = self._stop_consuming()
-        if self.autocommit_enable:
-            self._commit(infos, check_owner=False)
+        if self.autocommit_enable:  # (if this fails, the failed attempt commits them)
+            self._commit(infos, check_owner=self._session_lost)
         self._registry = {}
         self._release()
 
@@ -1074,9 +1132,13 @@ class GroupConsumer:
 
         registry = {}
         for (topic, name), thread_id in sorted(decisions.items()):
-            stream = self._stream_of[(topic if isinstance(subscription, StaticSubscription) else None, thread_id)]
+            stream = self._stream_of[
+                (topic if isinstance(subscription, StaticSubscription) else None, thread_id)
+            ]
             offset = self._read_offset(topic, name)
-            registry[(topic, name)] = _PartitionInfo(topic, name, thread_id, stream, offset, self.fetch_size)
+            registry[(topic, name)] = _PartitionInfo(
+                topic, name, thread_id, stream, offset, self.fetch_size
+            )
         self._registry = registry
         self._resolve_offsets(brokers)
         self._start_fetchers(brokers)
@@ -1110,7 +1172,10 @@ class GroupConsumer:
             info.fetch_offset = info.consumed_offset = offsets[0] if offsets else 0
             log.info(
                 "%s/%s has no committed offset; autooffset.reset=%s: starting at %s",
-                info.topic, info.name, self.autooffset_reset, info.fetch_offset,
+                info.topic,
+                info.name,
+                self.autooffset_reset,
+                info.fetch_offset,
             )
 
     def _start_fetchers(self, brokers: dict[int, Broker]) -> None:
@@ -1122,7 +1187,8 @@ class GroupConsumer:
             if broker is None:
                 log.warning(
                     "broker %s is not registered; its partitions %s wait for the next rebalance",
-                    broker_id, ", ".join(f"{i.topic}/{i.name}" for i in infos),
+                    broker_id,
+                    ", ".join(f"{i.topic}/{i.name}" for i in infos),
                 )
                 continue
             fetcher = _Fetcher(self, broker, infos)
@@ -1135,10 +1201,15 @@ class GroupConsumer:
             self._remember_session()
             log.warning("consumer %s: new ZooKeeper session; registering again", self.consumer_id)
             infos = self._stop_consuming()
-            if self.autocommit_enable:
-                self._commit(infos, check_owner=True)
             self._registry = {}
-            self._release()
+            try:
+                if self.autocommit_enable:
+                    self._commit(infos, check_owner=True)
+                self._release()
+            except KazooException as exc:
+                log.warning(
+                    "consumer %s: commit after the session loss failed: %r", self.consumer_id, exc
+                )
             self._session_lost = False
             self._register()
             self.stats.add(sessions_reestablished=1)

@@ -39,8 +39,6 @@ from ..protocol.requests import (
     MultiProduceRequest,
     ProduceRequest,
     Request,
-    encode_produce_frame,
-    produce_frame_prefix,
 )
 from ..protocol.responses import decode_acked_produce_response
 from .brokers import Broker, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers

@@ -142,7 +142,9 @@ class SimpleConsumer:
 
     # -- iteration --------------------------------------------------------------------
 
-    def _fetch_data(self, topic: str, partition: int, offset: int, size: int, max_wait_ms: int) -> bytes | memoryview:
+    def _fetch_data(
+        self, topic: str, partition: int, offset: int, size: int, max_wait_ms: int
+    ) -> bytes | memoryview:
         if not max_wait_ms:
             return self.fetch(topic, partition, offset, size).data
         result = self.fetch_wait([FetchRequest(topic, partition, offset, size)], max_wait_ms)[0]
@@ -150,7 +152,9 @@ class SimpleConsumer:
             raise result
         return result.data
 
-    def _grown(self, topic: str, partition: int, offset: int, data: bytes | memoryview, size: int) -> int | None:
+    def _grown(
+        self, topic: str, partition: int, offset: int, data: bytes | memoryview, size: int
+    ) -> int | None:
         """The next fetch size when `data` holds no whole message, or None if it is empty."""
         needed = first_entry_size(data)
         if needed is None or len(data) >= needed:
@@ -206,7 +210,9 @@ class SimpleConsumer:
                 in_flight = False
                 end = whole_entries_end(data)
                 if end:
-                    conn.send(self._fetch_request(topic, partition, offset + end, self.fetch_size, wait))
+                    conn.send(
+                        self._fetch_request(topic, partition, offset + end, self.fetch_size, wait)
+                    )
                     in_flight = True
                     yield from iter_messages(memoryview(data)[:end], offset)
                     offset, size = offset + end, self.fetch_size
@@ -236,7 +242,9 @@ class SimpleConsumer:
         else:
             response = decode_fetch_response(body)
         if response.error:
-            raise error_for_code(response.error, _describe(response.error, topic, partition, offset))
+            raise error_for_code(
+                response.error, _describe(response.error, topic, partition, offset)
+            )
         return response.messages
 
 

@@ -187,7 +187,9 @@ class BrokerConnection(asyncio.Protocol):
             response: Response = await outcome if inspect.isawaitable(outcome) else outcome  # type: ignore[assignment]
             transport = self.transport
             for part in response:
-                if self.closed or transport is None:
+                # A transport asyncio is closing (the client went away; connection_lost is
+                # on its way) makes loop.sendfile raise RuntimeError: just stop.
+                if self.closed or transport is None or transport.is_closing():
                     return
                 if isinstance(part, FileRegion):
                     if part.length and part.segment is not None:

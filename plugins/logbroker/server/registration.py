@@ -89,11 +89,16 @@ def _taken(
         holder = f"{host}:{port}"
     except ValueError:
         holder = f"an unreadable value {value!r}"
+    if owner == 0:
+        why = "it is a persistent node, not a live broker's: delete it by hand"
+    else:
+        why = (
+            f"ZooKeeper session 0x{owner:x}: another broker uses this brokerid, or this broker "
+            f"was restarted before its previous session expired (zk.sessiontimeout.ms = "
+            f"{timeout_ms}); choose another brokerid, or start again once the old node is gone"
+        )
     error = BrokerIdTakenError(
-        f"broker id {broker_id} is already registered by {holder} ({path} = {value!r}, "
-        f"ZooKeeper session 0x{owner:x}): another broker uses this brokerid, or this broker was "
-        f"restarted before its previous session expired (zk.sessiontimeout.ms = {timeout_ms}); "
-        "choose another brokerid, or start again once the old node is gone"
+        f"broker id {broker_id} is already registered by {holder} ({path} = {value!r}; {why})"
     )
     error.broker_id, error.holder, error.owner_session = broker_id, holder, owner
     return error
@@ -236,30 +241,31 @@ class BrokerRegistration:
         with self._lock:
             if self._state == "stopped":
                 return
-            self._state = "stopped"
+            was, self._state = self._state, "stopped"
             worker, self._worker = self._worker, None
         self._stopping.set()
         self._tasks.put(None)
         if worker is not None:
-            worker.join(self._op_timeout_s)
+            worker.join(1.0)  # a worker waiting on ZooKeeper is released by the close below
         client = self._client
-        if client is not None:
+        if client is not None and client.connected:
             try:
                 self._delete_own_nodes(client)
             except Exception as exc:  # the session close deletes them anyway
                 log.warning(
-                    "broker %d: could not delete its ZooKeeper nodes: %s", self.broker_id, exc
+                    "broker %d: could not delete its ZooKeeper nodes: %r", self.broker_id, exc
                 )
         self._close_client()
         if worker is not None:
             worker.join(self._op_timeout_s)
-        log.info(
-            "broker %d at %s left ZooKeeper %s (%s)",
-            self.broker_id,
-            self.address,
-            self.zk_connect,
-            self.path,
-        )
+        if was != "new":
+            log.info(
+                "broker %d at %s left ZooKeeper %s (%s)",
+                self.broker_id,
+                self.address,
+                self.zk_connect,
+                self.path,
+            )
 
     # -- connecting --------------------------------------------------------------------------
 
@@ -372,11 +378,39 @@ class BrokerRegistration:
         except NoNodeError:
             raise ForceRetryError() from None  # deleted meanwhile: create it again
         if stat.ephemeralOwner != session:
+            if stat.ephemeralOwner and self._is_our_previous_run(data):
+                return self._wait_for_stale_node(client, stat.ephemeralOwner)
             raise _taken(
                 self.broker_id, self.path, data, stat.ephemeralOwner, self._session_timeout_ms
             )
         # Ours already: an earlier attempt in this session succeeded before the connection dropped.
         return data.decode(), session
+
+    def _is_our_previous_run(self, data: bytes) -> bool:
+        """The node names this very address: this broker crashed and restarted before its
+        old session expired (kill -9, then start again at once)."""
+        try:
+            return paths.parse_broker_value(data) == (self.host, self.port)
+        except ValueError:
+            return False
+
+    def _wait_for_stale_node(self, client: KazooClient, owner: int) -> tuple[str, int]:
+        """Wait (up to a session timeout and a little) for our old session's node to go."""
+        log.warning(
+            "broker id %d is still held by session 0x%x of this broker's previous run at %s; "
+            "waiting up to %d ms for it to expire",
+            self.broker_id,
+            owner,
+            self.address,
+            self._session_timeout_ms,
+        )
+        deadline = time.monotonic() + self._session_timeout_ms / 1000 + 5
+        while time.monotonic() < deadline:
+            if self._call(client.exists_async, self.path) is None:
+                return self._create_broker_node(client)
+            time.sleep(0.1)
+        data, stat = self._call(client.get_async, self.path)
+        raise _taken(self.broker_id, self.path, data, stat.ephemeralOwner, self._session_timeout_ms)
 
     def _write_topic_node(
         self, client: KazooClient, topic: str, partitions: int, session: int

@@ -419,7 +419,9 @@ def _wait_session_gone(hosts: str, session_id: int, deadline: float) -> None:
             return  # cannot check here; on a single server the LOST already implies it
         if "SessionTracker dump" not in dump:
             return  # dump not whitelisted, or not the leader of an ensemble
-        if marker not in dump:
+        # Only the session list counts: "Connections dump" can name a closed session's last
+        # connection until it times out.
+        if marker not in dump.split("Connections dump:", 1)[0]:
             return
         _remaining(deadline, f"see session {marker} disappear from the server's dump")
         time.sleep(0.02)
