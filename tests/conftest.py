@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
+
 from logbroker.testing import zookeeper as zk
 
 pytest_plugins = ["fixtures_brokers"]

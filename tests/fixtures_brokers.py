@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from logbroker.testing.broker import BrokerProcess
 from logbroker.testing.zookeeper import ZkTarget
 

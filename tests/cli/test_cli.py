@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from logbroker.cli import SUBCOMMANDS
 
 
@@ -98,7 +99,7 @@ def test_topics_produce_offsets_and_describe(cluster, tmp_path):
 
 
 def test_produce_with_keys_and_compression_from_stdin(cluster):
-    zk, brokers = cluster
+    zk, _brokers = cluster
     stdin = b"".join(f"user-{i % 3}\tclick {i}\n".encode() for i in range(30))
     result = logbroker(
         "produce",

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+
 from logbroker.client.group_consumer import GroupConsumer, GroupMessage, MessageStream, Whitelist
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+
 from logbroker.client.brokers import StaticBrokers, parse_broker_list
 from logbroker.client.partitioner import default_partitioner, java_string_hash
 from logbroker.client.producer import AsyncProducer, ProduceError, Producer

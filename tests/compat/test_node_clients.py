@@ -35,6 +35,7 @@ from typing import Any
 
 import compat_wire as wire
 import pytest
+
 from logbroker.protocol import compression
 from logbroker.protocol.message_set import build_message_set, iter_messages
 from logbroker.protocol.requests import EARLIEST_TIME, LATEST_TIME

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import compat_wire as wire
 import cramjam
+
 from logbroker.protocol import compression
 from logbroker.protocol.message import encode_message
 from logbroker.protocol.message_set import build_message_set, iter_messages

@@ -8,6 +8,7 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from logbroker.coordination.rebalance import (
     Blacklist,
     StaticSubscription,

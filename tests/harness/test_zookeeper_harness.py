@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient, KazooState
+
 from logbroker.testing import zookeeper as zk
 
 

@@ -13,6 +13,7 @@ import zlib
 
 import cramjam
 import pytest
+
 from logbroker.protocol import compression, errors
 from logbroker.protocol.errors import (
     CorruptMessageError,

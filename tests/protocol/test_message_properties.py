@@ -45,6 +45,7 @@ import zlib
 import cramjam
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from logbroker.protocol import compression
 from logbroker.protocol.errors import (
     CorruptMessageError,

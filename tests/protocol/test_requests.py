@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from logbroker.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
@@ -36,12 +37,12 @@ from logbroker.protocol.requests import (
     Request,
     RequestType,
     WaitingFetchRequest,
+    decode_produce_fast,
     decode_request,
     decode_request_size,
-    decode_produce_fast,
     encode_produce_frame,
-    produce_frame_prefix,
     encode_request,
+    produce_frame_prefix,
 )
 from logbroker.protocol.responses import (
     FetchedSet,

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from logbroker.testing.broker import BrokerProcess
 
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = 0, 1, 2, 3, 4

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import cramjam
 import pytest
+
 from logbroker.protocol.message_set import build_message_set, iter_messages
 from logbroker.testing.broker import BrokerProcess
 

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+
 from logbroker.server.metrics import (
     CONTENT_TYPE,
     OVERFLOW,

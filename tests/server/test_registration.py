@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+
 from logbroker.coordination import paths
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.server.registration import (

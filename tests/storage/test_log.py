@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from logbroker.protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from logbroker.protocol.message_set import build_message_set, iter_messages
 from logbroker.storage.log import EARLIEST_TIME, LATEST_TIME, Log, LogConfig

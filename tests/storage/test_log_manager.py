@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+
 from logbroker.config import BrokerConfig, load_config, read_properties
 from logbroker.protocol.errors import InvalidTopicError, WrongPartitionError
 from logbroker.protocol.message_set import build_message_set

@@ -10,6 +10,7 @@ import struct
 import zlib
 
 import pytest
+
 from logbroker.config import BrokerConfig
 from logbroker.protocol.message_set import build_message_set, iter_messages, validate
 from logbroker.storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager

@@ -193,7 +193,6 @@ class LogManager:
         if partitions < 1:
             raise WrongPartitionError(f"a topic needs at least one partition, got {partitions}")
         with self._create_lock:
-            new_topic = topic not in self.topics()
             for partition in range(partitions):
                 if (topic, partition) not in self._logs:
                     self._open_log(topic, partition, recover=False)
