@@ -165,3 +165,19 @@ def test_properties_file_and_overrides(tmp_path):
     with pytest.raises(ValueError, match=r"num\.partitions"):
         load_config(None, {"num.partitions": "many"})
     assert read_properties(["a = b = c"]) == {"a": "b = c"}
+
+
+def test_create_topic_makes_partitions_that_stick_and_is_bounded(tmp_path):
+    created = []
+    lm = LogManager(
+        BrokerConfig(log_dir=str(tmp_path), num_partitions=1),
+        on_new_topic=lambda topic, count: created.append((topic, count)),
+    )
+    assert lm.create_topic("wide", 6) == 6
+    assert created == [("wide", 6)]
+    lm.get_or_create_log("wide", 5)  # beyond num.partitions, but the topic has 6 now
+    with pytest.raises(WrongPartitionError, match="1 to 4096"):
+        lm.create_topic("huge", 2**31 - 1)
+    assert not (tmp_path / "huge-0").exists()
+    lm.shutdown()
+    assert manager(tmp_path).partition_count("wide") == 6  # the directories remember it

@@ -32,6 +32,8 @@ from .segment import LogSegment
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+# One request must not make a broker open millions of files; real topics stay far below.
+MAX_PARTITIONS_PER_TOPIC = 4096
 HOUR_MS = 3600 * 1000
 
 
@@ -190,8 +192,11 @@ class LogManager:
         count. Partition directories on disk are what makes a count above the configured one
         stick across restarts."""
         validate_topic(topic)
-        if partitions < 1:
-            raise WrongPartitionError(f"a topic needs at least one partition, got {partitions}")
+        if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+            raise WrongPartitionError(
+                f"a topic has 1 to {MAX_PARTITIONS_PER_TOPIC} partitions per broker, "
+                f"not {partitions}"
+            )
         with self._create_lock:
             for partition in range(partitions):
                 if (topic, partition) not in self._logs:
