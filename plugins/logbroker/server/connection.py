@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import socket
 import struct
 from typing import TYPE_CHECKING
@@ -44,6 +45,7 @@ class BrokerConnection(asyncio.Protocol):
         self.server = server
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
+        self._fd = -1  # the socket, for os.sendfile
         self.client = "?"
         self._pending = bytearray()  # bytes of frames not handled yet
         self._busy = False  # a response is being sent or waited for
@@ -63,6 +65,7 @@ class BrokerConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._fd = sock.fileno()
         self.server.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -166,21 +169,53 @@ class BrokerConnection(asyncio.Protocol):
             return False
         if outcome is None:
             return False
-        if inspect.isawaitable(outcome) or any(isinstance(p, FileRegion) for p in outcome):
-            self._busy = True
-            assert self.transport is not None
-            waits = inspect.isawaitable(outcome)
-            if not waits:
-                self.transport.pause_reading()
-            task = self.loop.create_task(self._send_async(outcome))
-            server.track(task)
-            if waits:
-                self._waiting = task
-            return True
         assert self.transport is not None
-        for part in outcome:
-            self.transport.write(part)  # type: ignore[arg-type]
-        return False
+        waits = inspect.isawaitable(outcome)
+        if not waits:
+            rest = self._send_now(outcome)  # type: ignore[arg-type]
+            if rest is None:
+                return False
+            outcome = rest  # the socket is full: the rest goes out in the background
+            self.transport.pause_reading()
+        self._busy = True
+        task = self.loop.create_task(self._send_async(outcome))
+        server.track(task)
+        if waits:
+            self._waiting = task
+        return True
+
+    def _send_now(self, parts: Response) -> Response | None:
+        """Send what the socket takes now; the unsent rest, or None when all went out.
+
+        File regions go straight from the page cache to the socket with os.sendfile, once
+        every byte queued before them has left (asyncio's own buffer is empty), so a fetch
+        costs no coroutine and no copy. What does not fit goes to loop.sendfile later.
+        """
+        transport = self.transport
+        assert transport is not None
+        for i, part in enumerate(parts):
+            if not isinstance(part, FileRegion):
+                transport.write(part)
+                continue
+            if not part.length or part.segment is None:
+                continue
+            if transport.get_write_buffer_size() or self._fd < 0:
+                return parts[i:]
+            try:
+                sent = os.sendfile(self._fd, part.fileno(), part.position, part.length)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self.close(f"sending the response failed: {exc}")
+                return None
+            if sent < part.length:
+                rest = part._replace(
+                    position=part.position + sent,
+                    length=part.length - sent,
+                    offset=part.offset + sent,
+                )
+                return [rest, *parts[i + 1 :]]
+        return None
 
     async def _send_async(self, outcome: object) -> None:
         try:

@@ -252,15 +252,14 @@ class RequestHandlers:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
         keys = [(f.topic, f.partition) for f in req.fetches]
-        while not self.waiters.closed:  # a stopping broker answers with what it has
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            await self.waiters.wait(keys, remaining)
+        while True:
+            # Look before every wait: an append may have come between the request and the
+            # first step of this task, and nothing would wake us for it.
             sets = [self._fetch_set(f, True) for f in req.fetches]
-            if self._enough(sets, req.min_bytes):
+            remaining = deadline - loop.time()
+            if self._enough(sets, req.min_bytes) or remaining <= 0 or self.waiters.closed:
                 return encode_multifetch_response(sets)
-        return encode_multifetch_response([self._fetch_set(f, True) for f in req.fetches])
+            await self.waiters.wait(keys, remaining)
 
     # -- offsets and metadata ---------------------------------------------------------
 
