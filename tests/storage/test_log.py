@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from logbroker.protocol.errors import InvalidMessageError, OffsetOutOfRangeError
-from logbroker.protocol.message_set import build_message_set, iter_messages
+from logbroker.protocol.message_set import build_message_set, iter_messages, validate
 from logbroker.storage.log import EARLIEST_TIME, LATEST_TIME, Log, LogConfig
 
 HOUR = 3600 * 1000
@@ -179,3 +179,27 @@ def test_reopened_log_continues_at_the_end(tmp_path):
     again = make_log(tmp_path, segment_bytes=100)
     assert again.end_offset == end
     assert again.append(build_message_set([b"s"]))[0] == end
+
+
+def test_append_many_writes_in_order_and_rolls_between_sets(tmp_path):
+    log = make_log(tmp_path, segment_bytes=1000)
+    sets = [build_message_set([f"m{i:04d}".encode() * 10]) for i in range(2000)]  # 60 bytes each
+    log.append_many([(s, validate(s)) for s in sets])  # more sets than IOV_MAX
+    assert log.end_offset == 2000 * 60
+    starts = [s.base_offset for s in log.segments]
+    assert starts == list(range(0, 2000 * 60, 960))  # 16 sets per segment, never split
+    assert all(s.size <= 1000 for s in log.segments)
+    payloads = [
+        m.payload
+        for seg in log.segments
+        for m in iter_messages(seg.region(0, seg.size).read(), seg.base_offset)
+    ]
+    assert payloads == [f"m{i:04d}".encode() * 10 for i in range(2000)]
+
+
+def test_append_many_drops_partial_tails_like_append(tmp_path):
+    log = make_log(tmp_path)
+    whole = build_message_set([b"whole"])
+    torn = whole + build_message_set([b"torn"])[:-1]
+    log.append_many([(torn, validate(torn)), (whole, validate(whole))])
+    assert [m.payload for m in iter_messages(log.read(0, 100).read())] == [b"whole", b"whole"]

@@ -45,6 +45,8 @@ class BrokerPartition(NamedTuple):
 
 
 class BrokerSource(Protocol):
+    version: int  # changes whenever brokers() or partitions() may answer differently
+
     def brokers(self) -> dict[int, Broker]: ...
 
     def partitions(self, topic: str) -> list[BrokerPartition]: ...
@@ -78,6 +80,7 @@ class StaticBrokers:
         listed = parse_broker_list(broker_list) if isinstance(broker_list, str) else broker_list
         self._brokers = {b.id: b for b in listed}
         self.num_partitions = num_partitions
+        self.version = 0
 
     def brokers(self) -> dict[int, Broker]:
         return dict(self._brokers)
@@ -105,6 +108,7 @@ class ZooKeeperBrokers:
         self._brokers: dict[int, Broker] = {}
         self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
         self._watched: set[str] = set()
+        self.version = 0
         client.ensure_path(paths.BROKER_IDS)
         client.ensure_path(paths.BROKER_TOPICS)
         ChildrenWatch(client, paths.BROKER_IDS, self._brokers_changed)
@@ -123,6 +127,7 @@ class ZooKeeperBrokers:
         with self._lock:
             changed = brokers != self._brokers
             self._brokers = brokers
+            self.version += 1
         if changed:
             log.info("live brokers: %s", ", ".join(b.address for b in brokers.values()) or "none")
             self._notify()
@@ -146,6 +151,7 @@ class ZooKeeperBrokers:
                 continue
         with self._lock:
             self._topics[topic] = counts
+            self.version += 1
         self._notify()
 
     def _notify(self) -> None:

@@ -39,6 +39,8 @@ from ..protocol.requests import (
     MultiProduceRequest,
     ProduceRequest,
     Request,
+    encode_produce_frame,
+    produce_frame_prefix,
 )
 from ..protocol.responses import decode_acked_produce_response
 from .brokers import Broker, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
@@ -148,7 +150,10 @@ class Producer:
         self.stats = ProducerStats()
         self._connections: dict[Broker, BrokerConnection] = {}
         self._lock = threading.Lock()
-        self._frame_prefixes: dict[str, bytes] = {}
+        # What the hot path looked up, valid while the broker source's version stays.
+        self._cache_version = -1
+        self._routes: dict[str, tuple[list[BrokerPartition], bytes]] = {}
+        self._by_id: dict[int, BrokerConnection] = {}
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **kwargs: object) -> Producer:
@@ -173,10 +178,39 @@ class Producer:
         Returns where they landed when `acks` is "ack" or "fsync", else []. Raises
         ProduceError (after retries) when they could not be sent.
         """
+        if type(payloads) is bytes and self.acks == "none":
+            return self._send_one(topic, payloads, key)
         batch = (
             [payloads] if isinstance(payloads, bytes | bytearray | memoryview) else list(payloads)
         )
         return self.send_batch([(topic, key, p) for p in batch]) if batch else []
+
+    def _send_one(self, topic: str, payload: bytes, key: Key) -> list[SendResult]:
+        """One fire-and-forget message: the batch-of-1 hot path, one prebuilt frame."""
+        if self._cache_version != self.brokers.version:
+            self._forget_routes()
+        route = self._routes.get(topic)
+        if route is None:
+            route = self._routes[topic] = (self._partitions(topic), produce_frame_prefix(topic))
+        partitions, prefix = route
+        if key is None:
+            target = partitions[random.randrange(len(partitions))]
+        else:
+            target = partitions[self.partitioner(key, len(partitions))]
+        batch = _Batch(topic, target, [payload], key is not None)
+        frame = encode_produce_frame(prefix, target.partition, self._encode_set(batch))
+        try:
+            self._connection(target.broker_id).send(frame)
+        except BrokerUnavailableError:
+            return self._send_with_retries([batch])  # fail over like any batch
+        self.stats.sent(1, 1)
+        return []
+
+    def _forget_routes(self) -> None:
+        """The cluster changed: partitions and connections are looked up again."""
+        self._cache_version = self.brokers.version
+        self._routes.clear()
+        self._by_id.clear()
 
     def send_batch(self, messages: Iterable[tuple[str, Key, bytes]]) -> list[SendResult]:
         """Send (topic, key, payload) triples: one set per partition, one request per broker."""
@@ -263,6 +297,12 @@ class Producer:
         return batch._replace(target=random.choice(candidates))
 
     def _connection(self, broker_id: int) -> BrokerConnection:
+        if self._cache_version == self.brokers.version:
+            conn = self._by_id.get(broker_id)
+            if conn is not None:
+                return conn
+        else:
+            self._forget_routes()
         broker = self.brokers.brokers().get(broker_id)
         if broker is None:
             raise BrokerUnavailableError(f"broker {broker_id} is not live")
@@ -273,6 +313,7 @@ class Producer:
                     self._connections.pop(old).close()
                 conn = BrokerConnection(broker.host, broker.port, timeout=self.timeout_s)
                 self._connections[broker] = conn
+            self._by_id[broker_id] = conn
             return conn
 
     def _encode_set(self, batch: _Batch) -> bytes:

@@ -129,6 +129,10 @@ class BrokerConnection(asyncio.Protocol):
 
     def _handle_frames(self, data: bytes, pos: int) -> int | None:
         """Handle whole frames from `pos`; returns where unhandled bytes start, or None."""
+        with self.server.handlers.batched_appends():  # `data` outlives the deferred appends
+            return self._handle_frames_in(data, pos)
+
+    def _handle_frames_in(self, data: bytes, pos: int) -> int | None:
         view = memoryview(data)
         end = len(data)
         max_size = self.server.max_request_bytes

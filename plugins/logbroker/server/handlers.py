@@ -20,8 +20,9 @@ connection; everything else becomes an error code here, at the edge (`error_code
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Union
 
 from ..config import BrokerConfig
@@ -34,7 +35,7 @@ from ..protocol.errors import (
     UnknownError,
     error_code,
 )
-from ..protocol.message_set import Validation, validate
+from ..protocol.message_set import Buffer, Validation, validate
 from ..protocol.requests import (
     RANDOM_PARTITION,
     AckedProduceRequest,
@@ -68,6 +69,7 @@ from .waiters import AppendWaiters
 
 log = logging.getLogger(__name__)
 
+_UNANSWERED = (ProduceRequest, MultiProduceRequest)  # 0.7 sends nothing back for these
 Part = Union[bytes, FileRegion]  # noqa: UP007 - a runtime alias
 Response = list[Part]
 Outcome = Response | Awaitable[Response] | None
@@ -93,6 +95,8 @@ class RequestHandlers:
         self.metrics = metrics
         self.waiters = waiters
         self._run_blocking = run_blocking or _in_thread
+        self._deferred: dict[Log, list[tuple[Buffer, Validation]]] = {}
+        self._batching = False
         self._dispatch: dict[type, Callable[[object, str], Outcome]] = {
             ProduceRequest: self.produce,  # type: ignore[dict-item]
             MultiProduceRequest: self.multiproduce,  # type: ignore[dict-item]
@@ -106,7 +110,36 @@ class RequestHandlers:
         }
 
     def handle(self, request: Request, client: str) -> Outcome:
+        if self._deferred and type(request) not in _UNANSWERED:
+            self.flush_appends()  # whatever comes next sees the produces before it
         return self._dispatch[type(request)](request, client)
+
+    @contextlib.contextmanager
+    def batched_appends(self) -> Iterator[None]:
+        """Within this block, produces that get no answer are appended together at its end
+        (or before the next request of another kind): one write per log per socket read."""
+        self._batching = True
+        try:
+            yield
+        finally:
+            self._batching = False
+            self.flush_appends()
+
+    def flush_appends(self) -> None:
+        deferred, self._deferred = self._deferred, {}
+        for part_log, sets in deferred.items():
+            try:
+                part_log.append_many(sets)
+            except OSError as exc:
+                self.metrics.error("storage", part_log.topic)
+                log.error("appending %d sets to %s failed: %s", len(sets), part_log.name, exc)
+                continue
+            self.metrics.produced(
+                part_log.topic,
+                sum(c.messages for _, c in sets),
+                sum(c.valid_bytes for _, c in sets),
+            )
+            self.waiters.appended(part_log.topic, part_log.partition)
 
     # -- produce ----------------------------------------------------------------------
 
@@ -166,7 +199,12 @@ class RequestHandlers:
                 log.warning("dropped a produce from %s: %s", client, too_large)
                 continue
             if check.valid_bytes:
-                self._append(req, partition, check)
+                part_log = self.logs.lookup(req.topic, partition) or self.logs.get_or_create_log(
+                    req.topic, partition
+                )
+                self._deferred.setdefault(part_log, []).append((req.messages, check))
+        if not self._batching:
+            self.flush_appends()
 
     def acked_produce(self, req: AckedProduceRequest, client: str) -> Outcome:
         self.metrics.request("produce_ack")
