@@ -116,3 +116,77 @@ def test_produce_with_keys_and_compression_from_stdin(cluster):
     )
     assert result.returncode == 0, result.stderr
     assert b"sent 30 of 30" in result.stderr
+
+
+def test_lines_in_through_produce_come_out_through_consume_group_and_lag(cluster):
+    zk, _brokers = cluster
+    lines = [f'{{"n": {i}, "page": "/p{i % 7}"}}' for i in range(300)]
+    produced = logbroker(
+        "produce",
+        "--zookeeper",
+        zk,
+        "--topic",
+        "roundtrip",
+        "--acks",
+        stdin=("\n".join(lines) + "\n").encode(),
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = logbroker(
+        "consume",
+        "--zookeeper",
+        zk,
+        "--topic",
+        "roundtrip",
+        "--group",
+        "cli-group",
+        "--from-beginning",
+        "--timeout-ms",
+        "3000",
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.decode().splitlines()) == sorted(lines)
+    assert b"consumed 300 messages" in consumed.stderr
+
+    lag = logbroker("lag", "--zookeeper", zk, "--group", "cli-group")
+    assert lag.returncode == 0, lag.stderr
+    rows = [line.split() for line in lag.stdout.decode().splitlines()[1:-1]]
+    assert rows and all(row[0] == "roundtrip" for row in rows)
+    assert all(row[3] == row[4] and row[5] == "0" for row in rows)  # committed == latest
+    assert lag.stdout.decode().splitlines()[-1].startswith("total lag: 0 bytes")
+
+    # the same group again: everything was committed, nothing is delivered twice
+    again = logbroker(
+        "consume",
+        "--zookeeper",
+        zk,
+        "--topic",
+        "roundtrip",
+        "--group",
+        "cli-group",
+        "--timeout-ms",
+        "1500",
+    )
+    assert again.stdout == b""
+
+
+def test_consume_print_offsets_and_max_messages(cluster):
+    zk, _brokers = cluster
+    logbroker("produce", "--zookeeper", zk, "--topic", "few", "--acks", stdin=b"a\nb\nc\n")
+    out = logbroker(
+        "consume",
+        "--zookeeper",
+        zk,
+        "--topic",
+        "few",
+        "--from-beginning",
+        "--max-messages",
+        "2",
+        "--print-offsets",
+        "--timeout-ms",
+        "3000",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.decode().splitlines()]
+    assert len(rows) == 2
+    for partition, offset, next_offset, payload in rows:
+        assert "-" in partition and int(next_offset) == int(offset) + 4 + 6 + len(payload)
