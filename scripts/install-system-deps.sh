@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages logbroker needs when they are missing: ZooKeeper (the
-# coordination service brokers and consumer groups use) and a Java runtime to run it.
+# coordination service brokers and consumer groups use), a Java runtime to run it, and
+# Python's venv module (Debian ships it apart from python3).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail
 
 need=()
 [ -r /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+"${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 SUDO=""
