@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 setup: system-deps $(STAMP)
 
 system-deps:
-	@bash scripts/install-system-deps.sh
+	@PYTHON=$(PYTHON) bash scripts/install-system-deps.sh
 
 # Reinstall only when the pinned packages or the project metadata change.
 $(STAMP): pyproject.toml requirements.lock
