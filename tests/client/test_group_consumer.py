@@ -464,6 +464,24 @@ def test_consumer_timeout_ends_an_idle_iteration(
     assert not reader.is_alive()
 
 
+def test_streams_are_created_once_and_a_refused_second_call_changes_nothing(
+    cluster: Cluster, consumers: Callable[..., GroupConsumer]
+) -> None:
+    cluster.produce(TOPIC, [f"a{i}" for i in range(8)])
+    consumer = consumers("once")
+    stream = consumer.create_message_streams({TOPIC: 1})[TOPIC][0]
+    assert len(take(stream, 8)) == 8
+    with pytest.raises(RuntimeError, match="once"):
+        consumer.create_message_streams({TOPIC: 1})
+    other = consumers("once")  # a second member: a rebalance hands out the partitions again
+    other.create_message_streams({TOPIC: 1})
+    wait_for(lambda: len(consumer.owned_partitions().get(TOPIC, [])) < 8, "the rebalance")
+    cluster.produce(TOPIC, [f"b{i}" for i in range(8)])
+    mine = len(consumer.owned_partitions()[TOPIC])
+    got = take(stream, 1)  # the first stream still gets its share after the rebalance
+    assert got and mine > 0
+
+
 def test_whitelist_picks_up_a_new_topic(
     cluster: Cluster, consumers: Callable[..., GroupConsumer], zk_client: KazooClient
 ) -> None:

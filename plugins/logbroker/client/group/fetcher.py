@@ -1,0 +1,181 @@
+"""The fetchers of a group consumer: one thread per broker, for the partitions owned there.
+
+Fetchers ask their broker with FETCH_WAIT (the broker holds the request up to
+`fetch_wait_max_ms` until data comes), parse the whole messages of each answer and put them,
+as one chunk per partition, in the bounded queue (`queued_max_chunks`) of the stream that
+owns the partition. A chunk whose first message does not fit grows that partition's fetch
+size (doubling, up to `max_fetch_size`); a larger message, or a corrupt one, is raised from
+the stream's `next()`, and that partition is not fetched again until the next rebalance.
+A partition without a start offset, or whose offset the broker answers OffsetOutOfRange for
+(logged), starts at the broker's earliest or latest offset (`autooffset_reset`); any other
+fetch error pauses that partition for `fetcher_backoff_ms`, and a round that fails as a whole
+(the broker cannot be reached) pauses the fetcher as long.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ...protocol.errors import InvalidMessageError, LogbrokerError, OffsetOutOfRangeError
+from ...protocol.message_set import first_entry_size, iter_messages
+from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
+from ..brokers import Broker
+from ..connection import BrokerUnavailableError
+from ..simple_consumer import MessageTooLargeError, SimpleConsumer
+from .stream import Chunk, GroupMessage, PartitionInfo
+
+if TYPE_CHECKING:
+    from ..group_consumer import GroupConsumer
+
+log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
+
+AUTOOFFSET_RESETS = {"smallest": EARLIEST_TIME, "largest": LATEST_TIME}
+
+
+class Fetcher:
+    """One thread fetching the owned partitions of one broker into their streams."""
+
+    def __init__(self, consumer: GroupConsumer, broker: Broker, infos: list[PartitionInfo]):
+        self.consumer = consumer
+        self.broker = broker
+        self.infos = infos
+        self.client = SimpleConsumer(
+            broker.host,
+            broker.port,
+            fetch_size=consumer.fetch_size,
+            max_fetch_size=consumer.max_fetch_size,
+            timeout=consumer.socket_timeout_ms / 1000,
+        )
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, name=f"group-fetcher-{consumer.consumer_id}-{broker.id}", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def join(self) -> None:
+        self.thread.join()
+        self.client.close()
+
+    def _run(self) -> None:
+        backoff = self.consumer.fetcher_backoff_ms / 1000
+        while not self.stop_event.is_set():
+            try:
+                self._round()
+            except BrokerUnavailableError as exc:
+                self.consumer.stats.add(fetch_errors=1)
+                log.warning(
+                    "fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff
+                )
+                self.stop_event.wait(backoff)
+            except Exception:
+                self.consumer.stats.add(fetch_errors=1)
+                log.exception(
+                    "fetcher for broker %s failed; retrying in %g s", self.broker.id, backoff
+                )
+                self.stop_event.wait(backoff)
+
+    def _round(self) -> None:
+        now = time.monotonic()
+        active = [p for p in self.infos if not p.stalled and p.paused_until <= now]
+        if not active:
+            waits = [p.paused_until - now for p in self.infos if not p.stalled]
+            self.stop_event.wait(min(waits) if waits else 1.0)
+            return
+        for p in active:
+            if p.fetch_offset is None:
+                self._reset(p, None)
+        requests = [
+            FetchRequest(p.topic, p.partition, p.fetch_offset, p.fetch_size)  # type: ignore[arg-type]
+            for p in active
+        ]
+        results = self.client.fetch_wait(requests, self.consumer.fetch_wait_max_ms)
+        for p, result in zip(active, results, strict=True):
+            if self.stop_event.is_set():
+                return
+            if isinstance(result, OffsetOutOfRangeError):
+                self._reset(p, result)
+                continue
+            if isinstance(result, LogbrokerError):
+                self.consumer.stats.add(fetch_errors=1)
+                p.paused_until = time.monotonic() + self.consumer.fetcher_backoff_ms / 1000
+                log.warning(
+                    "fetching %s/%s from broker %s: %s", p.topic, p.name, self.broker.id, result
+                )
+                continue
+            self._deliver(p, result.data)
+
+    def _deliver(self, p: PartitionInfo, data: bytes | memoryview) -> None:
+        offset = p.fetch_offset
+        assert offset is not None
+        try:
+            messages = [
+                GroupMessage(p.topic, p.name, m.offset, m.next_offset, m.payload)
+                for m in iter_messages(data, offset)
+            ]
+        except InvalidMessageError as exc:
+            self._stall(p, exc)
+            return
+        if messages:
+            if self.stop_event.is_set() or not p.stream._put(Chunk(p, messages), self.stop_event):
+                return
+            p.fetch_offset = messages[-1].next_offset
+            p.fetch_size = self.consumer.fetch_size
+            return
+        needed = first_entry_size(data)
+        if needed is not None and len(data) < needed and len(data) >= p.fetch_size:
+            if needed > self.consumer.max_fetch_size:
+                self._stall(
+                    p,
+                    MessageTooLargeError(
+                        f"the message at offset {offset} of {p.topic}/{p.name} is {needed} bytes, "
+                        f"over the largest fetch size {self.consumer.max_fetch_size}"
+                    ),
+                )
+            else:
+                p.fetch_size = max(needed, min(p.fetch_size * 2, self.consumer.max_fetch_size))
+
+    def _stall(self, p: PartitionInfo, exc: LogbrokerError) -> None:
+        log.error(
+            "%s/%s cannot be consumed past offset %s: %s", p.topic, p.name, p.fetch_offset, exc
+        )
+        p.stalled = True
+        p.stream._put(exc, self.stop_event)
+
+    def _reset(self, p: PartitionInfo, error: LogbrokerError | None) -> None:
+        """Start `p` at the broker's earliest or latest offset (autooffset.reset)."""
+        reset = self.consumer.autooffset_reset
+        old = p.fetch_offset
+        offsets = self.client.offsets_before(p.topic, p.partition, AUTOOFFSET_RESETS[reset], 1)
+        offset = offsets[0] if offsets else 0
+        with self.consumer._deliver_lock:
+            p.fetch_offset = offset
+            p.consumed_offset = offset
+        if error is not None:
+            self.consumer.stats.add(offset_resets=1)
+            log.warning(
+                "%s/%s: offset %s is out of range on broker %s (%s); autooffset.reset=%s: "
+                "resuming at %s",
+                p.topic,
+                p.name,
+                old,
+                self.broker.id,
+                error,
+                reset,
+                offset,
+            )
+        else:
+            log.info(
+                "%s/%s has no committed offset; autooffset.reset=%s: starting at %s",
+                p.topic,
+                p.name,
+                reset,
+                offset,
+            )

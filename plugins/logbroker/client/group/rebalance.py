@@ -1,0 +1,181 @@
+"""One rebalance of a group consumer, and the partitions and fetchers that it leaves running.
+
+A rebalance, exactly as 0.7.2's `rebalance` (KAFKA07_PROTOCOL.md §7.1): read the group and
+the cluster; stop the fetchers and clear the stream queues; commit the offsets (when
+autocommit is on); release (delete) the owner nodes this consumer holds; compute the range
+assignment of every topic (`logbroker.coordination.rebalance.assign`); create the owner nodes
+of the partitions it assigns to our threads (in one transaction, so all or none). If one of
+them is still owned by another member (NodeExists), the attempt fails and the coordinator
+retries it. Then read the start offsets from the offsets nodes (after the claim, so the
+previous owner's final commit is seen), start one fetcher thread per broker, and go. Where
+there is no offsets node, the start is the broker's earliest offset
+(`autooffset_reset="smallest"`, OFFSETS -2) or latest one (`"largest"`, OFFSETS -1), asked
+here or, when the broker does not answer, by the fetcher.
+
+Between rebalances the owned partitions (the registry) and the fetchers stay as they are; the
+coordinator reads and resets them under its ZooKeeper lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kazoo.protocol.states import WatchedEvent
+
+from ...coordination import paths
+from ...coordination.rebalance import StaticSubscription, WildcardSubscription, assign
+from ...protocol.errors import LogbrokerError
+from ..brokers import Broker
+from ..simple_consumer import SimpleConsumer
+from .fetcher import AUTOOFFSET_RESETS, Fetcher
+from .membership import GroupMembership
+from .stream import MessageStream, PartitionInfo
+
+if TYPE_CHECKING:
+    from ..group_consumer import GroupConsumer
+
+log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
+
+Watch = Callable[[WatchedEvent], None]
+
+
+class Rebalancer:
+    """The current generation of one consumer (its owned partitions, their streams and
+    fetchers) and the rebalance attempt that replaces it.
+
+    `on_change` is the watch set on the group's ids, on `/brokers/ids` and on every subscribed
+    topic; `on_topics_change` the one on `/brokers/topics` (topic filters only).
+    """
+
+    def __init__(
+        self,
+        consumer: GroupConsumer,
+        membership: GroupMembership,
+        on_change: Watch,
+        on_topics_change: Watch,
+    ) -> None:
+        self.consumer = consumer
+        self.membership = membership
+        self.on_change = on_change
+        self.on_topics_change = on_topics_change
+        self.streams: list[MessageStream] = []
+        self.stream_of: dict[tuple[str | None, str], MessageStream] = {}  # (topic|None, thread id)
+        self.registry: dict[tuple[str, str], PartitionInfo] = {}  # (topic, "b-p") -> info
+        self.known_topics: set[str] = set()
+        self.offset_clients: dict[Broker, SimpleConsumer] = {}
+        self._fetchers: list[Fetcher] = []
+
+    def stop_consuming(self) -> list[PartitionInfo]:
+        """Stop and join the fetchers, end delivery from the owned partitions, clear queues."""
+        fetchers, self._fetchers = self._fetchers, []
+        for fetcher in fetchers:
+            fetcher.stop()
+        for fetcher in fetchers:
+            fetcher.join()
+        infos = list(self.registry.values())
+        with self.consumer._deliver_lock:
+            for info in infos:
+                info.released = True
+        for stream in self.streams:
+            stream._clear()
+        return infos
+
+    def rebalance(self) -> bool:
+        """One attempt of 0.7.2's rebalance; False when a partition is owned by another."""
+        consumer, membership = self.consumer, self.membership
+        subscription = membership.subscription
+        assert subscription is not None
+        all_topics: list[str] = []
+        if isinstance(subscription, WildcardSubscription):
+            all_topics = membership.children(paths.BROKER_TOPICS, self.on_topics_change)
+            self.known_topics = set(subscription.topics(all_topics))
+        my_threads = subscription.thread_ids_per_topic(consumer.consumer_id, all_topics)
+        group_threads = membership.read_members(all_topics, self.on_change)
+        brokers = membership.read_brokers(self.on_change)
+        partitions = {
+            topic: membership.read_partitions(topic, self.on_change) for topic in my_threads
+        }
+
+        infos = self.stop_consuming()
+        if consumer.autocommit_enable:  # (if this fails, the failed attempt commits them)
+            membership.commit(infos, check_owner=membership.session_lost)
+        self.registry = {}
+        membership.release()
+
+        decisions: dict[tuple[str, str], str] = {}
+        for topic, threads in my_threads.items():
+            assignment = assign(partitions[topic], group_threads.get(topic, []))
+            for thread_id in threads:
+                for name in assignment.get(thread_id, []):
+                    decisions[(topic, name)] = thread_id
+        if not membership.claim(decisions):
+            return False
+
+        registry = {}
+        for (topic, name), thread_id in sorted(decisions.items()):
+            stream = self.stream_of[
+                (topic if isinstance(subscription, StaticSubscription) else None, thread_id)
+            ]
+            offset = membership.read_offset(topic, name)
+            registry[(topic, name)] = PartitionInfo(
+                topic, name, thread_id, stream, offset, consumer.fetch_size
+            )
+        self.registry = registry
+        self._resolve_offsets(brokers)
+        self._start_fetchers(brokers)
+        summary = {t: [n for (tt, n) in registry if tt == t] for t in my_threads}
+        log.info(
+            "consumer %s owns %s",
+            consumer.consumer_id,
+            "; ".join(f"{t}: {', '.join(ns) or '-'}" for t, ns in summary.items()) or "nothing",
+        )
+        return True
+
+    def _resolve_offsets(self, brokers: dict[int, Broker]) -> None:
+        """Ask the brokers where partitions without a committed offset start
+        (autooffset.reset), as 0.7 did during the rebalance; a broker that does not answer
+        leaves it to the fetcher."""
+        consumer = self.consumer
+        when = AUTOOFFSET_RESETS[consumer.autooffset_reset]
+        for info in self.registry.values():
+            broker = brokers.get(info.broker_id)
+            if info.fetch_offset is not None or broker is None:
+                continue
+            client = self.offset_clients.get(broker)
+            if client is None:
+                client = self.offset_clients[broker] = SimpleConsumer(
+                    broker.host, broker.port, timeout=consumer.socket_timeout_ms / 1000
+                )
+            try:
+                offsets = client.offsets_before(info.topic, info.partition, when, 1)
+            except LogbrokerError as exc:
+                log.warning("OFFSETS for %s/%s failed: %s", info.topic, info.name, exc)
+                continue
+            info.fetch_offset = info.consumed_offset = offsets[0] if offsets else 0
+            log.info(
+                "%s/%s has no committed offset; autooffset.reset=%s: starting at %s",
+                info.topic,
+                info.name,
+                consumer.autooffset_reset,
+                info.fetch_offset,
+            )
+
+    def _start_fetchers(self, brokers: dict[int, Broker]) -> None:
+        by_broker: dict[int, list[PartitionInfo]] = defaultdict(list)
+        for info in self.registry.values():
+            by_broker[info.broker_id].append(info)
+        for broker_id, infos in sorted(by_broker.items()):
+            broker = brokers.get(broker_id)
+            if broker is None:
+                log.warning(
+                    "broker %s is not registered; its partitions %s wait for the next rebalance",
+                    broker_id,
+                    ", ".join(f"{i.topic}/{i.name}" for i in infos),
+                )
+                continue
+            fetcher = Fetcher(self.consumer, broker, infos)
+            self._fetchers.append(fetcher)
+            fetcher.start()

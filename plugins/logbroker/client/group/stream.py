@@ -1,0 +1,178 @@
+"""The streams of a group consumer, and the state of the partitions that feed them.
+
+A fetcher puts what one fetch of one partition returned, as one `Chunk`, in the bounded queue
+of the stream that owns the partition. `next(stream)` hands the messages out one at a time and
+moves the partition's consumed offset to each message's `next_offset`, under the consumer's
+deliver lock, which commits and releases take too; the rest of a chunk whose partition a
+rebalance released is dropped. A message that cannot be
+delivered (corrupt, or larger than the largest fetch size) travels through the same queue as
+the exception that `next()` raises; an end marker ends the stream for good at `close()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ...coordination import paths
+
+if TYPE_CHECKING:
+    from ..group_consumer import GroupConsumer
+
+
+class GroupMessage(NamedTuple):
+    """A message handed out by a stream.
+
+    `partition` is the cluster-wide name `"<brokerId>-<partId>"`; `offset` is where to fetch
+    to get this message again and `next_offset` where its partition resumes after it (both
+    at wrapper boundaries for a message inside a compressed set, 0.7's rule).
+    """
+
+    topic: str
+    partition: str
+    offset: int
+    next_offset: int
+    payload: bytes
+
+
+class PartitionInfo:
+    """One owned partition during one rebalance generation (0.7's PartitionTopicInfo)."""
+
+    __slots__ = (
+        "broker_id",
+        "committed_offset",
+        "consumed_offset",
+        "fetch_offset",
+        "fetch_size",
+        "name",
+        "partition",
+        "paused_until",
+        "released",
+        "stalled",
+        "stream",
+        "thread_id",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        name: str,
+        thread_id: str,
+        stream: MessageStream,
+        offset: int | None,
+        fetch_size: int,
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.broker_id, self.partition = paths.parse_partition_name(name)
+        self.thread_id = thread_id
+        self.stream = stream
+        self.fetch_offset = offset  # None: ask the broker (autooffset.reset)
+        self.consumed_offset = offset  # next offset after the last message handed out
+        self.committed_offset = offset  # what the offsets node holds (None: no node)
+        self.fetch_size = fetch_size
+        self.released = False  # set when a rebalance or close took the partition away
+        self.stalled = False  # a message that cannot be delivered: no more fetches
+        self.paused_until = 0.0  # back off after a fetch error
+
+    def __repr__(self) -> str:
+        return f"<{self.topic}/{self.name} {self.thread_id} at {self.fetch_offset}>"
+
+
+class Chunk(NamedTuple):
+    info: PartitionInfo
+    messages: list[GroupMessage]
+
+
+_CLOSED = object()
+
+
+class MessageStream:
+    """A blocking iterator of GroupMessage, fed by the fetchers through a bounded queue.
+
+    `next()` waits for a message. With the consumer's `consumer_timeout_ms` >= 0 it raises
+    StopIteration after waiting that long without a message (so a `for` loop ends); calling
+    `next()` or iterating again waits anew. After the consumer's `close()` it always raises
+    StopIteration. A stream is meant to be read by one thread at a time.
+    """
+
+    def __init__(self, consumer: GroupConsumer, index: int, topic: str | None, capacity: int):
+        self.consumer = consumer
+        self.index = index
+        self.topic = topic  # None for a stream of a topic filter
+        self._queue: queue.Queue[Any] = queue.Queue(capacity)
+        self._chunk: Chunk | None = None
+        self._position = 0
+        self._closed = False
+
+    def __iter__(self) -> MessageStream:
+        return self
+
+    def __next__(self) -> GroupMessage:
+        consumer = self.consumer
+        timeout_ms = consumer.consumer_timeout_ms
+        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+        lock = consumer._deliver_lock
+        while True:
+            chunk = self._chunk
+            if chunk is not None:
+                with lock:
+                    info = chunk.info
+                    if not info.released and self._position < len(chunk.messages):
+                        message = chunk.messages[self._position]
+                        self._position += 1
+                        info.consumed_offset = message.next_offset
+                        consumer.stats.messages_delivered += 1
+                        return message
+                self._chunk = None
+            if self._closed:
+                raise StopIteration
+            wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            try:
+                item = self._queue.get(timeout=max(0.0, wait))
+            except queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise StopIteration from None
+                continue
+            if item is _CLOSED:
+                self._closed = True
+                raise StopIteration
+            if isinstance(item, BaseException):
+                raise item
+            self._chunk = item
+            self._position = 0
+
+    # -- used by the consumer ----------------------------------------------------------
+
+    def _put(self, item: Any, stop: threading.Event) -> bool:
+        """Queue a chunk, waiting while the queue is full; False if told to stop first."""
+        while not stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _clear(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is _CLOSED:  # never lose the end marker
+                self._queue.put_nowait(item)
+                return
+
+    def _close(self) -> None:
+        self._clear()
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_CLOSED)
+
+    def __repr__(self) -> str:
+        what = self.topic if self.topic is not None else "filter"
+        return f"MessageStream({what}#{self.index})"
