@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import broker, consume, formatter, lag, offsets, produce, topics
+from .commands import bench, broker, consume, formatter, lag, offsets, produce, topics
 
 EPILOG = """\
 examples:
@@ -21,7 +21,7 @@ examples:
 Every subcommand has its own --help with examples.
 """
 
-SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag)
+SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

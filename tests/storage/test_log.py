@@ -6,7 +6,8 @@ import pytest
 
 from logbroker.protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from logbroker.protocol.message_set import build_message_set, iter_messages, validate
-from logbroker.storage.log import EARLIEST_TIME, LATEST_TIME, Log, LogConfig
+from logbroker.protocol.requests import EARLIEST_TIME, LATEST_TIME
+from logbroker.storage.log import Log, LogConfig
 
 HOUR = 3600 * 1000
 

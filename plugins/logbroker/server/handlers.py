@@ -37,6 +37,8 @@ from ..protocol.errors import (
 )
 from ..protocol.message_set import Buffer, Validation, validate
 from ..protocol.requests import (
+    EARLIEST_TIME,
+    LATEST_TIME,
     RANDOM_PARTITION,
     AckedProduceRequest,
     CreateTopicRequest,
@@ -61,7 +63,7 @@ from ..protocol.responses import (
     encode_offsets_response,
 )
 from ..protocol.topics import validate_topic
-from ..storage.log import EARLIEST_TIME, LATEST_TIME, Log
+from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
 from .metrics import BrokerMetrics

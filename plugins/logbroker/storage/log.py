@@ -32,13 +32,12 @@ from pathlib import Path
 
 from ..protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from ..protocol.message_set import Buffer, Validation, validate
+from ..protocol.requests import EARLIEST_TIME, LATEST_TIME
 from .recovery import RecoveryResult, recover_segment
 from .segment import FileRegion, LogSegment, empty_region, parse_segment_file_name
 
 log = logging.getLogger(__name__)
 
-LATEST_TIME = -1
-EARLIEST_TIME = -2
 
 Clock = Callable[[], int]  # milliseconds since the epoch
 
