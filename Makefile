@@ -41,3 +41,11 @@ bench-storage: setup
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# The broker benchmark against RabbitMQ, ActiveMQ and Redis (docs/performance.md): installs
+# the peers from Debian and their pinned Python clients, then runs every system, ~30 min.
+# BENCH_ARGS passes options to bench/run.py, e.g. make bench BENCH_ARGS="--growth-gb 1".
+.PHONY: bench
+bench: setup
+	@bash bench/install-peers.sh $(VENV)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -1,0 +1,448 @@
+"""The benchmark's report: a text table, summary.md and the PNG plots, from the records.
+
+Also runnable on its own, to redraw from a run's files without measuring again:
+
+    .venv/bin/python bench/report.py [bench/results]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PEERS = ("rabbitmq", "activemq", "redis")
+SYSTEM_ORDER = ("logbroker", "rabbitmq", "activemq", "redis", "tcp")
+COLORS = {
+    "logbroker": "#1f77b4",
+    "rabbitmq": "#ff7f0e",
+    "activemq": "#2ca02c",
+    "redis": "#d62728",
+    "tcp": "#7f7f7f",
+}
+WORKLOADS = (
+    "produce_batch1",
+    "produce_batch50",
+    "consume",
+    "produce_and_consume",
+    "latency_p50",
+    "latency_p99",
+    "latency_p999",
+    "disk_bytes_per_message",
+    "disk_overhead_per_message",
+    "growth_first_100mb",
+    "growth_final",
+    "growth_ratio",
+    "group_consume_1",
+    "group_consume_2",
+    "json_produce_none",
+    "json_produce_gzip",
+    "json_produce_snappy",
+    "json_consume_none",
+    "json_consume_gzip",
+    "json_consume_snappy",
+    "compression_ratio_gzip",
+    "compression_ratio_snappy",
+)
+LOWER_IS_BETTER = {"ms", "bytes"}
+
+
+def _index(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["system"], r["workload"]): r for r in records}
+
+
+def _systems(records: Sequence[dict[str, Any]]) -> list[str]:
+    present = {r["system"] for r in records}
+    return [s for s in SYSTEM_ORDER if s in present]
+
+
+def _workloads(records: Sequence[dict[str, Any]]) -> list[str]:
+    present = {r["workload"] for r in records}
+    return [w for w in WORKLOADS if w in present] + sorted(present - set(WORKLOADS))
+
+
+def _fmt(x: float) -> str:
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    if abs(x) >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def best_peer(
+    idx: dict[tuple[str, str], dict[str, Any]], workload: str
+) -> tuple[str, float] | None:
+    found = [(s, idx[(s, workload)]["median"]) for s in PEERS if (s, workload) in idx]
+    if not found:
+        return None
+    lower = idx[found[0][0], workload]["unit"] in LOWER_IS_BETTER
+    return min(found, key=lambda x: x[1]) if lower else max(found, key=lambda x: x[1])
+
+
+def ratio_to_best(idx: dict[tuple[str, str], dict[str, Any]], workload: str) -> str:
+    best = best_peer(idx, workload)
+    mine = idx.get(("logbroker", workload))
+    if best is None or mine is None or not best[1]:
+        return ""
+    return f"{mine['median'] / best[1]:.2f}× {best[0]}"
+
+
+def table(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
+    """A plain text table of the medians (what run.py prints at the end)."""
+    idx = _index(records)
+    systems = _systems(records)
+    rows = [["workload", "unit", *systems, "logbroker/best peer"]]
+    for w in _workloads(records):
+        unit = next(r["unit"] for r in records if r["workload"] == w)
+        rows.append(
+            [
+                w,
+                unit,
+                *(_fmt(idx[(s, w)]["median"]) if (s, w) in idx else "-" for s in systems),
+                ratio_to_best(idx, w),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(
+            c.rjust(wd) if i > 1 else c.ljust(wd)
+            for i, (c, wd) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    )
+
+
+def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
+    """The issue's goals for logbroker, each with the measured value and whether it is met."""
+    out = []
+
+    def get(system: str, workload: str) -> float | None:
+        r = idx.get((system, workload))
+        return None if r is None else float(r["median"])
+
+    def row(
+        goal: str,
+        measured: float | None,
+        target: float | None,
+        met: bool | None,
+        fmt: str = "{:,.0f}",
+    ) -> None:
+        out.append(
+            [
+                goal,
+                "-" if measured is None else fmt.format(measured),
+                "-" if target is None else fmt.format(target),
+                "n/a" if met is None else ("yes" if met else "**no**"),
+            ]
+        )
+
+    for workload, factor, label in (
+        ("produce_batch50", 5, "producer, batch 50"),
+        ("consume", 2, "consumer"),
+    ):
+        best = best_peer(idx, workload)
+        mine = get("logbroker", workload)
+        target = factor * best[1] if best else None
+        row(
+            f"{label} ≥ {factor}× the best peer ({best[0] if best else '-'})",
+            mine,
+            target,
+            None if mine is None or target is None else mine >= target,
+        )
+    rabbit, mine = get("rabbitmq", "produce_batch1"), get("logbroker", "produce_batch1")
+    row(
+        "producer, batch 1 ≥ 4× RabbitMQ",
+        mine,
+        4 * rabbit if rabbit else None,
+        None if mine is None or rabbit is None else mine >= 4 * rabbit,
+    )
+    best = best_peer(idx, "latency_p50")
+    mine = get("logbroker", "latency_p50")
+    row(
+        f"latency median ≤ the best peer's ({best[0] if best else '-'})",
+        mine,
+        best[1] if best else None,
+        None if mine is None or best is None else mine <= best[1],
+        "{:.3f} ms",
+    )
+    mine = get("logbroker", "disk_overhead_per_message")
+    row(
+        "storage overhead ≤ 10 bytes per message",
+        mine,
+        10,
+        None if mine is None else mine <= 10,
+        "{:.1f}",
+    )
+    mine = get("logbroker", "growth_ratio")
+    gb = idx.get(("logbroker", "growth_ratio"), {}).get("stored_gb")
+    row(
+        f"throughput at {gb or '?':.3g} GB within 10 % of the first 100 MB"
+        if gb
+        else "throughput at several GB within 10 % of the first 100 MB",
+        mine,
+        0.9,
+        None if mine is None else mine >= 0.9,
+        "{:.2f}×",
+    )
+    return out
+
+
+def _md_table(rows: list[list[str]]) -> str:
+    head, *body = rows
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(lines)
+
+
+def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
+    idx = _index(records)
+    systems = _systems(records)
+    m = info["machine"]
+    parts = [
+        "# Broker benchmark: logbroker and its peers on one machine",
+        "",
+        f"Run `{info['run_id']}`, {info['started']} to {info['finished']} "
+        f"({info['duration_s'] / 60:.1f} min), command `{info['command'].strip()}`"
+        + (" (**quick mode: tiny counts, not a measurement**)" if info.get("quick") else "")
+        + ".",
+        "",
+        f"Machine: {m['nproc']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['filesystem']}, "
+        f"Linux {m['kernel']}, Debian {m['debian']}, Python {m['python']}, logbroker at "
+        f"{m.get('git', '?')}; load average "
+        f"{m['loadavg_start'][0]:.2f} at the start, {m['loadavg_end'][0]:.2f} at the end. "
+        "Client and servers share the cores.",
+        "",
+        "Each cell: median of the repetitions (min–max). Throughput in messages/s of 200-byte "
+        "messages; growth rows: median (min–max) over the windows of one run (tcp's growth "
+        "rows: plain file appends, the machine's limit). The producer's clock stops when the "
+        "server has accepted every message (appended, enqueued), not when it fsynced.",
+        "",
+    ]
+    rows = [["workload", "unit", *systems, "logbroker / best peer"]]
+    for w in _workloads(records):
+        unit = next(r["unit"] for r in records if r["workload"] == w)
+        cells = []
+        for s in systems:
+            r = idx.get((s, w))
+            if r is None:
+                cells.append("–")
+            elif r["min"] == r["max"]:
+                cells.append(_fmt(r["median"]))
+            else:
+                cells.append(f"{_fmt(r['median'])} ({_fmt(r['min'])}–{_fmt(r['max'])})")
+        rows.append([f"`{w}`", unit, *cells, ratio_to_best(idx, w)])
+    parts += [_md_table(rows), ""]
+    parts += [
+        "## Goals (logbroker)",
+        "",
+        _md_table([["goal", "measured", "target", "met"], *goals(idx)]),
+        "",
+    ]
+    parts += ["## Plots", ""]
+    for name, title in (
+        ("producer_throughput", "Producer throughput (cf. Figure 4)"),
+        ("consumer_throughput", "Consumer throughput (cf. Figure 5)"),
+        ("latency", "End-to-end latency"),
+        ("growth", "Producer throughput as stored data grows"),
+    ):
+        parts.append(f"![{title}]({name}.png)")
+    parts += ["", "## Versions, batching, settings", ""]
+    vrows = [["system", "server", "client", "batch 1", "batch 50", "consumer"]]
+    for s in systems:
+        v = info["versions"].get(s, {})
+        b = info["batching"].get(s, {})
+        vrows.append(
+            [
+                s,
+                v.get("server", ""),
+                v.get("client", ""),
+                b.get("1", ""),
+                b.get("50", ""),
+                info["consuming"].get(s, ""),
+            ]
+        )
+    parts += [_md_table(vrows), ""]
+    for s in systems:
+        settings = info["settings"].get(s) or {}
+        if settings:
+            parts.append(f"- **{s}**: " + "; ".join(f"{k} {v}" for k, v in settings.items()))
+    p = info["parameters"]
+    parts += [
+        "",
+        f"Parameters: {p['reps']} repetitions, interleaved; messages per run "
+        + ", ".join(f"{s} {p['n'][s]:,}" for s in systems if s in p["n"])
+        + " (batch 1: "
+        + ", ".join(f"{s} {p['n_batch1'][s]:,}" for s in systems if s in p["n_batch1"])
+        + f"); latency {p['latency']:,} messages after {p['latency_warmup']} warm-up; "
+        f"JSON {p['json_messages']:,} messages cycling {p['json_events']:,} events; growth "
+        f"{p['growth_gb']:g} GB (logbroker; tcp: file appends), {p['growth_peer_gb']:g} GB "
+        "(peers); "
+        f"pull size {p['fetch_bytes']:,} bytes / 1000 messages; scale {p['scale']:g}.",
+        "",
+    ]
+    if info.get("skipped"):
+        parts += [
+            "Not measured: " + "; ".join(f"{k} ({v})" for k, v in info["skipped"].items()),
+            "",
+        ]
+    if info.get("errors"):
+        parts += ["## Errors", "", *(f"- {e.splitlines()[0]}" for e in info["errors"]), ""]
+    return "\n".join(parts) + "\n"
+
+
+# -- plots ----------------------------------------------------------------------------------
+
+
+def _bars(
+    ax: Any,
+    idx: dict[tuple[str, str], dict[str, Any]],
+    systems: list[str],
+    workloads: list[tuple[str, str]],
+    log: bool = True,
+) -> None:
+    import numpy as np
+
+    width = 0.8 / max(1, len(workloads))
+    x = np.arange(len(systems))
+    shades = (1.0, 0.6, 0.35, 0.2)
+    for j, (w, label) in enumerate(workloads):
+        med, lo, hi, xs, colors = [], [], [], [], []
+        for i, s in enumerate(systems):
+            r = idx.get((s, w))
+            if r is None:
+                continue
+            xs.append(x[i] + (j - (len(workloads) - 1) / 2) * width)
+            med.append(r["median"])
+            lo.append(r["median"] - r["min"])
+            hi.append(r["max"] - r["median"])
+            colors.append(COLORS.get(s, "#333333"))
+        if not xs:
+            continue
+        bars = ax.bar(
+            xs,
+            med,
+            width * 0.95,
+            yerr=[lo, hi],
+            capsize=3,
+            color=colors,
+            alpha=shades[j % len(shades)],
+            edgecolor="black",
+            linewidth=0.5,
+            label=label,
+        )
+        for b, v in zip(bars, med, strict=True):
+            ax.annotate(
+                _fmt(v),
+                (b.get_x() + b.get_width() / 2, v),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90,
+                xytext=(0, 3),
+                textcoords="offset points",
+            )
+    ax.set_xticks(x, systems)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3, which="both")
+
+
+def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idx = _index(records)
+    systems = _systems(records)
+    stamp = f"run {info['run_id']}, {info['machine']['nproc']} cores shared by clients and servers"
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    _bars(ax, idx, systems, [("produce_batch1", "batch 1"), ("produce_batch50", "batch 50")])
+    ax.set_ylabel("messages/s (log)")
+    ax.set_title("Producer throughput, 200-byte messages (cf. the paper's Figure 4)")
+    ax.legend(title="batch (light = 50)")
+    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(outdir / "producer_throughput.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    _bars(
+        ax,
+        idx,
+        systems,
+        [
+            ("consume", "one consumer, pre-loaded"),
+            ("produce_and_consume", "while producing"),
+            ("group_consume_1", "group of 1"),
+            ("group_consume_2", "group of 2"),
+        ],
+    )
+    ax.set_ylabel("messages/s (log)")
+    ax.set_title("Consumer throughput, ~1000 messages / 200 KB per pull (cf. Figure 5)")
+    ax.legend(fontsize=8)
+    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(outdir / "consumer_throughput.png", dpi=110)
+    plt.close(fig)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
+    _bars(
+        ax1,
+        idx,
+        systems,
+        [("latency_p50", "median"), ("latency_p99", "p99"), ("latency_p999", "p99.9")],
+    )
+    ax1.set_ylabel("ms (log)")
+    ax1.set_title("End-to-end latency, one message in flight")
+    ax1.legend(fontsize=8)
+    for s, reps in info.get("series", {}).get("latency", {}).items():
+        samples = sorted(x for rep in reps for x in rep)
+        if samples:
+            ys = [(i + 1) / len(samples) for i in range(len(samples))]
+            ax2.plot(samples, ys, label=s, color=COLORS.get(s))
+    ax2.set_xscale("log")
+    ax2.set_xlabel("ms (log)")
+    ax2.set_ylabel("fraction of messages")
+    ax2.set_title("Latency distribution (all repetitions)")
+    ax2.grid(alpha=0.3, which="both")
+    ax2.legend(fontsize=8)
+    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(outdir / "latency.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for s, windows in info.get("series", {}).get("growth", {}).items():
+        if windows:
+            ax.plot(
+                [w[0] / 1e9 for w in windows],
+                [w[1] for w in windows],
+                label=s,
+                color=COLORS.get(s),
+                marker="." if len(windows) < 60 else None,
+            )
+    ax.set_yscale("log")
+    ax.set_xlabel("payload stored (GB)")
+    ax.set_ylabel("producer messages/s, batch 50 (log)")
+    ax.set_title("Producer throughput as stored data grows (cf. the 2014 post)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(outdir / "growth.png", dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "results")
+    recs = json.loads((out / "summary.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    (out / "summary.md").write_text(markdown(recs, run))
+    plots(recs, run, out)
+    print(table(recs, run))

@@ -1,0 +1,924 @@
+"""The broker benchmark: logbroker against RabbitMQ, ActiveMQ, Redis Streams and raw TCP.
+
+    .venv/bin/python bench/run.py                 # the full run (make bench), ~30 minutes
+    .venv/bin/python bench/run.py --quick         # seconds: the test suite's smoke run
+    .venv/bin/python bench/run.py --systems logbroker,redis --reps 5 --growth-gb 1
+
+Reproduces the paper's §5 (producer and consumer tests against ActiveMQ and RabbitMQ) and
+the 2014 benchmark post on one machine, every system measured in the same invocation:
+
+  1  produce_batch1, produce_batch50        a single producer, 200-byte messages (msgs/s)
+  2  consume                                one consumer of pre-loaded messages, ~1000
+                                            messages / 200 KB per pull (msgs/s)
+  3  produce_and_consume                    one producer and one consumer at once; the
+                                            consumer's rate (msgs/s)
+  4  latency_p50, latency_p99, latency_p999 one message in flight, producer to consumer (ms)
+  5  disk_bytes_per_message,                bytes on disk per 200-byte message after
+     disk_overhead_per_message              produce_batch50 settled, and that minus 200
+  6  growth_first_100mb, growth_final,      producer throughput (batch 50) as stored data
+     growth_ratio                           grows to --growth-gb (logbroker; tcp: plain
+                                            file appends, the machine's limit) or
+                                            --growth-peer-gb (peers)
+  7  group_consume_1, group_consume_2       a consumer group of 1 and of 2 processes
+                                            (peers: competing consumers on one queue)
+  8  json_produce_{none,gzip,snappy},       logbroker only (no peer compresses): JSON
+     json_consume_{none,gzip,snappy},       activity events, batch 50
+     compression_ratio_{gzip,snappy}
+
+Systems: logbroker (its broker and ZooKeeper), rabbitmq, activemq, redis (each started from
+Debian's package as our own process on 127.0.0.1 with data in the work directory; see
+bench/systems/*.py for the exact settings and what "batch" means for each client), and tcp
+(two Python processes and a socket: the machine's limit). Peers that are not installed are
+skipped with a note (bash bench/install-peers.sh installs them).
+
+Method: every workload runs in a fresh client process (bench/worker.py); the repetitions
+are interleaved (rep 1 of every system, then rep 2, ...; the order rotates), each system's
+servers are started fresh for each repetition and stopped by PID after it; growth runs once
+per system at the end. Reported: the median of the repetitions, min and max.
+
+Writes to --output-dir (default bench/results; --quick: a new directory under $TMPDIR):
+  summary.json   [{"system", "workload", "unit", "median", "min", "max", "reps", "run_id",
+                   ...}], one run_id for the whole invocation
+  summary.md     the table, ratios to the best peer, the goals; machine, versions, settings
+  run.json       machine, versions, settings, parameters, raw values, series for the plots
+  producer_throughput.png, consumer_throughput.png, latency.png, growth.png
+Nothing is asserted about speed anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import systems
+from common import BENCH_DIR, BenchError, median, percentile, settled_disk_bytes
+
+SIZE = 200
+ENTRY = SIZE + 10  # a logbroker entry: 10 bytes of header
+FETCH_BYTES = 1000 * ENTRY  # "up to 1000 messages or about 200KB" per pull
+THROUGHPUT = "msgs/s"
+
+# Messages per run, per system: each run lasts a few seconds on a 2-core machine (the
+# paper's 10 million per run would take hours for the slower peers).
+FULL = {
+    "n": {
+        "logbroker": 1_000_000,
+        "tcp": 10_000_000,
+        "redis": 500_000,
+        "rabbitmq": 200_000,
+        "activemq": 150_000,
+    },
+    "n_batch1": {
+        "logbroker": 300_000,
+        "tcp": 1_000_000,
+        "redis": 150_000,
+        "rabbitmq": 100_000,
+        "activemq": 100_000,
+    },
+    "n_group": {"logbroker": 1_000_000, "redis": 500_000, "rabbitmq": 200_000, "activemq": 150_000},
+    "latency": 5_000,
+    "latency_warmup": 500,
+    "json_messages": 300_000,
+    "json_events": 20_000,
+    "reps": 3,
+    "growth_gb": 4.0,
+    "growth_peer_gb": 1.0,
+    "window_mb": 32,
+    "peer_window_mb": 8,
+}
+QUICK = {
+    "n": {"logbroker": 20_000, "tcp": 20_000, "redis": 5_000, "rabbitmq": 2_000, "activemq": 2_000},
+    "n_batch1": {
+        "logbroker": 5_000,
+        "tcp": 5_000,
+        "redis": 2_000,
+        "rabbitmq": 1_000,
+        "activemq": 1_000,
+    },
+    "n_group": {"logbroker": 10_000, "redis": 4_000, "rabbitmq": 2_000, "activemq": 2_000},
+    "latency": 200,
+    "latency_warmup": 20,
+    "json_messages": 5_000,
+    "json_events": 1_000,
+    "reps": 1,
+    "growth_gb": 0.01,
+    "growth_peer_gb": 0.002,
+    "window_mb": 1,
+    "peer_window_mb": 0.5,
+}
+WORKER_TIMEOUT_S = 1800
+
+
+class Engine:
+    def __init__(self, args: argparse.Namespace, cfg: dict[str, Any], run_id: str) -> None:
+        self.args = args
+        self.cfg = cfg
+        self.run_id = run_id
+        self.workdir: Path = args.workdir
+        self.values: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.units: dict[str, str] = {}
+        self.extra: dict[tuple[str, str], dict[str, Any]] = {}
+        self.series: dict[str, Any] = {"latency": {}, "growth": {}}
+        self.errors: list[str] = []
+        self.running: list[Any] = []
+        self.profile_dir: Path | None = None
+        self.broker_pid: int | None = None
+
+    # -- workers --------------------------------------------------------------------------
+
+    def _spawn(
+        self,
+        system: str,
+        action: str,
+        endpoint: dict[str, Any],
+        params: dict[str, Any],
+        barrier: bool,
+        tag: str,
+    ) -> subprocess.Popen[str]:
+        argv = [
+            sys.executable,
+            str(BENCH_DIR / "worker.py"),
+            system,
+            action,
+            "--endpoint",
+            json.dumps(endpoint),
+            "--params",
+            json.dumps(params),
+        ]
+        if barrier:
+            argv.append("--barrier")
+        if self.profile_dir is not None and system == "logbroker":
+            argv += ["--profile", str(self.profile_dir / f"client-{tag}.pstats")]
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=BENCH_DIR,
+        )
+
+    @staticmethod
+    def _wait_line(proc: subprocess.Popen[str], want: str) -> str:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(want):
+                return line
+        raise BenchError(f"worker exited before {want.strip()}")
+
+    def _finish(self, proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
+        try:
+            out, err = proc.communicate(timeout=WORKER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise BenchError(f"{what}: no result after {WORKER_TIMEOUT_S} s") from None
+        lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+        if not lines:
+            raise BenchError(f"{what}: exit {proc.returncode}, no result\n{err[-3000:]}")
+        result: dict[str, Any] = json.loads(lines[-1][7:])
+        if "error" in result:
+            raise BenchError(f"{what}: {result['error']}\n{err[-2000:]}")
+        return result
+
+    def together(
+        self,
+        system: str,
+        endpoint: dict[str, Any],
+        jobs: list[tuple[str, dict[str, Any]]],
+        tag: str,
+    ) -> list[dict[str, Any]]:
+        """Start every job's process, wait until all are READY, say go to all at once."""
+        spy = self._spy(system, tag)
+        procs = [
+            self._spawn(system, action, endpoint, params, True, f"{tag}-{i}")
+            for i, (action, params) in enumerate(jobs)
+        ]
+        try:
+            for proc in procs:
+                self._wait_line(proc, "READY")
+            for proc in procs:
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            return [self._finish(p, f"{system} {tag}") for p in procs]
+        finally:
+            _stop_spy(spy)
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+
+    def one(
+        self, system: str, action: str, endpoint: dict[str, Any], tag: str, **params: Any
+    ) -> dict[str, Any]:
+        spy = self._spy(system, tag) if action != "drop" else None
+        try:
+            proc = self._spawn(system, action, endpoint, params, False, tag)
+            return self._finish(proc, f"{system} {tag}")
+        finally:
+            _stop_spy(spy)
+
+    def _spy(self, system: str, tag: str) -> subprocess.Popen[bytes] | None:
+        """With --profile: py-spy samples the logbroker broker while a workload runs."""
+        if self.profile_dir is None or system != "logbroker" or not self.broker_pid:
+            return None
+        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        if not Path(exe).exists():
+            return None
+        out = self.profile_dir / f"broker-{tag}.txt"
+        spy = subprocess.Popen(
+            [
+                exe,
+                "record",
+                "--pid",
+                str(self.broker_pid),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.3)  # attached before the workload starts
+        return spy
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def add(self, system: str, workload: str, unit: str, value: float, **extra: Any) -> None:
+        self.values[(system, workload)].append(value)
+        self.units[workload] = unit
+        if extra:
+            self.extra.setdefault((system, workload), {}).update(extra)
+        shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.3g}"
+        print(f"    {system:10} {workload:28} {shown:>14} {unit}", flush=True)
+
+    def attempt(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BenchError as exc:
+            msg = f"{what}: {exc}"
+            self.errors.append(msg)
+            print(f"    FAILED {msg}", flush=True)
+            return None
+
+    # -- one system, one repetition -------------------------------------------------------
+
+    def block(self, system: str, rep: int) -> None:
+        module = systems.load(system)
+        server = module.Server(self.workdir / f"rep{rep}-{system}")
+        t_start = time.monotonic()
+        load = os.getloadavg()[0]
+        self.series.setdefault("load", []).append([rep, system, round(load, 2)])
+        print(f"  [{system}] starting (load average {load:.2f})", flush=True)
+        server.start()
+        self.running.append(server)
+        self.broker_pid = server.pids()[0] if system == "logbroker" else None
+        try:
+            print(
+                f"  [{system}] pids {server.pids()}, up in {time.monotonic() - t_start:.1f} s",
+                flush=True,
+            )
+            self._workloads(system, module, server, rep)
+        finally:
+            server.stop()
+            self.running.remove(server)
+            if not self.args.keep:
+                shutil.rmtree(server.workdir, ignore_errors=True)
+        print(f"  [{system}] stopped after {time.monotonic() - t_start:.0f} s", flush=True)
+
+    def _workloads(self, system: str, module: Any, server: Any, rep: int) -> None:
+        cfg, ep = self.cfg, server.endpoint
+        n = int(cfg["n"][system] * self.args.scale)
+        n1 = int(cfg["n_batch1"][system] * self.args.scale)
+        skip = self.args.skip
+        tag = f"r{rep}"
+
+        # 1 and 5: produce at batch 50 into a fresh server; what it added on disk.
+        if "produce_batch50" not in skip:
+            base = settled_disk_bytes(server.data_dir) if server.data_dir else None
+            r = self.attempt(
+                f"{system} produce_batch50",
+                self.together,
+                system,
+                ep,
+                [("produce", dict(topic="b50", n=n, size=SIZE, batch=50))],
+                f"produce50-{tag}",
+            )
+            if r:
+                self.add(system, "produce_batch50", THROUGHPUT, r[0]["messages"] / r[0]["seconds"])
+                if base is not None and "disk" not in skip:
+                    per = (settled_disk_bytes(server.data_dir) - base) / r[0]["messages"]
+                    self.add(system, "disk_bytes_per_message", "bytes", per)
+                    self.add(system, "disk_overhead_per_message", "bytes", per - SIZE)
+                # 2: one consumer of the pre-loaded messages.
+                if "consume" not in skip:
+                    c = self.attempt(
+                        f"{system} consume",
+                        self.together,
+                        system,
+                        ep,
+                        [
+                            (
+                                "consume",
+                                dict(topic="b50", n=r[0]["messages"], batch_bytes=FETCH_BYTES),
+                            )
+                        ],
+                        f"consume-{tag}",
+                    )
+                    if c:
+                        self.add(system, "consume", THROUGHPUT, c[0]["messages"] / c[0]["seconds"])
+            self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="b50")
+
+        if "produce_batch1" not in skip:
+            r = self.attempt(
+                f"{system} produce_batch1",
+                self.together,
+                system,
+                ep,
+                [("produce", dict(topic="b1", n=n1, size=SIZE, batch=1))],
+                f"produce1-{tag}",
+            )
+            if r:
+                self.add(system, "produce_batch1", THROUGHPUT, r[0]["messages"] / r[0]["seconds"])
+            self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="b1")
+
+        # 3: producer (batch 50) and consumer at once; the consumer's rate.
+        if "produce_and_consume" not in skip:
+            r = self.attempt(
+                f"{system} produce_and_consume",
+                self.together,
+                system,
+                ep,
+                [
+                    ("consume", dict(topic="pc", n=n, batch_bytes=FETCH_BYTES)),
+                    ("produce", dict(topic="pc", n=n, size=SIZE, batch=50, wait_stored=False))
+                    if system != "logbroker"
+                    else ("produce", dict(topic="pc", n=n, size=SIZE, batch=50)),
+                ],
+                f"pc-{tag}",
+            )
+            if r:
+                self.add(
+                    system,
+                    "produce_and_consume",
+                    THROUGHPUT,
+                    r[0]["messages"] / r[0]["seconds"],
+                    producer_msgs_per_s=r[1]["messages"] / r[1]["seconds"],
+                )
+            self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="pc")
+
+        # 4: end-to-end latency, one message in flight.
+        if "latency" not in skip:
+            r = self.attempt(
+                f"{system} latency",
+                self.one,
+                system,
+                "latency",
+                ep,
+                f"latency-{tag}",
+                topic="lat",
+                n=cfg["latency"],
+                size=SIZE,
+                warmup=cfg["latency_warmup"],
+            )
+            if r:
+                lat = r["latencies_ms"]
+                for name, q in (("latency_p50", 50), ("latency_p99", 99), ("latency_p999", 99.9)):
+                    self.add(system, name, "ms", percentile(lat, q))
+                self.series["latency"].setdefault(system, []).append(
+                    [round(x, 4) for x in sorted(lat)[:: max(1, len(lat) // 2000)]]
+                )
+            self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="lat")
+
+        # 7: a consumer group of 1 and of 2 processes.
+        if "group" not in skip and hasattr(module.Client, "group_consume"):
+            self._groups(system, module, ep, tag)
+
+        # 8: compression (logbroker only).
+        if "json" not in skip and hasattr(module.Client, "produce_json"):
+            self._compression(system, ep, tag)
+
+    def _groups(self, system: str, module: Any, ep: dict[str, Any], tag: str) -> None:
+        n = int(self.cfg["n_group"][system] * self.args.scale)
+        partitioned = system == "logbroker"  # a member's share is its partitions' messages
+        retains = system in ("logbroker", "redis")  # a log or stream keeps what was read
+        loaded = 0
+        for members in (1, 2):
+            if loaded == 0 or not retains:
+                r = self.attempt(
+                    f"{system} load",
+                    self.one,
+                    system,
+                    "load",
+                    ep,
+                    f"load-{tag}",
+                    topic="grp",
+                    n=n,
+                    size=SIZE,
+                    partitions=2,
+                )
+                if not r:
+                    return
+                loaded = r["messages"]
+            expect = loaded // members if partitioned else loaded
+            job = (
+                "group_consume",
+                dict(
+                    topic="grp",
+                    group=f"bench{members}",
+                    members=members,
+                    expect=expect,
+                    idle_s=1.0,
+                    batch_bytes=FETCH_BYTES,
+                ),
+            )
+            rs = self.attempt(
+                f"{system} group_consume_{members}",
+                self.together,
+                system,
+                ep,
+                [job] * members,
+                f"group{members}-{tag}",
+            )
+            if not rs:
+                continue
+            total = sum(x["messages"] for x in rs)
+            if total < loaded:
+                self.errors.append(f"{system} group_consume_{members}: {total} of {loaded}")
+            self.add(
+                system,
+                f"group_consume_{members}",
+                THROUGHPUT,
+                total / max(x["seconds"] for x in rs),
+                per_member=[x["messages"] for x in rs],
+            )
+
+    def _compression(self, system: str, ep: dict[str, Any], tag: str) -> None:
+        n = int(self.cfg["json_messages"] * self.args.scale) // 50 * 50
+        stored: dict[str, float] = {}
+        for codec in ("none", "gzip", "snappy"):
+            topic = f"json-{codec}"
+            r = self.attempt(
+                f"{system} json_produce_{codec}",
+                self.together,
+                system,
+                ep,
+                [
+                    (
+                        "produce_json",
+                        dict(
+                            topic=topic,
+                            event_count=self.cfg["json_events"],
+                            n=n,
+                            batch=50,
+                            codec=codec,
+                        ),
+                    )
+                ],
+                f"json-{codec}-{tag}",
+            )
+            if not r:
+                continue
+            r0 = r[0]
+            self.add(
+                system,
+                f"json_produce_{codec}",
+                THROUGHPUT,
+                r0["messages"] / r0["seconds"],
+                mean_event_bytes=round(r0["payload_bytes"] / r0["messages"], 1),
+            )
+            stored[codec] = r0["stored_bytes"]
+            if codec != "none":
+                self.add(
+                    system,
+                    f"compression_ratio_{codec}",
+                    "x",
+                    r0["uncompressed_bytes"] / r0["stored_bytes"],
+                )
+            c = self.attempt(
+                f"{system} json_consume_{codec}",
+                self.together,
+                system,
+                ep,
+                [("consume_json", dict(topic=topic, n=r0["messages"], batch_bytes=FETCH_BYTES))],
+                f"jsonc-{codec}-{tag}",
+            )
+            if c:
+                self.add(
+                    system, f"json_consume_{codec}", THROUGHPUT, c[0]["messages"] / c[0]["seconds"]
+                )
+
+    # -- 6: throughput as stored data grows -----------------------------------------------
+
+    def growth(self, system: str) -> None:
+        module = systems.load(system)
+        if not hasattr(module.Client, "growth"):
+            return
+        gb = self.args.growth_gb if system in ("logbroker", "tcp") else self.args.growth_peer_gb
+        if gb <= 0:
+            return
+        window = (
+            self.cfg["window_mb"] if system in ("logbroker", "tcp") else self.cfg["peer_window_mb"]
+        )
+        server = module.Server(self.workdir / f"growth-{system}")
+        print(f"  [{system}] growth to {gb:g} GB", flush=True)
+        os.environ["BENCH_WORKDIR"] = str(self.workdir)  # tcp's file baseline writes here
+        server.start()
+        self.running.append(server)
+        try:
+            r = self.attempt(
+                f"{system} growth",
+                self.one,
+                system,
+                "growth",
+                server.endpoint,
+                "growth",
+                topic="growth",
+                total_bytes=int(gb * 1e9),
+                size=SIZE,
+                batch=50,
+                window_bytes=int(window * 1e6),
+            )
+            if r:
+                windows = r["windows"]
+                self.series["growth"][system] = windows
+                first = [rate for x, rate in windows if x <= 100e6] or [windows[0][1]]
+                end = windows[-1][0]
+                final = [rate for x, rate in windows if x > 0.9 * end] or [windows[-1][1]]
+                # every window a sample: median, min and max over the windows
+                for name, rates in (("growth_first_100mb", first), ("growth_final", final)):
+                    self.values[(system, name)] = list(rates)
+                    self.units[name] = THROUGHPUT
+                    self.extra[(system, name)] = {"windows": len(rates), "stored_gb": end / 1e9}
+                ratio = median(final) / median(first)
+                self.values[(system, "growth_ratio")] = [ratio]
+                self.units["growth_ratio"] = "x"
+                self.extra[(system, "growth_ratio")] = {"stored_gb": end / 1e9}
+                print(
+                    f"    {system:10} growth: first 100 MB {median(first):,.0f}, at "
+                    f"{end / 1e9:.2f} GB {median(final):,.0f} msgs/s (x{ratio:.2f})",
+                    flush=True,
+                )
+                if server.data_dir:
+                    self.extra[(system, "growth_ratio")]["disk_gb"] = round(
+                        settled_disk_bytes(server.data_dir, timeout=5) / 1e9, 3
+                    )
+        finally:
+            server.stop()
+            self.running.remove(server)
+            if not self.args.keep:
+                shutil.rmtree(server.workdir, ignore_errors=True)
+
+    def stop_all(self) -> None:
+        for server in list(self.running):
+            try:
+                server.stop()
+            except Exception:
+                traceback.print_exc()
+            self.running.remove(server)
+
+    # -- results --------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        out = []
+        for (system, workload), vals in sorted(self.values.items()):
+            growth = workload.startswith("growth")
+            rec = {
+                "system": system,
+                "workload": workload,
+                "unit": self.units[workload],
+                "median": _round(median(vals)),
+                "min": _round(min(vals)),
+                "max": _round(max(vals)),
+                "reps": 1 if growth else len(vals),
+                "run_id": self.run_id,
+            }
+            if growth and workload != "growth_ratio":
+                rec["windows"] = len(vals)
+            rec.update(self.extra.get((system, workload), {}))
+            out.append(rec)
+        return out
+
+
+def _stop_spy(spy: subprocess.Popen[bytes] | None) -> None:
+    if spy is not None and spy.poll() is None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
+
+
+def profile_summary(profile_dir: Path, top: int = 15) -> str:
+    """Where the time goes: the clients' cProfile (own time) and the broker's py-spy
+    samples (own and inclusive), per workload."""
+    import pstats
+    from collections import Counter
+
+    out = ["# Where the time goes (bench/run.py --profile)", ""]
+    for stats_file in sorted(profile_dir.glob("client-*.pstats")):
+        stats = pstats.Stats(str(stats_file))
+        total = stats.total_tt  # type: ignore[attr-defined]
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
+        out += [
+            f"## client {stats_file.stem[7:]} (cProfile, {total:.2f} s)",
+            "",
+            "| own s | % | calls | function |",
+            "|---:|---:|---:|---|",
+        ]
+        for (file, line, func), (_cc, nc, tt, _ct, _callers) in rows:
+            where = f"{Path(file).name}:{line}" if line else file
+            out.append(f"| {tt:.3f} | {100 * tt / total:.1f} | {nc:,} | `{func}` ({where}) |")
+        out.append("")
+    for raw in sorted(profile_dir.glob("broker-*.txt")):
+        own: Counter[str] = Counter()
+        incl: Counter[str] = Counter()
+        samples = 0
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            n = int(count)
+            frames = stack.split(";")
+            samples += n
+            own[frames[-1]] += n
+            for frame in set(frames):
+                incl[frame] += n
+        if not samples:
+            continue
+        out += [
+            f"## broker during {raw.stem[7:]} (py-spy, {samples:,} samples, idle included)",
+            "",
+            "| own % | inclusive % | frame |",
+            "|---:|---:|---|",
+        ]
+        for frame, n in own.most_common(top):
+            out.append(
+                f"| {100 * n / samples:.1f} | {100 * incl[frame] / samples:.1f} | `{frame}` |"
+            )
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _round(x: float) -> float:
+    if abs(x) >= 1000:
+        return round(x)
+    if abs(x) >= 1:
+        return round(x, 2)
+    return round(x, 4)
+
+
+# -- machine and versions ----------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    debian = (
+        Path("/etc/debian_version").read_text().strip()
+        if Path("/etc/debian_version").exists()
+        else "?"
+    )
+    disk = subprocess.run(["df", "-hT", str(BENCH_DIR)], capture_output=True, text=True).stdout
+    git = subprocess.run(
+        ["git", "-C", str(BENCH_DIR), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(BENCH_DIR), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout.splitlines()
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(mem_kb / 2**20, 1),
+        "kernel": platform.release(),
+        "debian": debian,
+        "python": platform.python_version(),
+        "filesystem": " ".join(disk.splitlines()[-1].split()[:2]) if disk else "?",
+        "loadavg_start": list(os.getloadavg()),
+        "git": f"{git}" + (f" + {len(dirty)} uncommitted files" if dirty else ""),
+    }
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=os.environ.get("BENCH_PROG", "bench/run.py"),
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny counts, 1 repetition, tiny growth: seconds (the test suite)",
+    )
+    p.add_argument(
+        "--systems",
+        default="",
+        help="comma-separated subset of "
+        + ",".join(systems.NAMES)
+        + " (default: every one installed)",
+    )
+    p.add_argument("--reps", type=int, default=None, help="repetitions (default 3; quick 1)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
+    p.add_argument(
+        "--growth-gb",
+        type=float,
+        default=None,
+        help="logbroker's (and tcp's file-append) growth run, GB of payload "
+        "(default 4; quick 0.01; 0 = off)",
+    )
+    p.add_argument(
+        "--growth-peer-gb",
+        type=float,
+        default=None,
+        help="the peers' growth runs, GB (default 0.5; quick 0.002; 0 = off)",
+    )
+    p.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated: produce_batch50,consume,disk,produce_batch1,"
+        "produce_and_consume,latency,group,json,growth",
+    )
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="default bench/results (quick: a new directory under $TMPDIR)",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="servers' data (default: a new directory under $TMPDIR)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the servers' data")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile logbroker: cProfile in its client processes, py-spy on its broker; "
+        "summary in <output>/profile/summary.md",
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib)")
+    args = p.parse_args(argv)
+    args.skip = {s for s in args.skip.split(",") if s}
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = dict(QUICK if args.quick else FULL)
+    args.reps = args.reps or cfg["reps"]
+    args.growth_gb = cfg["growth_gb"] if args.growth_gb is None else args.growth_gb
+    args.growth_peer_gb = (
+        cfg["growth_peer_gb"] if args.growth_peer_gb is None else (args.growth_peer_gb)
+    )
+    own_workdir = args.workdir is None
+    if own_workdir:
+        args.workdir = Path(tempfile.mkdtemp(prefix="logbroker-bench-"))
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.output_dir is None:
+        args.output_dir = (
+            Path(tempfile.mkdtemp(prefix="logbroker-bench-results-"))
+            if args.quick
+            else BENCH_DIR / "results"
+        )
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+
+    wanted = [s for s in args.systems.split(",") if s] or list(systems.NAMES)
+    chosen, skipped = [], {}
+    for name in wanted:
+        ok, why = systems.load(name).available()
+        if ok:
+            chosen.append(name)
+        else:
+            skipped[name] = why
+            print(f"skipping {name}: {why}", flush=True)
+    if not chosen:
+        print("nothing to measure", file=sys.stderr)
+        return 2
+
+    now = datetime.now(UTC)
+    run_id = now.strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    engine = Engine(args, cfg, run_id)
+    if args.profile:
+        engine.profile_dir = args.output_dir / "profile"
+        engine.profile_dir.mkdir(parents=True, exist_ok=True)
+    info = {
+        "run_id": run_id,
+        "command": "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "started": now.isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "machine": machine_info(),
+        "systems": chosen,
+        "skipped": skipped,
+        "versions": {s: systems.load(s).versions() for s in chosen},
+        "settings": {s: getattr(systems.load(s), "SETTINGS", {}) for s in chosen},
+        "batching": {s: {str(k): v for k, v in systems.load(s).BATCHING.items()} for s in chosen},
+        "consuming": {s: systems.load(s).CONSUMING for s in chosen},
+        "parameters": {
+            "message_bytes": SIZE,
+            "fetch_bytes": FETCH_BYTES,
+            "reps": args.reps,
+            "scale": args.scale,
+            "growth_gb": args.growth_gb,
+            "growth_peer_gb": args.growth_peer_gb,
+            **{k: v for k, v in cfg.items() if k not in ("reps", "growth_gb", "growth_peer_gb")},
+        },
+    }
+    print(
+        f"run {run_id}: {', '.join(chosen)}; {args.reps} repetitions; work dir {args.workdir}",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    try:
+        for rep in range(args.reps):
+            order = chosen[rep % len(chosen) :] + chosen[: rep % len(chosen)]
+            print(f"repetition {rep + 1} of {args.reps}: {' '.join(order)}", flush=True)
+            for system in order:
+                try:
+                    engine.block(system, rep)
+                except BenchError as exc:
+                    engine.errors.append(f"{system} rep {rep + 1}: {exc}")
+                    print(f"  [{system}] FAILED: {exc}", flush=True)
+        if "growth" not in args.skip:
+            print("growth", flush=True)
+            for system in chosen:
+                try:
+                    engine.growth(system)
+                except BenchError as exc:
+                    engine.errors.append(f"{system} growth: {exc}")
+                    print(f"  [{system}] growth FAILED: {exc}", flush=True)
+    finally:
+        engine.stop_all()
+    info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    info["duration_s"] = round(time.monotonic() - t0)
+    info["machine"]["loadavg_end"] = list(os.getloadavg())
+    info["errors"] = engine.errors
+    info["values"] = {f"{s}/{w}": v for (s, w), v in engine.values.items()}
+    info["series"] = engine.series
+
+    records = engine.records()
+    (args.output_dir / "summary.json").write_text(json.dumps(records, indent=1) + "\n")
+    (args.output_dir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+    import report
+
+    (args.output_dir / "summary.md").write_text(report.markdown(records, info))
+    if not args.no_plots:
+        try:
+            report.plots(records, info, args.output_dir)
+        except ImportError as exc:
+            print(f"no plots: {exc} (bash bench/install-peers.sh installs matplotlib)")
+    if engine.profile_dir is not None:
+        (engine.profile_dir / "summary.md").write_text(profile_summary(engine.profile_dir))
+        print(f"profile: {engine.profile_dir / 'summary.md'}")
+    print(f"\n{report.table(records, info)}\n", flush=True)
+    print(
+        f"wrote {args.output_dir}/summary.json, summary.md, run.json"
+        + ("" if args.no_plots else ", *.png")
+        + f" in {info['duration_s']} s",
+        flush=True,
+    )
+    if engine.errors:
+        print(f"{len(engine.errors)} errors:\n  " + "\n  ".join(engine.errors), flush=True)
+    if own_workdir and not args.keep:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    return 1 if engine.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""logbroker: `logbroker broker` (BrokerProcess) registered in a ZooKeeper (ZooKeeperServer).
+
+Server: one broker with the sample server.properties settings (fsync every 10,000 messages
+or 1,000 ms: the paper's "asynchronous flush"), and a standalone ZooKeeper for the group
+consumer, both on 127.0.0.1 with their data in the work directory.
+
+Client: the project's own clients, as a user would call them.
+  produce  Producer (acks "none": 0.7's fire-and-forget PRODUCE), one `send` per message
+           (batch 1) or one `send` of a list of 50 (batch 50: one message set, one request);
+           the clock stops when the broker's latest offset shows every message appended.
+  consume  SimpleConsumer, fetch size = 1000 messages of the set's entry size (~205 KiB).
+  latency  send one message, then FETCH_WAIT for it (the broker answers on the append).
+  group    GroupConsumer (ZooKeeper rebalancing, FETCH_WAIT fetchers), one stream a process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import BenchError, batches, cycled, number_of, numbered, payload, payloads
+
+ENTRY_OVERHEAD = 10  # int32 size, magic 1, attributes, CRC32
+GROUP_TOPIC = "grp"
+BATCHING = {
+    1: "Producer.send(topic, payload): one PRODUCE request per message, no ack",
+    50: "Producer.send(topic, [50 payloads]): one message set, one PRODUCE request, no ack",
+}
+CONSUMING = "SimpleConsumer FETCH of 1000 messages' worth of bytes (~205 KiB)"
+
+
+def available() -> tuple[bool, str]:
+    try:
+        import logbroker  # noqa: F401
+    except ImportError as exc:
+        return False, f"logbroker is not importable: {exc}"
+    if not Path("/usr/share/java/zookeeper.jar").exists():
+        return False, "Debian's zookeeper is not installed (make setup)"
+    return True, ""
+
+
+def versions() -> dict[str, str]:
+    import platform
+
+    import logbroker
+
+    return {
+        "server": f"logbroker {logbroker.__version__} (CPython {platform.python_version()})",
+        "client": f"logbroker {logbroker.__version__} Producer/SimpleConsumer/GroupConsumer",
+    }
+
+
+SETTINGS = {
+    "log.flush.interval": "10000 (sample default)",
+    "log.default.flush.interval.ms": "1000 (sample default)",
+    "log.file.size": "536870912 (default)",
+    "topic.partition.count.map": f"{GROUP_TOPIC}:2 (the group workloads' topic)",
+    "zookeeper": "standalone, tickTime 500, forceSync=no",
+}
+
+
+class Server:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = Path(workdir)
+        self.zk: Any = None
+        self.broker: Any = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "broker" / "logs"
+
+    def start(self) -> None:
+        from logbroker.testing.broker import BrokerProcess
+        from logbroker.testing.zookeeper import ZooKeeperServer
+
+        self.zk = ZooKeeperServer(self.workdir / "zookeeper").start()
+        target = self.zk.create_chroot("/bench")
+        self.zk_connect = target.connect
+        self.broker = BrokerProcess(
+            self.workdir / "broker",
+            broker_id=0,
+            zk_connect=self.zk_connect,
+            overrides={
+                "topic.partition.count.map": f"{GROUP_TOPIC}:2",
+                "log.cleanup.interval.mins": "60",
+            },
+        ).start(timeout=60)
+
+    @property
+    def endpoint(self) -> dict[str, Any]:
+        return {"host": self.broker.host, "port": self.broker.port, "zk": self.zk_connect}
+
+    def pids(self) -> list[int]:
+        return [p for p in (self.broker and self.broker.pid, self.zk and self.zk.pid) if p]
+
+    def stop(self) -> None:
+        try:
+            if self.broker is not None:
+                self.broker.stop()
+        finally:
+            if self.zk is not None:
+                self.zk.stop()
+
+
+class Client:
+    def __init__(self, endpoint: dict[str, Any]) -> None:
+        self.ep = endpoint
+        self.broker_list = f"0:{endpoint['host']}:{endpoint['port']}"
+        self._closers: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        for close in reversed(self._closers):
+            close()
+
+    def _producer(self, partitions: int = 1, codec: str = "none") -> Any:
+        from logbroker.client.producer import Producer
+
+        producer = Producer(
+            broker_list=self.broker_list, num_partitions=partitions, compression_codec=codec
+        )
+        self._closers.append(producer.close)
+        return producer
+
+    def _consumer(self, fetch_size: int = 300 * 1024) -> Any:
+        from logbroker.client.simple_consumer import SimpleConsumer
+
+        consumer = SimpleConsumer(self.ep["host"], self.ep["port"], fetch_size=fetch_size)
+        self._closers.append(consumer.close)
+        return consumer
+
+    def _latest(self, consumer: Any, topic: str, partition: int = 0) -> int:
+        from logbroker.protocol.errors import LogbrokerError
+
+        try:
+            return int(consumer.latest_offset(topic, partition))
+        except LogbrokerError:
+            return 0  # the topic does not exist yet
+
+    def _wait_stored(self, consumer: Any, topic: str, offset: int, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while self._latest(consumer, topic) < offset:
+            if time.monotonic() > deadline:
+                raise BenchError(f"the broker did not append {topic} up to {offset}")
+            time.sleep(0.0005)
+
+    # -- workloads ------------------------------------------------------------------------
+
+    def produce(
+        self, topic: str, n: int, size: int, batch: int, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        producer = self._producer()
+        watcher = self._consumer()
+        start_offset = self._latest(watcher, topic)
+        n = n // batch * batch
+        end_offset = start_offset + n * (size + ENTRY_OVERHEAD)
+        pool = payloads(size)
+        send = producer.send
+        ready()
+        t0 = time.perf_counter()
+        if batch == 1:
+            for data in cycled(pool, n):
+                send(topic, data)
+        else:
+            for messages in cycled(batches(pool, batch), n // batch):
+                send(topic, messages)
+        sent = time.perf_counter()
+        self._wait_stored(watcher, topic, end_offset)
+        t1 = time.perf_counter()
+        return {
+            "messages": n,
+            "seconds": t1 - t0,
+            "send_seconds": sent - t0,
+            "stored_bytes": end_offset - start_offset,
+        }
+
+    def load(self, topic: str, n: int, size: int, partitions: int = 1) -> dict[str, Any]:
+        producer = self._producer(partitions)
+        watcher = self._consumer()
+        sets = batches(payloads(size), 50)
+        per_partition = n // partitions
+        for p in range(partitions):
+            key = str(p) if partitions > 1 else None  # Java's hash: "0" -> 0, "1" -> 1
+            for messages in cycled(sets, per_partition // 50):
+                producer.send(topic, messages, key=key)
+        for p in range(partitions):
+            deadline = time.monotonic() + 600
+            want = (per_partition // 50) * 50 * (size + ENTRY_OVERHEAD)
+            while self._latest(watcher, topic, p) < want:
+                if time.monotonic() > deadline:
+                    raise BenchError(f"load of {topic}-{p} did not complete")
+                time.sleep(0.002)
+        return {"messages": (per_partition // 50) * 50 * partitions}
+
+    def consume(
+        self, topic: str, n: int, batch_bytes: int, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        consumer = self._consumer(fetch_size=batch_bytes)
+        offset = consumer.earliest_offset(topic, 0)
+        fetch = consumer.fetch_messages
+        ready()
+        count = nbytes = fetches = 0
+        t0 = time.perf_counter()
+        while count < n:
+            messages, offset = fetch(topic, 0, offset, max_wait_ms=1000)
+            fetches += 1
+            for m in messages:
+                count += 1
+                nbytes += len(m.payload)
+        t1 = time.perf_counter()
+        return {"messages": count, "seconds": t1 - t0, "payload_bytes": nbytes, "fetches": fetches}
+
+    def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
+        from logbroker.protocol.message_set import iter_messages
+        from logbroker.protocol.requests import FetchRequest
+
+        producer = self._producer()
+        consumer = self._consumer()
+        producer.send(topic, payload(size))  # creates the topic
+        self._wait_stored(consumer, topic, size + ENTRY_OVERHEAD)
+        offset = self._latest(consumer, topic)
+        send = producer.send
+        fetch_wait = consumer.fetch_wait
+        clock = time.perf_counter
+        out: list[float] = []
+        for i in range(warmup + n):
+            data = numbered(i, size)
+            t0 = clock()
+            send(topic, data)
+            got = None
+            while got is None:
+                result = fetch_wait([FetchRequest(topic, 0, offset, 64 * 1024)], 1000)[0]
+                if isinstance(result, Exception):
+                    raise result
+                for m in iter_messages(result.data, offset):
+                    got = m
+                    offset = m.next_offset
+            t1 = clock()
+            if number_of(got.payload) != i:
+                raise BenchError(f"latency: expected message {i}, got {number_of(got.payload)}")
+            if i >= warmup:
+                out.append((t1 - t0) * 1000)
+        return {"latencies_ms": out}
+
+    def group_consume(
+        self,
+        topic: str,
+        group: str,
+        members: int,
+        expect: int,
+        idle_s: float,
+        ready: Callable[[], None],
+        batch_bytes: int = 210_000,
+    ) -> dict[str, Any]:
+        from logbroker.client.group_consumer import GroupConsumer
+
+        consumer = GroupConsumer(
+            group_id=group,
+            zk_connect=self.ep["zk"],
+            autooffset_reset="smallest",
+            consumer_timeout_ms=int(idle_s * 1000),
+            fetch_size=batch_bytes,
+            rebalance_backoff_ms=200,
+        )
+        self._closers.append(consumer.close)
+        stream = consumer.create_message_streams({topic: 1})[topic][0]
+        share = 2 // members  # the group topic has 2 partitions
+        deadline = time.monotonic() + 60
+        while sum(len(v) for v in consumer.owned_partitions().values()) != share:
+            if time.monotonic() > deadline:
+                raise BenchError(f"group {group}: no stable assignment after 60 s")
+            time.sleep(0.02)
+        ready()
+        count = nbytes = 0
+        t0 = time.perf_counter()
+        t_last = t0
+        for m in stream:
+            count += 1
+            nbytes += len(m.payload)
+            if count >= expect:
+                t_last = time.perf_counter()
+                break
+            if count % 1000 == 0:
+                t_last = time.perf_counter()
+        else:
+            t_last = max(t_last, time.perf_counter() - idle_s)
+        return {"messages": count, "seconds": t_last - t0, "payload_bytes": nbytes}
+
+    def growth(
+        self, topic: str, total_bytes: int, size: int, batch: int, window_bytes: int
+    ) -> dict[str, Any]:
+        producer = self._producer()
+        watcher = self._consumer()
+        sets = batches(payloads(size), batch)
+        per_batch = batch * (size + ENTRY_OVERHEAD)
+        batches_per_window = max(1, window_bytes // per_batch)
+        windows: list[list[float]] = []
+        sent_bytes = 0
+        send = producer.send
+        clock = time.perf_counter
+        window_messages = batches_per_window * batch
+        window_sets = list(cycled(sets, batches_per_window))
+        stored = 0  # payload bytes, the x axis of every system's growth curve
+        t_prev = t_start = clock()
+        while stored < total_bytes:
+            t_start = t_prev
+            for messages in window_sets:
+                send(topic, messages)
+            sent_bytes += batches_per_window * per_batch
+            stored += window_messages * size
+            t_prev = clock()
+            windows.append([stored, window_messages / (t_prev - t_start)])
+        self._wait_stored(watcher, topic, sent_bytes)
+        # What the broker still had to append at the end belongs to the last window.
+        windows[-1][1] = window_messages / (clock() - t_start)
+        return {"windows": windows, "message_bytes": size + ENTRY_OVERHEAD}
+
+    def drop(self, topic: str) -> None:
+        """Nothing to free: a log keeps its data (retention deletes it, as designed)."""
+
+    # -- compression (workload 8; only logbroker compresses) -------------------------------
+
+    def produce_json(
+        self,
+        topic: str,
+        events: list[bytes],
+        n: int,
+        batch: int,
+        codec: str,
+        ready: Callable[[], None],
+    ) -> dict[str, Any]:
+        from logbroker.protocol import compression
+        from logbroker.protocol.message_set import build_message_set
+
+        producer = self._producer(codec=codec)
+        watcher = self._consumer()
+        batches = [events[i : i + batch] for i in range(0, len(events), batch)]
+        code = compression.codec_by_name(codec)
+        set_sizes = [len(build_message_set(b, code)) for b in batches]  # deterministic
+        rounds = n // batch
+        expected = sum(set_sizes[i % len(batches)] for i in range(rounds))
+        raw = sum(len(build_message_set(batches[i % len(batches)])) for i in range(rounds))
+        start = self._latest(watcher, topic)
+        send = producer.send
+        ready()
+        t0 = time.perf_counter()
+        for i in range(rounds):
+            send(topic, batches[i % len(batches)])
+        self._wait_stored(watcher, topic, start + expected)
+        t1 = time.perf_counter()
+        return {
+            "messages": rounds * batch,
+            "seconds": t1 - t0,
+            "stored_bytes": expected,
+            "uncompressed_bytes": raw,
+            "payload_bytes": sum(len(b) for i in range(rounds) for b in batches[i % len(batches)]),
+        }
+
+    def consume_json(
+        self, topic: str, n: int, batch_bytes: int, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        return self.consume(topic, n, batch_bytes, ready)

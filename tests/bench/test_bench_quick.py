@@ -1,0 +1,125 @@
+"""The benchmark's quick mode keeps bench/ working: it runs, and writes the records it should.
+
+Nothing here is about speed: no number is compared with anything. The peers (RabbitMQ,
+ActiveMQ, Redis) are measured only where bench/install-peers.sh installed them; nothing is
+installed here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from logbroker.cli import main
+from logbroker.commands.bench import default_bench_dir, split_bench_dir
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+FIELDS = {"system", "workload", "unit", "median", "min", "max", "reps", "run_id"}
+COMMON = {
+    "produce_batch1": "msgs/s",
+    "produce_batch50": "msgs/s",
+    "consume": "msgs/s",
+    "produce_and_consume": "msgs/s",
+    "latency_p50": "ms",
+    "latency_p99": "ms",
+    "latency_p999": "ms",
+}
+STORED = {  # every system that stores messages, on top of COMMON
+    "disk_bytes_per_message": "bytes",
+    "disk_overhead_per_message": "bytes",
+    "group_consume_1": "msgs/s",
+    "group_consume_2": "msgs/s",
+    "growth_first_100mb": "msgs/s",
+    "growth_final": "msgs/s",
+    "growth_ratio": "x",
+}
+LOGBROKER_ONLY = {
+    **{f"json_produce_{c}": "msgs/s" for c in ("none", "gzip", "snappy")},
+    **{f"json_consume_{c}": "msgs/s" for c in ("none", "gzip", "snappy")},
+    "compression_ratio_gzip": "x",
+    "compression_ratio_snappy": "x",
+}
+
+
+def installed_peers() -> set[str]:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import systems
+
+        return {name for name in systems.PEERS if systems.load(name).available()[0]}
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+@pytest.mark.slow
+def test_quick_run_writes_every_record(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "run.py"),
+            "--quick",
+            "--output-dir",
+            str(out),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    records = json.loads((out / "summary.json").read_text())
+    assert records and all(set(r) >= FIELDS for r in records)
+    assert len({r["run_id"] for r in records}) == 1  # one run_id per invocation
+    for r in records:
+        assert r["min"] <= r["median"] <= r["max"], r
+        assert r["reps"] >= 1
+
+    found: dict[str, dict[str, str]] = {}
+    for r in records:
+        found.setdefault(r["system"], {})[r["workload"]] = r["unit"]
+    expected = {"logbroker", "tcp"} | installed_peers()
+    assert set(found) == expected
+    assert found["logbroker"] == {**COMMON, **STORED, **LOGBROKER_ONLY}
+    growth = {w: u for w, u in STORED.items() if w.startswith("growth")}
+    assert found["tcp"] == {**COMMON, **growth}  # growth: plain file appends
+    for peer in expected - {"logbroker", "tcp"}:
+        assert found[peer] == {**COMMON, **STORED}
+
+    run = json.loads((out / "run.json").read_text())
+    assert run["run_id"] == records[0]["run_id"] and run["errors"] == []
+    assert "| `produce_batch50` |" in (out / "summary.md").read_text()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return  # the plots need bench/requirements.txt
+    for name in ("producer_throughput", "consumer_throughput", "latency", "growth"):
+        assert (out / f"{name}.png").stat().st_size > 1000
+
+
+def test_cli_help_shows_the_benchmark_options(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--help"]) == 0
+    text = capfd.readouterr().out
+    assert "--bench-dir" in text and "--quick" in text and "--growth-gb" in text
+
+
+def test_cli_finds_bench_dir_and_passes_arguments_through() -> None:
+    assert default_bench_dir() == BENCH
+    assert split_bench_dir(["--quick", "--bench-dir", "/x", "--reps", "2"]) == (
+        Path("/x"),
+        ["--quick", "--reps", "2"],
+    )
+    assert split_bench_dir(["--bench-dir=/y"]) == (Path("/y"), [])
+
+
+def test_cli_without_bench_dir_says_where_to_look(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "--bench-dir", str(tmp_path), "--quick"]) == 2
+    assert "--bench-dir" in capfd.readouterr().err
