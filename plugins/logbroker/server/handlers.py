@@ -146,21 +146,19 @@ class RequestHandlers:
     # -- produce ----------------------------------------------------------------------
 
     def _check_produce(self, req: ProduceRequest) -> tuple[int, Validation]:
-        """Topic, partition and set checked; raises ProduceRejected for 0.7's close."""
+        """The partition to append to and the set's validation; raises LogbrokerError
+        (InvalidTopicError, WrongPartitionError, InvalidMessageError) naming what is wrong."""
         partition = req.partition
         if self.logs.lookup(req.topic, partition) is None:  # an existing log needs no checks
-            try:
-                validate_topic(req.topic)
-                if partition == RANDOM_PARTITION:
-                    partition = self.logs.choose_partition(req.topic)
-                self.logs.check_partition(req.topic, partition)
-            except LogbrokerError as exc:
-                raise ProduceRejected(str(exc)) from exc
+            validate_topic(req.topic)
+            if partition == RANDOM_PARTITION:
+                partition = self.logs.choose_partition(req.topic)
+            self.logs.check_partition(req.topic, partition)
         check = validate(req.messages)
         if check.error is not None:
-            raise ProduceRejected(f"produce to {req.topic}-{partition}: {check.error}")
+            raise InvalidMessageError(f"produce to {req.topic}-{partition}: {check.error}")
         if check.valid_bytes == 0 and len(req.messages):
-            raise ProduceRejected(
+            raise InvalidMessageError(
                 f"produce to {req.topic}-{partition}: the first entry of the "
                 f"{len(req.messages)}-byte message set is incomplete"
             )
@@ -174,14 +172,8 @@ class RequestHandlers:
             )
         return None
 
-    def _append(self, req: ProduceRequest, partition: int, check: Validation) -> tuple[int, int]:
-        part_log = self.logs.lookup(req.topic, partition) or self.logs.get_or_create_log(
-            req.topic, partition
-        )
-        offset, next_offset = part_log.append(req.messages, check)
-        self.metrics.produced(req.topic, check.messages, check.valid_bytes)
-        self.waiters.appended(req.topic, partition)
-        return offset, next_offset
+    def _log_for(self, topic: str, partition: int) -> Log:
+        return self.logs.lookup(topic, partition) or self.logs.get_or_create_log(topic, partition)
 
     def produce(self, req: ProduceRequest, client: str) -> None:
         self.metrics.request("produce")
@@ -193,7 +185,10 @@ class RequestHandlers:
 
     def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str) -> None:
         # Check every set before appending any, so a rejected request appends nothing.
-        checked = [(p, *self._check_produce(p)) for p in produces]
+        try:
+            checked = [(p, *self._check_produce(p)) for p in produces]
+        except LogbrokerError as exc:
+            raise ProduceRejected(str(exc)) from exc
         for req, partition, check in checked:
             too_large = self._too_large(req, partition, check)
             if too_large:
@@ -201,9 +196,7 @@ class RequestHandlers:
                 log.warning("dropped a produce from %s: %s", client, too_large)
                 continue
             if check.valid_bytes:
-                part_log = self.logs.lookup(req.topic, partition) or self.logs.get_or_create_log(
-                    req.topic, partition
-                )
+                part_log = self._log_for(req.topic, partition)
                 self._deferred.setdefault(part_log, []).append((req.messages, check))
         if not self._batching:
             self.flush_appends()
@@ -215,20 +208,14 @@ class RequestHandlers:
         for p in req.produces:
             partition = p.partition
             try:
-                validate_topic(p.topic)
-                if partition == RANDOM_PARTITION:
-                    partition = self.logs.choose_partition(p.topic)
-                self.logs.check_partition(p.topic, partition)
-                check = validate(p.messages)
-                if check.error is not None:
-                    raise InvalidMessageError(str(check.error))
-                if check.valid_bytes == 0 and len(p.messages):
-                    raise InvalidMessageError("the first entry of the message set is incomplete")
+                partition, check = self._check_produce(p)
                 too_large = self._too_large(p, partition, check)
                 if too_large:
                     raise MessageSizeTooLargeError(too_large)
-                offset, next_offset = self._append(p, partition, check)
-                part_log = self.logs.get_or_create_log(p.topic, partition)
+                part_log = self._log_for(p.topic, partition)
+                offset, next_offset = part_log.append(p.messages, check)
+                self.metrics.produced(p.topic, check.messages, check.valid_bytes)
+                self.waiters.appended(p.topic, partition)
                 touched[id(part_log)] = part_log
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
