@@ -238,10 +238,30 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
     length = len(data)
     unpack_int = _INT32.unpack_from
     unpack_crc = _CRC.unpack_from
+    unpack_magic1 = ENTRY_MAGIC1.unpack_from
     crc32 = zlib.crc32
     make = tuple.__new__
     pos = 0
     while pos + ENTRY_OVERHEAD <= length:
+        # Fast path: a whole, uncompressed magic-1 entry (what nearly every entry is),
+        # its header read in one call.
+        if pos + ENTRY_OVERHEAD + MAGIC1_HEADER <= length:
+            size, magic, attributes, crc = unpack_magic1(data, pos)
+            end = pos + ENTRY_OVERHEAD + size
+            if (
+                magic == 1
+                and not attributes & CODEC_MASK
+                and MAGIC1_HEADER <= size
+                and end <= length
+            ):
+                payload = data[pos + 10 : end]
+                if crc32(payload) != crc:
+                    raise CorruptMessageError(
+                        f"CRC mismatch in the entry at offset {base_offset + pos}"
+                    )
+                yield make(Message, (base_offset + pos, base_offset + end, payload, 1, attributes))
+                pos = end
+                continue
         (size,) = unpack_int(data, pos)
         offset = base_offset + pos
         if size < MIN_MESSAGE_SIZE:
