@@ -13,10 +13,8 @@ import time
 
 
 class _UtcFormatter(logging.Formatter):
-    converter = time.gmtime
-
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        base = time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created))
+        base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         return f"{base}.{int(record.msecs):03d}Z"
 
 

@@ -188,7 +188,7 @@ class Cluster:
             data, _ = self.zk.get(path)
         except NoNodeError:
             return None
-        return data.decode("utf-8")
+        return str(data, "utf-8")
 
     def _read_int(self, path: str) -> int | None:
         text = self._read(path)

@@ -180,8 +180,10 @@ class Producer:
         """
         if type(payloads) is bytes and self.acks == "none":
             return self._send_one(topic, payloads, key)
-        batch = (
-            [payloads] if isinstance(payloads, bytes | bytearray | memoryview) else list(payloads)
+        batch: list[bytes] = (
+            [bytes(payloads)]
+            if isinstance(payloads, bytes | bytearray | memoryview)
+            else list(payloads)
         )
         return self.send_batch([(topic, key, p) for p in batch]) if batch else []
 

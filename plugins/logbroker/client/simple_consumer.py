@@ -29,6 +29,7 @@ from ..protocol.requests import (
     WaitingFetchRequest,
 )
 from ..protocol.responses import (
+    FetchResponse,
     Metadata,
     decode_fetch_response,
     decode_metadata_response,
@@ -110,8 +111,8 @@ class SimpleConsumer:
 
     @staticmethod
     def _sets(
-        fetches: Sequence[FetchRequest], responses: list
-    ) -> list[FetchedData | LogbrokerError]:  # type: ignore[type-arg]
+        fetches: Sequence[FetchRequest], responses: list[FetchResponse]
+    ) -> list[FetchedData | LogbrokerError]:
         out: list[FetchedData | LogbrokerError] = []
         for f, r in zip(fetches, responses, strict=True):
             if r.error:

@@ -8,6 +8,7 @@ manual; every --help ends in examples.
 from __future__ import annotations
 
 import argparse
+from typing import TextIO
 
 
 def formatter(prog: str) -> argparse.HelpFormatter:
@@ -19,7 +20,7 @@ def add_logging_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", default="text", choices=("text", "json"), help="log line format")
 
 
-def print_table(rows: list[list[object]], headers: list[str], out: object = None) -> None:
+def print_table(rows: list[list[object]], headers: list[str], out: TextIO | None = None) -> None:
     """A plain aligned text table (what Kafka's tools print)."""
     import sys
 
@@ -31,4 +32,4 @@ def print_table(rows: list[list[object]], headers: list[str], out: object = None
             c.rjust(w) if n and c.lstrip("-").isdigit() else c.ljust(w)
             for c, w in zip(row, widths, strict=True)
         )
-        print(line.rstrip(), file=stream)  # type: ignore[call-overload]
+        print(line.rstrip(), file=stream)

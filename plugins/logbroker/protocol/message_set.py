@@ -251,7 +251,7 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
             if (
                 magic == 1
                 and not attributes & CODEC_MASK
-                and MAGIC1_HEADER <= size
+                and size >= MAGIC1_HEADER
                 and end <= length
             ):
                 payload = data[pos + 10 : end]

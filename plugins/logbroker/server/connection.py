@@ -107,7 +107,7 @@ class BrokerConnection(asyncio.Protocol):
         if len(self._pending) < 4:
             return False
         (size,) = _SIZE.unpack_from(self._pending, 0)
-        return (
+        return bool(
             size < REQUEST_TYPE_BYTES
             or size > self.server.max_request_bytes
             or (len(self._pending) >= 4 + size)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 
 from ..config import BrokerConfig
 from .connection import BrokerConnection
@@ -85,8 +84,7 @@ class SocketServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._tasks:
-            waiting: list[Awaitable[None]] = list(self._tasks)
-            _done, pending = await asyncio.wait(waiting, timeout=grace_s)  # type: ignore[type-var]
+            _done, pending = await asyncio.wait(list(self._tasks), timeout=grace_s)
             for task in pending:
                 task.cancel()
         for conn in list(self.connections):
