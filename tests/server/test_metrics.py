@@ -22,8 +22,8 @@ from logbroker.server.metrics import (
     BrokerMetrics,
     escape_label_value,
     format_value,
-    start_metrics_server,
 )
+from logbroker.server.metrics_http import start_metrics_server
 
 WEIRD = 'we"ird\\to\npic'  # a double quote, a backslash and a newline
 WEIRD_ESCAPED = 'we\\"ird\\\\to\\npic'

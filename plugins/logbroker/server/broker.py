@@ -19,7 +19,8 @@ from ..config import BrokerConfig
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
-from .metrics import BrokerMetrics, start_metrics_server
+from .metrics import BrokerMetrics
+from .metrics_http import start_metrics_server
 from .socket_server import SocketServer
 from .waiters import AppendWaiters
 
