@@ -82,6 +82,30 @@ def number_of(data: bytes | memoryview) -> int:
     return int(bytes(data[:12]))
 
 
+def round_trips(
+    n: int,
+    size: int,
+    warmup: int,
+    send: Callable[[bytes], object],
+    receive: Callable[[], bytes | memoryview],
+) -> dict[str, list[float]]:
+    """The latency workload's loop, the same for every system: one numbered message in
+    flight, timed from `send` until `receive` has it back; the first `warmup` don't count."""
+    clock = time.perf_counter
+    out: list[float] = []
+    for i in range(warmup + n):
+        data = numbered(i, size)
+        t0 = clock()
+        send(data)
+        got = receive()
+        t1 = clock()
+        if number_of(got) != i:
+            raise BenchError(f"latency: expected message {i}, got {number_of(got)}")
+        if i >= warmup:
+            out.append((t1 - t0) * 1000)
+    return {"latencies_ms": out}
+
+
 _PAGES = (
     "/feed",
     "/jobs/view",

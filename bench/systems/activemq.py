@@ -33,10 +33,9 @@ from common import (
     batches,
     cycled,
     free_port,
-    number_of,
-    numbered,
     payloads,
     port_open,
+    round_trips,
     spawn,
     stop_pid,
     wait_for,
@@ -319,22 +318,18 @@ class Client:
         sub.subscribe(dest, id="1", ack="auto", receipt=rid)
         listener.receipts[rid].wait(30)
         headers = {"persistent": "true"}
-        clock = time.perf_counter
         arrived = listener.arrived
-        out = []
-        for i in range(warmup + n):
-            data = numbered(i, size)
+
+        def send(data: bytes) -> None:
             arrived.clear()
-            t0 = clock()
             pub.send(dest, data, headers=headers)
+
+        def receive() -> bytes:
             if not arrived.wait(30):
-                raise BenchError(f"activemq: message {i} did not arrive ({listener.error})")
-            t1 = clock()
-            if number_of(listener.last_body) != i:
-                raise BenchError(f"latency: expected message {i}")
-            if i >= warmup:
-                out.append((t1 - t0) * 1000)
-        return {"latencies_ms": out}
+                raise BenchError(f"activemq: a message did not arrive ({listener.error})")
+            return listener.last_body  # type: ignore[no-any-return]
+
+        return round_trips(n, size, warmup, send, receive)
 
     def group_consume(
         self,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, batches, cycled, number_of, numbered, payload, payloads
+from common import BenchError, batches, cycled, payload, payloads, round_trips
 
 ENTRY_OVERHEAD = 10  # int32 size, magic 1, attributes, CRC32
 GROUP_TOPIC = "grp"
@@ -220,28 +220,18 @@ class Client:
         producer.send(topic, payload(size))  # creates the topic
         self._wait_stored(consumer, topic, size + ENTRY_OVERHEAD)
         offset = self._latest(consumer, topic)
-        send = producer.send
-        fetch_wait = consumer.fetch_wait
-        clock = time.perf_counter
-        out: list[float] = []
-        for i in range(warmup + n):
-            data = numbered(i, size)
-            t0 = clock()
-            send(topic, data)
-            got = None
-            while got is None:
-                result = fetch_wait([FetchRequest(topic, 0, offset, 64 * 1024)], 1000)[0]
+
+        def receive() -> bytes:
+            nonlocal offset
+            while True:  # a waiting fetch: answered as soon as the message is appended
+                result = consumer.fetch_wait([FetchRequest(topic, 0, offset, 64 * 1024)], 1000)[0]
                 if isinstance(result, Exception):
                     raise result
                 for m in iter_messages(result.data, offset):
-                    got = m
                     offset = m.next_offset
-            t1 = clock()
-            if number_of(got.payload) != i:
-                raise BenchError(f"latency: expected message {i}, got {number_of(got.payload)}")
-            if i >= warmup:
-                out.append((t1 - t0) * 1000)
-        return {"latencies_ms": out}
+                    return m.payload
+
+        return round_trips(n, size, warmup, lambda data: producer.send(topic, data), receive)
 
     def group_consume(
         self,

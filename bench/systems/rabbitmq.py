@@ -35,10 +35,9 @@ from common import (
     batches,
     cycled,
     free_port,
-    number_of,
-    numbered,
     payloads,
     port_open,
+    round_trips,
     spawn,
     stop_pid,
     wait_for,
@@ -342,22 +341,19 @@ class Client:
         got: list[bytes] = []
         sub.basic_consume(topic, lambda _c, _m, _p, body: got.append(body), auto_ack=True)
         props = self.props
-        clock = time.perf_counter
         process = cconn.process_data_events
-        out = []
-        for i in range(warmup + n):
-            data = numbered(i, size)
-            t0 = clock()
-            pub.basic_publish("", topic, data, props)
+
+        def receive() -> bytes:
             while not got:
                 process(time_limit=None)
-            t1 = clock()
             body = got.pop()
-            if number_of(body) != i or got:
-                raise BenchError(f"latency: expected message {i}")
-            if i >= warmup:
-                out.append((t1 - t0) * 1000)
-        return {"latencies_ms": out}
+            if got:
+                raise BenchError("latency: more than one message in flight")
+            return body
+
+        return round_trips(
+            n, size, warmup, lambda data: pub.basic_publish("", topic, data, props), receive
+        )
 
     def group_consume(
         self,

@@ -24,14 +24,12 @@ from typing import Any
 
 from common import (
     LOOPBACK,
-    BenchError,
     batches,
     cycled,
     free_port,
-    number_of,
-    numbered,
     payload,
     payloads,
+    round_trips,
     spawn,
     stop_pid,
     wait_for,
@@ -208,22 +206,18 @@ class Client:
     def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
         producer, consumer = self._conn(), self._conn()
         last = producer.xadd(topic, {b"d": payload(size)})
-        clock = time.perf_counter
-        out = []
-        for i in range(warmup + n):
-            fields = {b"d": numbered(i, size)}
-            t0 = clock()
-            producer.xadd(topic, fields)
+
+        def receive() -> bytes:
+            nonlocal last
             reply = None
             while not reply:
                 reply = consumer.xread({topic: last}, count=1, block=1000)
-            t1 = clock()
             last, got = reply[0][1][0]
-            if number_of(got[b"d"]) != i:
-                raise BenchError(f"latency: expected message {i}")
-            if i >= warmup:
-                out.append((t1 - t0) * 1000)
-        return {"latencies_ms": out}
+            return got[b"d"]  # type: ignore[no-any-return]
+
+        return round_trips(
+            n, size, warmup, lambda data: producer.xadd(topic, {b"d": data}), receive
+        )
 
     def group_consume(
         self,
