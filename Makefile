@@ -11,12 +11,21 @@ setup: system-deps $(STAMP)
 system-deps:
 	@PYTHON=$(PYTHON) bash scripts/install-system-deps.sh
 
-# Reinstall only when the pinned packages or the project metadata change.
+# Reinstall only when the pinned packages or the project metadata change. uv installs the
+# lock (Airflow, Spark and GX: ~200 packages) in a fraction of pip's time; --compile-bytecode
+# because this environment sets PYTHONDONTWRITEBYTECODE and imports are slow without .pyc.
+UV_VERSION := 0.13.9
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.lock
+	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -r requirements.lock
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
+
+# Re-pin requirements.lock from requirements.in (after changing a version there).
+.PHONY: lock
+lock: setup
+	$(BIN)/uv pip compile --quiet --python-version 3.11 requirements.in -o requirements.lock
 
 # Third-party Kafka 0.7 clients (npm) for tests/compat; those tests skip without node/npm.
 COMPAT_NODE := tests/compat/node

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages logbroker needs when they are missing: ZooKeeper (the
-# coordination service brokers and consumer groups use), a Java runtime to run it, and
-# Python's venv module (Debian ships it apart from python3).
+# coordination service brokers and consumer groups use), a Java runtime to run it and Spark,
+# Python's venv module (Debian ships it apart from python3), headless Chromium (the UI and
+# Data Docs tests render pages in it) and docker-compose v1 (it validates docker-compose.yaml
+# without a Docker engine).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail
 
@@ -9,6 +11,8 @@ need=()
 [ -r /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 SUDO=""
