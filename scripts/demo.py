@@ -69,11 +69,10 @@ def run_consumer(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from logbroker.client.cluster import Cluster
     from logbroker.client.producer import Producer
     from logbroker.commands import print_table
+    from logbroker.commands.progress import progress_bar
     from logbroker.testing.broker import BrokerProcess
     from logbroker.testing.zookeeper import ZooKeeperServer
 
@@ -113,7 +112,7 @@ def run_demo(args: argparse.Namespace) -> int:
             started = time.monotonic()
             with Producer(zk_connect=zk, compression_codec="snappy", acks="ack") as producer:
                 batch: list[bytes] = []
-                bar = tqdm(
+                bar = progress_bar(
                     total=args.events,
                     unit="msg",
                     unit_scale=True,

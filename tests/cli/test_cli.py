@@ -190,3 +190,49 @@ def test_consume_print_offsets_and_max_messages(cluster):
     assert len(rows) == 2
     for partition, offset, next_offset, payload in rows:
         assert "-" in partition and int(next_offset) == int(offset) + 4 + 6 + len(payload)
+
+
+# tqdm is in the `cli` extra, not in the library's dependencies: without it the command does
+# the same work and shows no bar. `sys.modules["tqdm"] = None` makes `import tqdm` fail.
+_WITHOUT_TQDM = (
+    "import runpy, sys; sys.modules['tqdm'] = None; "
+    "sys.argv[0] = 'logbroker'; runpy.run_module('logbroker.cli', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("tqdm_installed", [True, False], ids=["with-tqdm", "without-tqdm"])
+def test_produce_runs_the_same_with_and_without_tqdm(cluster, tmp_path, tqdm_installed):
+    zk, _brokers = cluster
+    topic = "bars" if tqdm_installed else "no-bars"
+    lines = [f"{i:08d} " + "x" * 60 for i in range(20_000)]  # > 1 MiB: the bar's threshold
+    source = tmp_path / "big.txt"
+    source.write_text("\n".join(lines) + "\n")
+    argv = ["produce", "--zookeeper", zk, "--topic", topic, "--file", str(source), "--acks"]
+    argv += ["--batch-size", "2000"]
+    prefix = [sys.executable] if tqdm_installed else [sys.executable, "-c", _WITHOUT_TQDM]
+    if tqdm_installed:
+        prefix += ["-m", "logbroker.cli"]
+    result = subprocess.run([*prefix, *argv], capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert b"sent 20000 of 20000 messages" in result.stderr
+    # tqdm draws `topic: 100%|####| 1.41M/1.41M`; without it, only the summary line is printed
+    assert (f"{topic}: 100%".encode() in result.stderr) == tqdm_installed, result.stderr
+    if not tqdm_installed:
+        assert len(result.stderr.decode().splitlines()) == 1, result.stderr
+
+    described = logbroker("topics", "--zookeeper", zk, "describe", topic)
+    rows = [line.split() for line in described.stdout.decode().splitlines()[1:]]
+    assert sum(int(r[4]) for r in rows) == sum(4 + 6 + len(line) for line in lines)
+
+
+def test_progress_bar_without_tqdm_does_nothing():
+    script = (
+        "import sys; sys.modules['tqdm'] = None\n"
+        "from logbroker.commands.progress import NoProgressBar, progress_bar\n"
+        "bar = progress_bar(total=10, file=sys.stderr)\n"
+        "bar.update(5); bar.close()\n"
+        "print(type(bar).__name__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip() == "NoProgressBar" and result.stderr == b""

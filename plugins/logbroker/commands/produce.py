@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from . import add_logging_args, formatter
+from .progress import progress_bar
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,8 +73,6 @@ def read_lines(stream: BinaryIO) -> Iterator[bytes]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from ..client.producer import AsyncProducer, Producer
     from ..protocol.errors import LogbrokerError
 
@@ -102,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     count = nbytes = 0
     batch: list[tuple[str, object, bytes]] = []
-    bar = tqdm(
+    bar = progress_bar(
         total=total, unit="B", unit_scale=True, disable=not show, file=sys.stderr, desc=args.topic
     )
     try:
