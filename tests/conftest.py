@@ -12,9 +12,14 @@ More fixtures (brokers, ...) live in tests/fixtures_*.py, registered through ``p
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -22,6 +27,21 @@ from kazoo.client import KazooClient
 from logbroker.testing import zookeeper as zk
 
 pytest_plugins = ["fixtures_brokers"]
+
+# One Airflow home for the whole session, set before any test imports airflow (Airflow reads
+# its configuration at import). Never the developer's own home: tests write its database.
+ROOT = Path(__file__).resolve().parents[1]
+AIRFLOW_HOME = tempfile.mkdtemp(prefix="logbroker-airflow-home-")
+atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
+os.environ.update(
+    {
+        "AIRFLOW_HOME": AIRFLOW_HOME,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+    }
+)
 
 
 @pytest.fixture(scope="session")

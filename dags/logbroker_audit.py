@@ -1,0 +1,93 @@
+"""
+### logbroker_audit
+
+Runs when every topic of an hour is loaded (scheduled on the hourly load's assets):
+reconciles what producers said they sent (the `_audit` topic) with what the mirror
+forwarded and what the warehouse holds, per topic and 10-minute window, and runs the
+Great Expectations checkpoint for those hours (`spark_apps/audit.py`).
+
+Hours audited: the hours just loaded and the hours before them within the lateness grace,
+because events can arrive in later loads: a late event changes an earlier hour's result,
+and an hour **closes** once its audit is complete and its grace has passed.
+
+The **audit** task turns red when a window is `lost` (missing events after the grace) or
+`unaccounted` (events no producer counted); its failure callback logs a one-line summary,
+and the hour's Data Docs page (Pipeline page -> the hour) says which windows and by how much.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import AssetAll, dag, task
+
+from hooks.assets import warehouse_asset
+from hooks.operators import SparkAppOperator
+from hooks.pipeline import load_pipeline
+
+PIPELINE = load_pipeline()
+log = logging.getLogger(__name__)
+
+
+def summarize_failure(context: Any) -> None:
+    """One line in the task log: which hours failed and what the audit found."""
+    hours = context["ti"].xcom_pull(task_ids="hours_to_audit")
+    log.error("audit of %s failed: %s", hours, context.get("exception"))
+
+
+@dag(
+    dag_id="logbroker_audit",
+    schedule=AssetAll(*(warehouse_asset(PIPELINE, t) for t in PIPELINE.loaded_topics)),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["logbroker", "audit", "data-quality"],
+    default_args={
+        "owner": "data-platform",
+        "retries": 1,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": True,
+    },
+)
+def logbroker_audit() -> None:
+    @task
+    def hours_to_audit(triggering_asset_events: Any = None) -> str:
+        """FROM..TO: the loaded hours, and the hours before them within the grace."""
+        loaded = sorted(
+            event.extra["load_hour"]
+            for events in triggering_asset_events.values()
+            for event in events
+            if "load_hour" in (event.extra or {})
+        )
+        if not loaded:
+            raise ValueError("no load_hour in the triggering asset events")
+        first = datetime.strptime(loaded[0], "%Y-%m-%dT%H") - timedelta(hours=PIPELINE.grace_hours)
+        return f"{first:%Y-%m-%dT%H}..{loaded[-1]}"
+
+    hours = hours_to_audit()
+    audit = SparkAppOperator(
+        task_id="audit",
+        application=str(PIPELINE.spark_apps / "audit.py"),
+        application_args=[
+            "--warehouse",
+            PIPELINE.warehouse,
+            "--hours",
+            "{{ ti.xcom_pull(task_ids='hours_to_audit') }}",
+            "--grace",
+            f"{PIPELINE.grace_hours}h",
+            "--reports",
+            PIPELINE.reports,
+            "--fail-on",
+            "lost,unaccounted",
+        ],
+        spark_conn_id=PIPELINE.spark_conn_id,
+        retries=0,  # a red audit is a finding, not a flake
+        on_failure_callback=summarize_failure,
+    )
+    hours >> audit
+
+
+logbroker_audit()

@@ -1,0 +1,102 @@
+"""
+### logbroker_hourly_load
+
+Every hour, loads the hour that just ended from the **analysis** cluster into the
+warehouse, one Spark load per topic (the event topics and `_audit`):
+
+1. **wait_for_mirror_<live>**: deferrable; waits (in the triggerer, holding no worker slot)
+   until the mirror has copied everything each live cluster held when the hour ended.
+2. **topics**: the topics to load (the pipeline's topics and `_audit`).
+3. **load**: mapped per topic: `spark-submit spark_apps/hourly_load.py --hour <hour>`.
+   Reads each partition from the previous hour's checkpoint to the end it finds, writes
+   Parquet under `<warehouse>/<topic>/load_hour=<hour>/` and then the checkpoint
+   `<warehouse>/_checkpoints/<topic>/<hour>.json`: the commit record (DESIGN.md §3.6).
+   Emits the asset `logbroker-warehouse/<topic>` with the hour in the event's extra.
+
+Runs one at a time and in order: an hour loads only after the previous hour committed
+(`depends_on_past`, and the load itself refuses to skip an hour, naming the missing one).
+
+**Backfill** re-runs hours from their stored offsets, with identical rows and
+`rows_sha256`: `airflow backfill create --dag-id logbroker_hourly_load --from-date
+2026-11-22T10:00:00 --to-date 2026-11-22T12:00:00 --reprocess-behavior completed`
+(or the UI's Backfill dialog). The audit re-runs for those hours.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import CronDataIntervalTimetable, dag, task
+
+from hooks.assets import WAREHOUSE_ALIAS, warehouse_asset
+from hooks.pipeline import load_pipeline
+from hooks.sensors import MirrorCaughtUpSensor
+
+PIPELINE = load_pipeline()
+
+
+@dag(
+    dag_id="logbroker_hourly_load",
+    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=2),
+    doc_md=__doc__,
+    tags=["logbroker", "warehouse", "spark"],
+    default_args={
+        "owner": "data-platform",
+        "depends_on_past": True,
+        "retries": 2,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=15),
+    },
+)
+def logbroker_hourly_load() -> None:
+    waits = [
+        MirrorCaughtUpSensor(
+            task_id=f"wait_for_mirror_{live.name}",
+            live_conn_id=live.conn_id,
+            mirror_group=live.mirror_group,
+            whitelist=PIPELINE.mirror_whitelist,
+            poll_interval=15,
+            timeout=timedelta(hours=1).total_seconds(),
+        )
+        for live in PIPELINE.live_clusters
+    ]
+
+    @task
+    def topics() -> list[str]:
+        return list(PIPELINE.loaded_topics)
+
+    @task(outlets=[WAREHOUSE_ALIAS], max_active_tis_per_dagrun=2)
+    def load(
+        topic: str, data_interval_start: Any = None, outlet_events: Any = None
+    ) -> dict[str, Any]:
+        from hooks.logbroker_hook import LogbrokerHook
+        from hooks.spark_submit import LogbrokerSparkSubmitHook
+
+        hour = data_interval_start.strftime("%Y-%m-%dT%H")
+        analysis = LogbrokerHook(PIPELINE.analysis_conn_id)
+        args = [
+            "--zookeeper", analysis.zk_connect,
+            "--schema-registry", analysis.schema_registry or "",
+            "--topics", topic,
+            "--hour", hour,
+            "--warehouse", PIPELINE.warehouse,
+            "--max-bad-fraction", str(PIPELINE.max_bad_fraction),
+        ]  # fmt: skip
+        LogbrokerSparkSubmitHook(PIPELINE.spark_conn_id).submit(
+            str(PIPELINE.spark_apps / "hourly_load.py"), args, name=f"hourly_load {topic} {hour}"
+        )
+        outlet_events[WAREHOUSE_ALIAS].add(
+            warehouse_asset(PIPELINE, topic), extra={"load_hour": hour}
+        )
+        return {"topic": topic, "load_hour": hour}
+
+    waits >> load.expand(topic=topics())
+
+
+logbroker_hourly_load()

@@ -1,0 +1,13 @@
+"""Airflow hooks, operators, sensors and triggers over the logbroker library.
+
+    logbroker_hook.LogbrokerHook          conn type `logbroker`: a cluster (ZooKeeper connect
+                                          string with chroot) and its schema registry
+    spark_submit.LogbrokerSparkSubmitHook conn type `logbroker_spark`: spark-submit with the
+                                          PYSPARK_PYTHON and PYTHONPATH our apps need
+    operators                             MirrorOperator, SparkAppOperator
+    triggers, sensors                     MirrorCaughtUpTrigger, MirrorCaughtUpSensor (deferrable)
+    provider_info                         registers the connection types and their form fields
+
+Airflow finds these files through `plugins/`; `pip install -e .` makes `hooks` importable
+everywhere else. Nothing here is imported by the library (DESIGN.md §2: library <- hooks <- dags).
+"""

@@ -1,0 +1,95 @@
+"""Tells Airflow about our connection types, so the UI's connection form knows them.
+
+Airflow discovers connection types from installed packages' `apache_airflow_provider`
+entry point (pyproject.toml points it here); this is the runtime form of a provider.yaml:
+the hook classes by connection type, the extra fields the form shows, and how it relabels
+or hides the standard ones. Nothing here imports Airflow, so discovery stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _text(label: str, description: str, default: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": ["string", "null"]}
+    if default is not None:
+        schema["default"] = default
+    return {"label": label, "description": description, "schema": schema}
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "logbroker",
+        "name": "logbroker",
+        "description": "Hooks, operators and sensors for logbroker clusters and its Spark apps.",
+        "versions": ["0.1.0"],
+        "connection-types": [
+            {
+                "connection-type": "logbroker",
+                "hook-class-name": "hooks.logbroker_hook.LogbrokerHook",
+                "hook-name": "Logbroker",
+                "conn-fields": {
+                    "schema_registry": _text(
+                        "Schema registry",
+                        "ZooKeeper connect string of the schema registry (schema.registry.zk)",
+                        "127.0.0.1:2181/registry",
+                    ),
+                    "compression_codec": {
+                        "label": "Compression",
+                        "description": "codec of the producers the hook hands out",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "default": "none",
+                            "enum": ["none", "gzip", "snappy"],
+                        },
+                    },
+                    "acks": {
+                        "label": "Acknowledgement",
+                        "description": "none (0.7 produce), ack (appended) or fsync (on disk)",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "default": "ack",
+                            "enum": ["none", "ack", "fsync"],
+                        },
+                    },
+                    "timeout_s": {
+                        "label": "Timeout (s)",
+                        "description": "ZooKeeper and socket timeout",
+                        "schema": {"type": ["number", "null"], "default": 10},
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "login", "password", "port", "extra"],
+                    "relabeling": {"host": "ZooKeeper connect (with chroot)"},
+                    "placeholders": {"host": "127.0.0.1:2181/live"},
+                },
+            },
+            {
+                "connection-type": "logbroker_spark",
+                "hook-class-name": "hooks.spark_submit.LogbrokerSparkSubmitHook",
+                "hook-name": "Spark (logbroker)",
+                "conn-fields": {
+                    "deploy_mode": {
+                        "label": "Deploy mode",
+                        "description": "client or cluster",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "enum": ["client", "cluster", None],
+                        },
+                    },
+                    "spark_submit": _text(
+                        "spark-submit", "path of spark-submit (default: beside Airflow's Python)"
+                    ),
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "login", "password", "port"],
+                    "relabeling": {"host": "Master", "extra": "Extra (conf, env as JSON)"},
+                    "placeholders": {
+                        "host": "local[2] or spark://host:7077",
+                        "extra": '{"conf": {"spark.executor.memory": "2g"}}',
+                    },
+                },
+            },
+        ],
+    }

@@ -1,0 +1,80 @@
+"""`MirrorCaughtUpTrigger`: waits, in the triggerer, until a mirror has copied given offsets.
+
+The mirror commits a source partition's offset only after the target cluster acknowledged
+every message before it (docs/mirror.md), so "the mirror group's committed offset on the
+live cluster >= the offset the live partition had at time T" means the analysis cluster
+holds everything the live cluster had at T. The trigger polls those committed offsets from
+the live cluster's ZooKeeper every `poll_interval` seconds. kazoo is a threaded client, so
+each poll runs in a worker thread (`asyncio.to_thread`): the triggerer's event loop never
+blocks, and no worker slot is held while the mirror catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from .logbroker_hook import Offsets, group_committed_offsets
+
+
+def partitions_behind(targets: Offsets, committed: Offsets) -> dict[str, int]:
+    """ "topic/<broker>-<partition>" -> bytes still to copy, for every partition whose
+    committed offset has not reached its target (an empty dict: caught up)."""
+    behind = {}
+    for topic, partitions in targets.items():
+        for name, target in partitions.items():
+            done = committed.get(topic, {}).get(name, 0)
+            if done < target:
+                behind[f"{topic}/{name}"] = target - done
+    return behind
+
+
+def read_committed(zk_connect: str, group: str) -> Offsets:
+    from logbroker.client.cluster import Cluster
+
+    with Cluster(zk_connect) as cluster:
+        return group_committed_offsets(cluster, group)
+
+
+class MirrorCaughtUpTrigger(BaseTrigger):
+    def __init__(
+        self, zk_connect: str, group: str, targets: Offsets, poll_interval: float = 10.0
+    ) -> None:
+        super().__init__()
+        self.zk_connect = zk_connect
+        self.group = group
+        self.targets = targets
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "zk_connect": self.zk_connect,
+                "group": self.group,
+                "targets": self.targets,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            try:
+                committed = await asyncio.to_thread(read_committed, self.zk_connect, self.group)
+            except Exception as exc:  # ZooKeeper away: say so and keep polling
+                self.log.warning("could not read the offsets of group %s: %s", self.group, exc)
+            else:
+                behind = partitions_behind(self.targets, committed)
+                if not behind:
+                    yield TriggerEvent({"status": "caught_up", "group": self.group})
+                    return
+                self.log.info(
+                    "mirror group %s: %d partition(s) behind, %d bytes to copy",
+                    self.group,
+                    len(behind),
+                    sum(behind.values()),
+                )
+            await asyncio.sleep(self.poll_interval)

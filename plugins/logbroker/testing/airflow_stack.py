@@ -1,0 +1,219 @@
+"""Airflow 3 as separate processes on 127.0.0.1, for the demo, `make up` and the tests.
+
+    AirflowStack(home, port).migrate().start()     api-server, scheduler, dag-processor,
+                                                    triggerer; each its own process group,
+                                                    its output in <home>/logs/<name>.out
+    stack.api(...)                                  the REST API (v2) with a JWT
+    stack.stop()                                    SIGTERM each group, SIGKILL stragglers
+
+Not `airflow standalone`: it starts log servers bound to 0.0.0.0 (STACK.md P2). Here the
+scheduler and triggerer skip their log servers (the api-server reads task logs from the
+local files), the executor is LocalExecutor with `parallelism` workers on SQLite, and the
+dag-processor rescans often so a new DAG file shows up in seconds. This module runs the
+`airflow` command; it never imports Airflow, so the library stays free of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .zookeeper import find_free_port
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+
+class AirflowStackError(RuntimeError):
+    pass
+
+
+class AirflowStack:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        dags_folder: Path,
+        plugins_folder: Path,
+        port: int | None = None,
+        parallelism: int = 4,
+        all_admins: bool = False,
+        extra_env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.home = home
+        self.port = port or find_free_port()
+        self.dags_folder = dags_folder
+        self.plugins_folder = plugins_folder
+        self.parallelism = parallelism
+        self.all_admins = all_admins
+        self.extra_env = dict(extra_env or {})
+        self.clock = clock
+        self.sleep = sleep
+        self.username = "admin"
+        self.password = self._password()
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _password(self) -> str:
+        """The admin's password, kept in the home so `make up` can print it again."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self.home / "passwords.json"
+        if path.exists():
+            return str(json.loads(path.read_text())[self.username])
+        password = secrets.token_urlsafe(12)
+        path.write_text(json.dumps({self.username: password}))
+        path.chmod(0o600)
+        return password
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.plugins_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.username}:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
+                    self.home / "passwords.json"
+                ),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(self.all_admins),
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__BASE_URL": self.url,
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+                "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(self.plugins_folder), os.environ.get("PYTHONPATH", "")) if p
+                ),
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def airflow(self, *args: str, timeout: float = 300) -> str:
+        """Run one `airflow` CLI command in this home; its output, or an error with it."""
+        cmd = [str(Path(sys.executable).with_name("airflow")), *args]
+        done = subprocess.run(
+            cmd, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if done.returncode != 0:
+            raise AirflowStackError(
+                f"airflow {' '.join(args)} exited with {done.returncode}:\n"
+                f"{done.stdout[-2000:]}{done.stderr[-4000:]}"
+            )
+        return done.stdout
+
+    def migrate(self) -> AirflowStack:
+        self.airflow("db", "migrate")
+        return self
+
+    def start(self, components: tuple[str, ...] = COMPONENTS, timeout: float = 180) -> AirflowStack:
+        logs = self.home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        binary = str(Path(sys.executable).with_name("airflow"))
+        for name in components:
+            args = [binary, name]
+            if name == "api-server":
+                args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+            elif name in ("scheduler", "triggerer"):
+                args += ["--skip-serve-logs"]
+            with open(logs / f"{name}.out", "ab") as out:
+                self.processes[name] = subprocess.Popen(
+                    args,
+                    env=self.env(),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+        if "api-server" in components:
+            self.wait_healthy(timeout)
+        return self
+
+    def wait_healthy(self, timeout: float = 180) -> None:
+        deadline = self.clock() + timeout
+        while self.clock() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise AirflowStackError(
+                        f"airflow {name} exited with {process.returncode} at start; "
+                        f"see {self.home / 'logs' / (name + '.out')}"
+                    )
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            self.sleep(0.5)
+        raise AirflowStackError(f"the api-server at {self.url} was not healthy in {timeout:.0f} s")
+
+    def stop(self, grace: float = 30) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        deadline = self.clock() + grace
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - self.clock()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.processes.clear()
+
+    # -- the REST API -----------------------------------------------------------------
+
+    def token(self) -> str:
+        if self._token is None:
+            body = json.dumps({"username": self.username, "password": self.password}).encode()
+            request = urllib.request.Request(
+                f"{self.url}/auth/token",
+                data=body,
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                self._token = str(json.loads(response.read())["access_token"])
+        return self._token
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        """Call /api/v2<path>; a JSON answer, or an error with the server's message."""
+        request = urllib.request.Request(
+            f"{self.url}/api/v2{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token()}"},
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read()
+        except urllib.error.HTTPError as exc:
+            raise AirflowStackError(
+                f"{method} /api/v2{path}: HTTP {exc.code}: {exc.read()[:1000]!r}"
+            ) from exc
+        return json.loads(text) if text else None
