@@ -438,12 +438,18 @@ def test_partial_trailing_entry_is_dropped_on_produce(sock: socket.socket, topic
     assert read_fetch(sock) == (0, whole)
 
 
-def test_non_ascii_topic_length_counts_bytes(broker: BrokerProcess, sock: socket.socket) -> None:
-    name = "c.tøpic-ü-東京"  # 2.1: the int16 length is the UTF-8 byte count
-    data = message1("däta".encode())
-    sock.sendall(produce(name, 0, data) + fetch(name, 0, 0, 1000))
+def test_non_ascii_topic_length_counts_bytes(
+    broker: BrokerProcess, sock: socket.socket, topic: str
+) -> None:
+    # 2.1: the int16 length is the UTF-8 byte count. Such a name is not a legal topic (ASCII
+    # only, protocol/topics.py), so a FETCH of it is answered Unknown (-1), as 0.7 answered an
+    # illegal name; a broker that counted characters would misread the frame and close.
+    name = "c.tøpic-ü-東京"
+    data = message1(b"data")
+    sock.sendall(produce(topic, 0, data) + fetch(name, 0, 0, 1000) + fetch(topic, 0, 0, 1000))
+    assert read_fetch(sock) == (-1, b"")
     assert read_fetch(sock) == (0, data)
-    assert partition_dir(broker, name, 0).is_dir()
+    assert not partition_dir(broker, name, 0).exists()
 
 
 # ---------------------------------------------------------------------------------------

@@ -216,7 +216,7 @@ GOOD_TOPICS = st.sampled_from(TOPICS)
 BAD_TOPICS = st.sampled_from(
     [
         *("", ".", "..", "a/b", "a\\b", "x" * 250, "é" * 125, "a\x00b", "tab\there"),
-        *("\x7f", "\x85", "\ud7ff\ue000", "a\ufff0", "new-topic", "UPPER.case_1"),
+        *("\x7f", "\x85", "\ud7ff\ue000", "a\ufff0", "emoji😀", "new-topic", "UPPER.case_1"),
     ]
 )
 topics = st.one_of(GOOD_TOPICS, GOOD_TOPICS, BAD_TOPICS)

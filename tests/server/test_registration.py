@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
 from logbroker.coordination import paths
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.server.registration import (
     BrokerIdTakenError,
     BrokerRegistration,
+    ZooKeeperRegistrationError,
     ZooKeeperUnavailableError,
 )
 from logbroker.testing import zookeeper as zk
@@ -283,6 +285,73 @@ def test_nodes_come_back_after_the_session_expires(
     # And it keeps working in the new session.
     reg.register_topic("later", 7)
     wait_for(lambda: node(zk_client, "/brokers/topics/later/3") == (b"7", new), "later")
+
+
+# No CREATE: the broker cannot write `<topic>/<id>` under such a node (an operator's lock, a
+# tool's mistake); ZooKeeper answers NoAuth, which kazoo raises with an empty message.
+NO_CREATE = [make_acl("world", "anyone", read=True, write=True, delete=True, admin=True)]
+
+
+def test_after_an_expiry_every_topic_is_registered_even_when_one_fails(
+    register: Callable[..., BrokerRegistration],
+    zk_client: KazooClient,
+    expire_session: Callable[[KazooClient], int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    reg = register(topics=lambda: {"aaa": 1, "mmm": 2, "zzz": 3})
+    old = reg.session_id
+    assert node(zk_client, "/brokers/topics/aaa/3") == (b"1", old)
+    zk_client.set_acls("/brokers/topics/aaa", NO_CREATE)
+
+    new = expire_session(reg.client)
+
+    # aaa sorts first: once, its failure stopped the loop and mmm and zzz vanished from
+    # ZooKeeper, so consumer groups stopped reading them.
+    wait_for(lambda: node(zk_client, "/brokers/topics/mmm/3") == (b"2", new), "mmm")
+    wait_for(lambda: node(zk_client, "/brokers/topics/zzz/3") == (b"3", new), "zzz")
+    wait_for(lambda: "aaa" in reg.unregistered, "aaa among the unregistered")
+    assert node(zk_client, "/brokers/topics/aaa/3") is None
+    assert reg.unregistered["aaa"].startswith("NoAuthError: ")
+    assert any(
+        "could not register topic aaa" in r.getMessage()
+        and "/brokers/topics/aaa/3" in r.getMessage()
+        and "NoAuthError" in r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.ERROR
+    )
+    wait_for(lambda: any("2 of 3 topics" in r.getMessage() for r in caplog.records), "the summary")
+
+    # Once the node is fixed, the next registration of the topic writes it.
+    zk_client.set_acls("/brokers/topics/aaa", OPEN_ACL_UNSAFE)
+    reg.register_topic("aaa", 1)
+    wait_for(lambda: node(zk_client, "/brokers/topics/aaa/3") == (b"1", new), "aaa")
+    wait_for(lambda: reg.unregistered == {}, "nothing unregistered")
+
+
+def test_at_start_a_topic_that_cannot_be_registered_does_not_stop_the_others(
+    register: Callable[..., BrokerRegistration], zk_client: KazooClient
+) -> None:
+    zk_client.ensure_path("/brokers/topics")
+    zk_client.create("/brokers/topics/aaa", acl=NO_CREATE)
+    reg = register(topics=lambda: {"aaa": 1, "bbb": 1})
+    session = reg.session_id
+    assert node(zk_client, "/brokers/topics/bbb/3") == (b"1", session)
+    assert node(zk_client, "/brokers/ids/3") is not None
+    assert list(reg.unregistered) == ["aaa"]
+
+
+def test_a_refused_broker_node_is_an_error_that_says_what_and_where(
+    register: Callable[..., BrokerRegistration], zk_client: KazooClient, zk_chroot: zk.ZkTarget
+) -> None:
+    zk_client.ensure_path("/brokers")
+    zk_client.create("/brokers/ids", acl=NO_CREATE)
+    with pytest.raises(ZooKeeperRegistrationError) as info:
+        register()
+    assert str(info.value) == (
+        f"creating /brokers/ids/3 in ZooKeeper {zk_chroot.connect} failed: "
+        "NoAuthError: Not authenticated."
+    )
 
 
 def test_survives_two_expiries_in_a_row(

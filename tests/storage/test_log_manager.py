@@ -50,7 +50,10 @@ def test_partition_counts_and_created_directories(tmp_path):
 
 @pytest.mark.parametrize(
     "topic",
-    ["", ".", "..", "../escape", "a/b", "a\\b", "tab\there", "nul\x00", "x" * 256, "del\x7f"],
+    [
+        *("", ".", "..", "../escape", "a/b", "a\\b", "tab\there", "nul\x00", "x" * 256, "del\x7f"),
+        *("emoji😀", "café", "東京", "page views", "a:b", "\ufeffbom"),
+    ],
 )
 def test_bad_topic_names_never_touch_the_disk(tmp_path, topic):
     lm = manager(tmp_path / "logs")
@@ -64,12 +67,33 @@ def test_longest_topic_name_and_dashes_are_fine(tmp_path):
     lm = manager(tmp_path, topic_partition_count_map={"t" * 249: 100000})
     lm.get_or_create_log("a-b-c", 0).append(build_message_set([b"1"]))
     lm.get_or_create_log("t" * 249, 99999)  # the longest directory name that fits: 255 bytes
-    with pytest.raises(InvalidTopicError, match="249"):
-        lm.get_or_create_log("é" * 125, 0)  # 250 bytes of UTF-8
+    with pytest.raises(InvalidTopicError, match="250 characters, over the limit of 249"):
+        lm.get_or_create_log("t" * 250, 0)
     lm.shutdown()
     again = manager(tmp_path, topic_partition_count_map={"t" * 249: 100000})
     assert again.topics() == sorted(["a-b-c", "t" * 249])
     assert again.get_log("a-b-c", 0).end_offset == 11
+
+
+def test_a_directory_that_is_not_a_legal_topic_is_skipped_by_name(tmp_path, caplog):
+    good = manager(tmp_path)
+    good.get_or_create_log("page-views", 0).append(build_message_set([b"kept"]))
+    good.shutdown()
+    for name in ("emoji😀-0", "café-1", "no-partition-number", "-3"):  # an older version's
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "00000000000000000000.kafka").write_bytes(b"old data")
+    with caplog.at_level("WARNING", logger="logbroker.storage.log_manager"):
+        again = manager(tmp_path)
+    assert again.topics() == ["page-views"]
+    assert again.get_log("page-views", 0).end_offset == 14  # 4 + 6 + len("kept")
+    assert sorted(again.skipped) == sorted(["emoji😀-0", "café-1", "no-partition-number", "-3"])
+    assert "illegal character '😀'" in again.skipped["emoji😀-0"]
+    assert "topic name is empty" in again.skipped["-3"]
+    warned = [r.getMessage() for r in caplog.records]
+    for name in again.skipped:
+        assert any(name in line and "not served" in line for line in warned), name
+    # left as it was: skipped, never deleted nor changed
+    assert (tmp_path / "emoji😀-0" / "00000000000000000000.kafka").read_bytes() == b"old data"
 
 
 def test_retention_by_age_deletes_whole_old_segments(tmp_path):

@@ -8,6 +8,7 @@ offsets and owners from `/consumers/<group>/{offsets,owners}/<topic>/<brokerId>-
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 from kazoo.client import KazooClient
@@ -17,8 +18,11 @@ from ..coordination import paths
 from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.requests import CreateTopicRequest
 from ..protocol.responses import decode_metadata_response
+from ..protocol.topics import is_legal_topic, validate_topic
 from .brokers import Broker, ZooKeeperBrokers
 from .simple_consumer import SimpleConsumer
+
+log = logging.getLogger(__name__)
 
 
 class PartitionInfo(NamedTuple):
@@ -88,6 +92,9 @@ class Cluster:
         """topic -> broker id -> partition count, from /brokers/topics."""
         result: dict[str, dict[int, int]] = {}
         for topic in sorted(self.zk.get_children(paths.BROKER_TOPICS)):
+            if not is_legal_topic(topic):  # an old broker's: nothing can read or write it
+                log.warning("ignoring %s/%s: not a legal topic name", paths.BROKER_TOPICS, topic)
+                continue
             counts = {}
             for child in self._children(paths.broker_topic_path(topic)):
                 try:
@@ -101,6 +108,7 @@ class Cluster:
 
     def create_topic(self, topic: str, partitions: int) -> dict[int, int]:
         """Create `partitions` partitions of `topic` on every live broker."""
+        validate_topic(topic)  # before any broker is asked
         brokers = self.live_brokers()
         if not brokers:
             raise LogbrokerError(f"no live brokers in {self.zk_connect}")
@@ -117,6 +125,7 @@ class Cluster:
 
     def describe(self, topic: str) -> list[PartitionInfo]:
         """Every partition of `topic` on every live broker that has it."""
+        validate_topic(topic)
         rows = []
         for broker_id in sorted(self.topics().get(topic, {})):
             if broker_id not in self.live_brokers():

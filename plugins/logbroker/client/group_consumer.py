@@ -72,6 +72,7 @@ from ..coordination.rebalance import (
     make_consumer_id,
     thread_ids,
 )
+from ..protocol.topics import validate_topic
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
 from .group.membership import ConsumerIdTakenError, GroupMembership, ZooKeeperUnavailableError
@@ -243,7 +244,7 @@ class GroupConsumer:
         subscription = StaticSubscription(dict(topic_streams))
         subscription.value()  # stream counts >= 1, or ValueError
         for topic in topic_streams:
-            paths.broker_topic_path(topic)  # a usable topic name, or ValueError
+            validate_topic(topic)  # before anything is written to ZooKeeper
         streams: dict[str, list[MessageStream]] = {}
         stream_of: dict[tuple[str | None, str], MessageStream] = {}
         for topic, n in topic_streams.items():

@@ -43,6 +43,7 @@ from ..protocol.requests import (
     produce_frame_prefix,
 )
 from ..protocol.responses import decode_acked_produce_response
+from ..protocol.topics import validate_topic
 from .brokers import Broker, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
 from .partitioner import Key, Partitioner, default_partitioner
@@ -176,6 +177,7 @@ class Producer:
         """Send one message or a list of them to one partition of `topic`.
 
         Returns where they landed when `acks` is "ack" or "fsync", else []. Raises
+        InvalidTopicError for an illegal topic name before anything is sent, and
         ProduceError (after retries) when they could not be sent.
         """
         if type(payloads) is bytes and self.acks == "none":
@@ -193,6 +195,7 @@ class Producer:
             self._forget_routes()
         route = self._routes.get(topic)
         if route is None:
+            validate_topic(topic)
             route = self._routes[topic] = (self._partitions(topic), produce_frame_prefix(topic))
         partitions, prefix = route
         if key is None:
@@ -249,6 +252,7 @@ class Producer:
         for topic, key, payload in messages:
             partitions = known.get(topic)
             if partitions is None:
+                validate_topic(topic)  # every topic of the batch, before any of it is sent
                 partitions = known[topic] = self._partitions(topic)
             if key is None:
                 target = sticky.get(topic)
@@ -385,11 +389,19 @@ class AsyncProducer:
         self.enqueue_timeout_ms = enqueue_timeout_ms
         self._queue: queue.Queue[tuple[str, Key, bytes] | None] = queue.Queue(queue_size)
         self.errors: list[Exception] = []
+        self._legal_topics: set[str] = set()
         self._thread = threading.Thread(target=self._run, name="async-producer", daemon=True)
         self._thread.start()
 
     def send(self, topic: str, payload: bytes, key: Key = None) -> bool:
-        """Queue one message; False if it was dropped because the queue stayed full."""
+        """Queue one message; False if it was dropped because the queue stayed full.
+
+        Raises InvalidTopicError at once for an illegal topic name: in the queue it would
+        fail the whole batch it landed in, good messages too.
+        """
+        if topic not in self._legal_topics:
+            validate_topic(topic)
+            self._legal_topics.add(topic)
         item = (topic, key, payload)
         try:
             if self.enqueue_timeout_ms < 0:

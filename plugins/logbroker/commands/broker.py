@@ -54,8 +54,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from ..config import load_config
-    from ..protocol.errors import LogbrokerError
+    from ..protocol.errors import LogbrokerError, describe_exception
     from ..server.broker import run as run_broker
 
     try:
@@ -65,14 +67,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return run_broker(config)
-    except OSError as exc:
-        print(
-            f"logbroker broker: {exc} (listening on {config.hostname}:{config.port})",
-            file=sys.stderr,
-        )
-        return 1
     except Exception as exc:
-        if isinstance(exc, LogbrokerError) or type(exc).__module__.startswith("kazoo"):
-            print(f"logbroker broker: {exc}", file=sys.stderr)
-            return 1
-        raise
+        # Always the type and what was being done: str() of a kazoo error is empty.
+        if not isinstance(exc, LogbrokerError | OSError):
+            logging.getLogger("logbroker.broker").exception("the broker failed")
+        print(f"logbroker broker: {describe_exception(exc)}", file=sys.stderr)
+        return 1

@@ -18,12 +18,20 @@ Readers (Java's `Broker.createBroker`, samsa, brod) split a broker value on `:` 
 fields 1 and 2 as host and port, so a host must not contain `:` (no IPv6 literals). A partition
 of the cluster is named `<brokerId>-<partId>`; the rebalance sorts those names as strings.
 
-Names that become one path element (topic, group, consumer id) must be non-empty, must not
-contain `/` or NUL, and must not be `.` or `..` (ZooKeeper rejects those elements); the path
-functions raise ValueError otherwise.
+A topic in a path must be a legal topic name (protocol/topics.py: ASCII letters, digits, `.`,
+`_`, `-`); the path functions raise InvalidTopicError, a ValueError, otherwise. Other names
+that become one path element (group, consumer id) must be non-empty, must not be `.` or `..`,
+and must not contain `/` or a character ZooKeeper refuses (`PathUtils.validatePath`: NUL,
+U+0001-U+001F, U+007F-U+009F, U+D800-U+F8FF, U+FFF0-U+FFFF, and so any code point above
+U+FFFF, which Java holds as surrogates); the path functions raise ValueError otherwise, before
+ZooKeeper answers an empty BadArgumentsError.
 """
 
 from __future__ import annotations
+
+import re
+
+from ..protocol.topics import validate_topic
 
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
@@ -31,11 +39,19 @@ BROKER_TOPICS = "/brokers/topics"
 CONSUMERS = "/consumers"
 
 
+_ZK_REFUSED = re.compile("[/\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff\U00010000-\U0010ffff]")
+
+
 def _element(kind: str, name: str) -> str:
     """Check that `name` can be one element of a znode path; return it."""
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\x00" in name:
+    if not isinstance(name, str) or name in ("", ".", ".."):
+        raise ValueError(f"a {kind} must be a non-empty name, not '.' or '..'; got {name!r}")
+    bad = _ZK_REFUSED.search(name)
+    if bad:
         raise ValueError(
-            f"a {kind} must be a non-empty name without '/' or NUL, not '.' or '..'; got {name!r}"
+            f"a {kind} cannot hold {bad.group()!r} (at position {bad.start()} of {name!r}): "
+            "ZooKeeper refuses '/', control characters, and code points in U+D800-U+F8FF, "
+            "U+FFF0-U+FFFF and above U+FFFF"
         )
     return name
 
@@ -56,7 +72,7 @@ def broker_id_path(broker_id: int) -> str:
 
 def broker_topic_path(topic: str) -> str:
     """`/brokers/topics/<topic>`: persistent parent of the brokers that have the topic."""
-    return f"{BROKER_TOPICS}/{_element('topic', topic)}"
+    return f"{BROKER_TOPICS}/{validate_topic(topic)}"
 
 
 def broker_topic_broker_path(topic: str, broker_id: int) -> str:
@@ -84,7 +100,7 @@ def consumer_id_path(group: str, consumer_id: str) -> str:
 
 def consumer_offsets_path(group: str, topic: str) -> str:
     """`/consumers/<group>/offsets/<topic>`: persistent parent of the committed offsets."""
-    return f"{consumer_group_path(group)}/offsets/{_element('topic', topic)}"
+    return f"{consumer_group_path(group)}/offsets/{validate_topic(topic)}"
 
 
 def consumer_offset_path(group: str, topic: str, broker_id: int, partition: int) -> str:
@@ -94,7 +110,7 @@ def consumer_offset_path(group: str, topic: str, broker_id: int, partition: int)
 
 def consumer_owners_path(group: str, topic: str) -> str:
     """`/consumers/<group>/owners/<topic>`: persistent parent of the ownership claims."""
-    return f"{consumer_group_path(group)}/owners/{_element('topic', topic)}"
+    return f"{consumer_group_path(group)}/owners/{validate_topic(topic)}"
 
 
 def consumer_owner_path(group: str, topic: str, broker_id: int, partition: int) -> str:

@@ -48,6 +48,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..protocol.topics import is_legal_topic
+
 WHITELIST_MARKER = "*"
 BLACKLIST_MARKER = "!"
 _WHITELIST_VALUE = re.compile(r"\*([0-9]+)\*(.*)", re.DOTALL)
@@ -213,7 +215,9 @@ class WildcardSubscription:
         return self.filter.value(self.streams)
 
     def topics(self, all_topics: Iterable[str]) -> list[str]:
-        return sorted(t for t in set(all_topics) if self.filter.allows(t))
+        """The allowed topics among `all_topics`; an illegal name (an old broker's, in
+        ZooKeeper) is never one: no path or request could name it."""
+        return sorted(t for t in set(all_topics) if is_legal_topic(t) and self.filter.allows(t))
 
     def thread_ids_per_topic(
         self, consumer_id: str, all_topics: Iterable[str]

@@ -80,8 +80,10 @@ class MessageSizeTooLargeError(LogbrokerError):
 
 
 @_register
-class InvalidTopicError(LogbrokerError):
-    """Code 6 (extension): the topic name breaks the naming rules."""
+class InvalidTopicError(LogbrokerError, ValueError):
+    """Code 6 (extension): the topic name breaks the naming rules (protocol/topics.py).
+
+    Also a ValueError: a bad name is a bad argument wherever a caller passes one."""
 
     code = 6
 
@@ -115,3 +117,18 @@ def error_code(exc: BaseException) -> int:
             if cls in _BY_CODE.values() and cls is not LogbrokerError:
                 return cls.code  # type: ignore[attr-defined, no-any-return]
     return UnknownError.code
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line that always says what went wrong: the exception's type, then its message,
+    or, when it has none (kazoo's ZooKeeper errors), its class's docstring.
+
+    `str(kazoo.exceptions.NoAuthError())` is "", which once made a broker print only
+    "logbroker broker: " when it could not start.
+    """
+    name = type(exc).__name__
+    text = str(exc).strip()
+    if not text:
+        doc = (type(exc).__dict__.get("__doc__") or "").strip()
+        text = doc.splitlines()[0] if doc else "no message"
+    return f"{name}: {text}"

@@ -1,13 +1,23 @@
-"""Topic names (`utils/TopicNameValidator.scala`) and partition directory names.
+"""Topic names, the one definition every door checks, and partition directory names.
 
-A legal topic name is 1..249 bytes of UTF-8, not "." or "..", and contains none of:
-'/', '\\', control characters U+0000-U+001F and U+007F-U+009F, the surrogate and private
-use range U+D800-U+F8FF, and U+FFF0-U+FFFF. Backslash is refused as well (0.7 did not) so
-that no name can reach outside `log.dir` on any filesystem. A partition lives in the
-directory `<topic>-<partition>`; the topic is everything before the last '-'. 0.7 allowed
-255 characters, but then `<topic>-<partition>` no longer fits the 255-byte file name limit
-of Linux filesystems and the first produce failed deep inside the broker; 249 bytes leave
-room for '-' and five digits of partition (later Kafkas chose the same limit).
+A legal topic name is Kafka's (`common/Topic.scala` in later Kafkas):
+
+    1 to 249 characters, each an ASCII letter, a digit, '.', '_' or '-'; not "." or "..".
+
+0.7's `TopicNameValidator` allowed almost any Unicode, and that broke the broker: ZooKeeper
+refuses path elements with code points above U+FFFF (UTF-16 surrogates), control and
+private-use characters, so `emoji😀` was acknowledged and stored but never reached
+`/brokers/topics`, and its directory then stopped the broker at every start. Names of plain
+ASCII are also the same bytes on every filesystem, in every shell and in every metrics label.
+249 leaves room in the 255-byte file name limit of Linux filesystems for '-' and five digits
+of partition in the directory `<topic>-<partition>` (0.7 allowed 255, and the first produce
+then failed deep inside the broker).
+
+Every door checks a name with `validate_topic` before anything is written: the broker's
+handlers (PRODUCE, MULTIPRODUCE, PRODUCE_ACK, CREATE_TOPIC, and the reads), the request
+encoder the clients use, the producers and consumers at the call that names the topic, the
+ZooKeeper paths (coordination/paths.py), and the log manager, which at start skips (and
+names) a directory in `log.dir` whose topic is not legal.
 """
 
 from __future__ import annotations
@@ -16,31 +26,47 @@ import re
 
 from .errors import InvalidTopicError
 
-MAX_TOPIC_LENGTH = 249  # bytes of UTF-8
+MAX_TOPIC_LENGTH = 249  # characters, which are bytes: the name is ASCII
+LEGAL_CHARACTERS = "ASCII letters, digits, '.', '_' and '-'"
 
-_ILLEGAL = re.compile("[/\\\\\u0000-\u001f\u007f-\u009f\ud800-\uf8ff\ufff0-\uffff]")
+_ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")
+_SHOWN = 60  # characters of a bad name quoted in an error message
+
+
+def _quoted(topic: str) -> str:
+    if len(topic) <= _SHOWN:
+        return repr(topic)
+    return f"{topic[:_SHOWN]!r}... ({len(topic)} characters)"
 
 
 def validate_topic(topic: str) -> str:
-    """Return `topic` unchanged, or raise InvalidTopicError saying what is wrong with it."""
+    """Return `topic` unchanged, or raise InvalidTopicError naming it and what is wrong."""
     if not isinstance(topic, str):
-        raise InvalidTopicError(f"topic must be a string, not {type(topic).__name__}")
+        raise InvalidTopicError(f"a topic name is a string, not {type(topic).__name__}")
     if not topic:
         raise InvalidTopicError("topic name is empty")
-    size = len(topic.encode("utf-8", "surrogatepass"))
-    if size > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is {size} bytes of UTF-8, over the limit of {MAX_TOPIC_LENGTH}"
-        )
-    if topic in (".", ".."):
-        raise InvalidTopicError(f"topic name {topic!r} is not allowed")
     bad = _ILLEGAL.search(topic)
     if bad:
         raise InvalidTopicError(
-            f"topic name {topic!r} contains the illegal character {bad.group()!r} "
-            f"at position {bad.start()}"
+            f"topic name {_quoted(topic)} contains the illegal character {bad.group()!r} "
+            f"at position {bad.start()} (a topic name is {LEGAL_CHARACTERS})"
         )
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"topic name {_quoted(topic)} is {len(topic)} characters, over the limit of "
+            f"{MAX_TOPIC_LENGTH}"
+        )
+    if topic in (".", ".."):
+        raise InvalidTopicError(f"topic name {topic!r} is not allowed")
     return topic
+
+
+def is_legal_topic(topic: str) -> bool:
+    try:
+        validate_topic(topic)
+    except InvalidTopicError:
+        return False
+    return True
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -49,9 +75,10 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int]:
-    """Inverse of partition_dir_name; raises ValueError for names that are not one."""
+    """Inverse of partition_dir_name; raises ValueError (InvalidTopicError for an illegal
+    topic) saying why `name` is not the directory of a partition."""
     topic, sep, number = name.rpartition("-")
-    if not sep or not number.isdigit():
+    if not sep or not (number.isascii() and number.isdigit()):
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory")
     validate_topic(topic)
     return topic, int(number)

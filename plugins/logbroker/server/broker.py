@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
+from ..protocol.errors import LogbrokerError, describe_exception
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class StartupError(LogbrokerError):
+    """The broker could not start; the message names the step, the cause is chained."""
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock = system_clock) -> None:
         self.config = config
@@ -41,12 +46,39 @@ class Broker:
         self.waiters = AppendWaiters()
         self.address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
+        self._step = "starting"  # what start() is doing, for its error message
         self._metrics_server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
+        """Start every part, in order; raises StartupError naming the step that failed,
+        with the original exception as its cause, after stopping what had started."""
         started = time.monotonic()
+        config = self.config
+        try:
+            await self._start_parts()
+        except Exception as exc:
+            raise StartupError(
+                f"broker {config.brokerid} could not start: {self._step} failed: "
+                f"{describe_exception(exc)}"
+            ) from exc
+        assert self.address is not None and self.logs is not None
+        log.info(
+            "broker %d listening on %s:%d (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
+            config.brokerid,
+            *self.address,
+            self.logs.log_dir,
+            len(self.logs.logs()),
+            f"zookeeper {config.zk_connect}" if config.enable_zookeeper else "no zookeeper",
+            f"http://{self.metrics_address[0]}:{self.metrics_address[1]}/metrics"
+            if self.metrics_address
+            else "off",
+            (time.monotonic() - started) * 1000,
+        )
+
+    async def _start_parts(self) -> None:
         loop = asyncio.get_running_loop()
         config = self.config
+        self._step = f"loading the logs in log.dir {config.log_dir}"
         self.logs = LogManager(config, self.clock, on_new_topic=self._on_new_topic)
         for recovered in self.logs.recovered:
             assert recovered.recovery is not None
@@ -57,13 +89,16 @@ class Broker:
                 recovered.end_offset,
                 recovered.recovery.reason,
             )
-        self.logs.start_background()
-        handlers = RequestHandlers(self.logs, config, self.metrics, self.waiters)
-        self.metrics.set_gauge_source(self._gauges)
-        self.server = SocketServer(config, handlers, self.metrics, loop)
         try:
+            self._step = "starting the log flusher and cleaner"
+            self.logs.start_background()
+            handlers = RequestHandlers(self.logs, config, self.metrics, self.waiters)
+            self.metrics.set_gauge_source(self._gauges)
+            self.server = SocketServer(config, handlers, self.metrics, loop)
+            self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()
             if config.enable_zookeeper:
+                self._step = f"registering in ZooKeeper {config.zk_connect} (zk.connect)"
                 from .registration import BrokerRegistration  # kazoo only when needed
 
                 self.registration = BrokerRegistration(
@@ -77,6 +112,7 @@ class Broker:
                 )
                 await loop.run_in_executor(None, self.registration.start)
             if config.metrics_port >= 0:
+                self._step = f"serving metrics on {config.hostname}:{config.metrics_port}"
                 self._metrics_server = await start_metrics_server(
                     self.metrics, config.hostname, config.metrics_port
                 )
@@ -84,18 +120,6 @@ class Broker:
         except BaseException:
             await self._stop_parts()
             raise
-        log.info(
-            "broker %d listening on %s:%d (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
-            config.brokerid,
-            *self.address,
-            self.logs.log_dir,
-            len(self.logs.logs()),
-            f"zookeeper {config.zk_connect}" if config.enable_zookeeper else "no zookeeper",
-            f"http://{self.metrics_address[0]}:{self.metrics_address[1]}/metrics"
-            if self.metrics_address
-            else "off",
-            (time.monotonic() - started) * 1000,
-        )
 
     def _topic_partitions(self) -> dict[str, int]:
         assert self.logs is not None

@@ -62,7 +62,7 @@ from ..protocol.responses import (
     encode_multifetch_response,
     encode_offsets_response,
 )
-from ..protocol.topics import validate_topic
+from ..protocol.topics import is_legal_topic, validate_topic
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
@@ -177,18 +177,18 @@ class RequestHandlers:
 
     def produce(self, req: ProduceRequest, client: str) -> None:
         self.metrics.request("produce")
-        self._produce_all((req,), client)
+        self._produce_all((req,), client, "PRODUCE")
 
     def multiproduce(self, req: MultiProduceRequest, client: str) -> None:
         self.metrics.request("multiproduce")
-        self._produce_all(req.produces, client)
+        self._produce_all(req.produces, client, "MULTIPRODUCE")
 
-    def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str) -> None:
+    def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str, kind: str) -> None:
         # Check every set before appending any, so a rejected request appends nothing.
         try:
             checked = [(p, *self._check_produce(p)) for p in produces]
         except LogbrokerError as exc:
-            raise ProduceRejected(str(exc)) from exc
+            raise ProduceRejected(f"{kind} refused, nothing appended: {exc}") from exc
         for req, partition, check in checked:
             too_large = self._too_large(req, partition, check)
             if too_large:
@@ -219,7 +219,7 @@ class RequestHandlers:
                 touched[id(part_log)] = part_log
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
-                self.metrics.error(_error_kind(exc), p.topic if _printable(p.topic) else None)
+                self.metrics.error(_error_kind(exc), p.topic if is_legal_topic(p.topic) else None)
                 log.warning("acked produce from %s refused: %s", client, exc)
                 results.append(ProduceResult(p.topic, partition, error_code(exc), -1, -1))
         response: Response = [encode_acked_produce_response(results)]
@@ -245,7 +245,7 @@ class RequestHandlers:
             else:
                 region = part_log.read(req.offset, req.max_size)
         except LogbrokerError as exc:
-            self.metrics.error(_error_kind(exc), req.topic if _printable(req.topic) else None)
+            self.metrics.error(_error_kind(exc), req.topic if is_legal_topic(req.topic) else None)
             code = error_code(exc)
             if isinstance(exc, InvalidTopicError) and not extension:
                 code = UnknownError.code  # 0.7 answered an illegal name with Unknown
@@ -349,14 +349,6 @@ def _error_kind(exc: BaseException) -> str:
     """snake_case name of an error, for metrics: WrongPartitionError -> wrong_partition."""
     name = type(exc).__name__.removesuffix("Error")
     return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
-
-
-def _printable(topic: str) -> bool:
-    try:
-        validate_topic(topic)
-    except InvalidTopicError:
-        return False
-    return True
 
 
 async def _in_thread(fn: Callable[[], None]) -> None:

@@ -23,6 +23,10 @@ While running:
   nothing: the nodes survive it.
 * If the id was taken by another broker while our session was gone, the broker logs an error and
   registers again as soon as that node disappears.
+* A topic whose node cannot be written (a node in the way that ZooKeeper will not let us write
+  under: an ACL, an ephemeral parent) is logged with the path and the reason, and the others
+  are registered all the same, at start and after every expiry; `unregistered` names it, and
+  it is tried again at the next `register_topic()` for it or the next session.
 
 `stop()` deletes the nodes that this session owns, then closes the session.
 
@@ -46,6 +50,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     OperationTimeoutError,
@@ -55,7 +60,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
 
 from ..coordination import paths
-from ..protocol.errors import LogbrokerError
+from ..protocol.errors import LogbrokerError, describe_exception
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,15 @@ def wall_clock_ms() -> int:
 
 class ZooKeeperUnavailableError(LogbrokerError):
     """ZooKeeper could not be reached (or stayed unreachable) while the broker registered."""
+
+
+class ZooKeeperRegistrationError(LogbrokerError):
+    """ZooKeeper answered, but refused a write the broker's registration needs."""
+
+
+# The session or the client is gone: the whole registration is redone in the next session
+# (or the broker is stopping), so one topic's failure of this kind is not that topic's.
+_NOT_THE_TOPICS_FAULT = (SessionExpiredError, RetryFailedError)
 
 
 class BrokerIdTakenError(LogbrokerError):
@@ -137,6 +151,7 @@ class BrokerRegistration:
         self._lock = threading.Lock()
         self._state = "new"  # -> "starting" -> "started" -> "stopped"
         self._topics: dict[str, int] = {}
+        self._unregistered: dict[str, str] = {}  # topic -> why its node could not be written
         self._client: KazooClient | None = None
         self._tasks: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
@@ -164,6 +179,12 @@ class BrokerRegistration:
         return int(client_id[0]) if client_id else None
 
     @property
+    def unregistered(self) -> dict[str, str]:
+        """Topics whose node could not be written in this session, and why."""
+        with self._lock:
+            return dict(self._unregistered)
+
+    @property
     def client(self) -> KazooClient | None:
         """The kazoo client between start() and stop(), for tests and diagnostics: do not write."""
         return self._client
@@ -187,22 +208,30 @@ class BrokerRegistration:
             connection_retry=dict(_CONNECTION_RETRY),
         )
         self._client = client
+        doing = "connecting"
         try:
             self._connect(client)
             retry = self._retry(deadline=self._op_timeout_s)
             try:
+                doing = f"creating the chroot {self.chroot}"
                 self._ensure_chroot(client, retry)
                 for parent in (paths.BROKER_IDS, paths.BROKER_TOPICS):
+                    doing = f"creating {parent}"
                     retry(self._call, client.ensure_path_async, parent)
                 client.add_listener(self._on_state)
                 with self._lock:
                     for topic, partitions in dict(self._topics_source()).items():
                         self._remember(topic, partitions)
+                doing = f"creating {self.path}"
                 self._register_all(client, retry, again=False)
             except RetryFailedError as exc:
                 raise ZooKeeperUnavailableError(
                     f"lost ZooKeeper at {self.zk_connect} while registering broker "
                     f"{self.broker_id} at {self.address} ({exc})"
+                ) from exc
+            except KazooException as exc:
+                raise ZooKeeperRegistrationError(
+                    f"{doing} in ZooKeeper {self.zk_connect} failed: {describe_exception(exc)}"
                 ) from exc
         except BaseException:
             with self._lock:
@@ -231,7 +260,7 @@ class BrokerRegistration:
             if self._state == "stopped":
                 log.debug("broker %d: not registering topic %r after stop()", self.broker_id, topic)
                 return
-            if self._topics.get(topic) == partitions:
+            if self._topics.get(topic) == partitions and topic not in self._unregistered:
                 return
             self._remember(topic, partitions)
         self._tasks.put(("topic", topic))
@@ -347,19 +376,55 @@ class BrokerRegistration:
         self._registered_session = session
         with self._lock:
             topics = dict(self._topics)
-        for topic, partitions in sorted(topics.items()):
-            retry(self._write_topic_node, client, topic, partitions, session)
+            self._unregistered.clear()
+        # Every topic, whatever happens to one: a topic left out is one no consumer reads.
+        written = sum(
+            self._write_topic_or_log(client, retry, topic, partitions, session) is not None
+            for topic, partitions in sorted(topics.items())
+        )
         log.info(
-            "%s broker %d at %s in ZooKeeper %s: %s = %r, %d topics (session 0x%x)",
+            "%s broker %d at %s in ZooKeeper %s: %s = %r, %d of %d topics (session 0x%x)",
             "re-registered (new session after the old one was lost)" if again else "registered",
             self.broker_id,
             self.address,
             self.zk_connect,
             self.path,
             value,
+            written,
             len(topics),
             session,
         )
+
+    def _write_topic_or_log(
+        self, client: KazooClient, retry: KazooRetry, topic: str, partitions: int, session: int
+    ) -> str | None:
+        """Write one topic's node; on a failure that is the topic's own, log it, remember it
+        in `unregistered` and return None (a lost session or a stop still raises)."""
+        try:
+            done: str = retry(self._write_topic_node, client, topic, partitions, session)
+        except _NOT_THE_TOPICS_FAULT:
+            raise
+        except Exception as exc:
+            if self._stopping.is_set():
+                raise
+            why = describe_exception(exc)
+            with self._lock:
+                self._unregistered[topic] = why
+            log.error(
+                "broker %d at %s: could not register topic %s (%s in ZooKeeper %s): %s; "
+                "the other topics are registered, this one is tried again at its next "
+                "registration or the next session",
+                self.broker_id,
+                self.address,
+                topic,
+                paths.broker_topic_broker_path(topic, self.broker_id),
+                self.zk_connect,
+                why,
+            )
+            return None
+        with self._lock:
+            self._unregistered.pop(topic, None)
+        return done
 
     def _create_broker_node(self, client: KazooClient) -> tuple[str, int]:
         """Create `/brokers/ids/<id>`; return its value and owning session (ours)."""
@@ -509,8 +574,15 @@ class BrokerRegistration:
         self._register_all(client, retry, again=True)
 
     def _sync_topic(self, client: KazooClient, retry: KazooRetry, topic: str) -> None:
-        done, partitions = retry(self._write_topic_if_registered, client, topic)
-        if done not in ("unchanged", "skipped"):
+        # While disconnected this raises ConnectionLoss, so the retry waits for the connection:
+        # the same session comes back (write now) or a new one (the re-registration writes it).
+        session = retry(self._session_of, client)
+        with self._lock:
+            partitions = self._topics[topic]
+        if session != self._registered_session:
+            return  # not registered in this session (yet)
+        done = self._write_topic_or_log(client, retry, topic, partitions, session)
+        if done not in (None, "unchanged"):
             log.info(
                 "broker %d at %s: %s %s = %d partitions",
                 self.broker_id,
@@ -519,16 +591,6 @@ class BrokerRegistration:
                 paths.broker_topic_broker_path(topic, self.broker_id),
                 partitions,
             )
-
-    def _write_topic_if_registered(self, client: KazooClient, topic: str) -> tuple[str, int]:
-        # While disconnected this raises ConnectionLoss, so the retry waits for the connection:
-        # the same session comes back (write now) or a new one (the re-registration writes it).
-        session = self._session_of(client)
-        with self._lock:
-            partitions = self._topics[topic]
-        if session != self._registered_session:
-            return "skipped", partitions  # not registered in this session (yet)
-        return self._write_topic_node(client, topic, partitions, session), partitions
 
     def _watch_taken_node(self, client: KazooClient) -> None:
         try:

@@ -4,7 +4,9 @@
         .kafka_cleanshutdown     present only after a clean shutdown; removed at start
         <topic>-<partition>/     one directory per partition log (see log.py)
 
-At start every partition directory is loaded. Without the clean-shutdown marker the newest
+At start every partition directory is loaded. A directory whose name is not
+`<legal topic>-<partition>` (e.g. `emoji😀-0`, left by a version that allowed such names) is
+named in a warning and skipped, never served and never fatal for the other logs. Without the clean-shutdown marker the newest
 segment of every log is recovered (recovery.py) before anything is served. Topics are
 created on their first produce with `num.partitions` partitions, or the count that
 `topic.partition.count.map` gives. Two background threads keep the logs: the flusher
@@ -72,6 +74,7 @@ class LogManager:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self.recovered: list[Log] = []
+        self.skipped: dict[str, str] = {}  # directory in log.dir that is not a log -> why
         self._load()
 
     # -- start and stop ---------------------------------------------------------------
@@ -85,8 +88,9 @@ class LogManager:
                 continue
             try:
                 topic, partition = parse_partition_dir_name(path.name)
-            except ValueError:
-                log.warning("ignoring %s: not a <topic>-<partition> directory", path)
+            except ValueError as exc:  # left by an older version, or by hand: serve the rest
+                self.skipped[path.name] = str(exc)
+                log.warning("skipped directory %s in log.dir: %s; it is not served", path, exc)
                 continue
             part_log = self._open_log(topic, partition, recover=not clean)
             if part_log.recovery is not None and part_log.recovery.truncated:
