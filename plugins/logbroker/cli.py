@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -46,9 +47,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .logging_setup import configure_logging
 
-    configure_logging(args.log_level, args.log_format)
-    code: int = args.run(args)
+    # A broker logs kazoo's warnings; a command says once, itself, what went wrong.
+    configure_logging(args.log_level, args.log_format, quiet_kazoo=args.command != "broker")
+    try:
+        code: int = args.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        logging.getLogger("logbroker.cli").debug("logbroker %s failed", args.command, exc_info=True)
+        print(f"logbroker {args.command}: {explain_failure(exc, args)}", file=sys.stderr)
+        return 1
     return code
+
+
+def explain_failure(exc: BaseException, args: argparse.Namespace) -> str:
+    """One line for an error no subcommand caught: its type, its message, and, for a
+    ZooKeeper failure, which connect string (kazoo's own messages never say)."""
+    from .protocol.errors import describe_exception
+
+    what = describe_exception(exc)
+    zookeeper = getattr(args, "zookeeper", None)
+    if zookeeper and type(exc).__module__.startswith("kazoo"):
+        if type(exc).__name__ == "KazooTimeoutError":
+            return f"cannot connect to ZooKeeper at {zookeeper} (--zookeeper): {what}"
+        return f"ZooKeeper at {zookeeper} (--zookeeper) failed: {what}"
+    return what
 
 
 if __name__ == "__main__":

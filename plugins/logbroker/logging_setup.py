@@ -31,7 +31,9 @@ class JsonFormatter(_UtcFormatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+def configure_logging(level: str = "INFO", fmt: str = "text", *, quiet_kazoo: bool = False) -> None:
+    """Log to stderr at `level`; with `quiet_kazoo`, kazoo's own lines (one warning per failed
+    connection attempt) only at DEBUG, for commands that report a failure themselves."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -40,4 +42,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    logging.getLogger("kazoo").setLevel(max(logging.WARNING, root.level))
+    kazoo_level = max(logging.WARNING, root.level)
+    if quiet_kazoo and root.level > logging.DEBUG:
+        kazoo_level = logging.CRITICAL + 1
+    logging.getLogger("kazoo").setLevel(kazoo_level)

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from logbroker.cli import SUBCOMMANDS
+from logbroker.testing.zookeeper import find_free_port
 
 
 def logbroker(
@@ -236,3 +237,92 @@ def test_progress_bar_without_tqdm_does_nothing():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().strip() == "NoProgressBar" and result.stderr == b""
+
+
+# -- errors: one clear line and a non-zero exit code, never a traceback ------------------------
+
+
+def _one_line(stderr: bytes) -> str:
+    lines = stderr.decode().splitlines()
+    assert len(lines) == 1, stderr.decode()
+    return lines[0]
+
+
+def test_an_unreachable_zookeeper_is_one_line_and_exit_code_1():
+    port = find_free_port()  # nothing listens there
+    runs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "logbroker.cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name, args in {
+            "topics": ["topics", "--zookeeper", f"127.0.0.1:{port}", "list"],
+            "lag": ["lag", "--zookeeper", f"127.0.0.1:{port}/live", "--group", "g"],
+            "consume": ["consume", "--zookeeper", f"127.0.0.1:{port}", "--topic", "t"],
+        }.items()
+    }
+    for name, run in runs.items():
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 1, (name, stderr)
+        line = _one_line(stderr)  # no traceback, no kazoo warning per attempt
+        assert line.startswith(f"logbroker {name}: cannot connect to ZooKeeper at 127.0.0.1:{port}")
+
+
+def test_offsets_arguments_are_checked_before_connecting():
+    base = ["offsets", "--broker", "127.0.0.1:1", "--topic", "t"]  # nothing listens on port 1
+    result = logbroker(*base, "--partition", "0", "--time", "-5")
+    assert result.returncode == 2
+    assert (
+        "argument --time: expected -1 (the latest offset), -2 (the earliest) or a time in ms "
+        "since the epoch (0 or more), got '-5'"
+    ) in result.stderr.decode()
+    result = logbroker(*base, "--partition", "-1", "--time", "-1")
+    assert result.returncode == 2
+    assert "argument --partition: must be 0 or more, got -1" in result.stderr.decode()
+    result = logbroker(*base, "--partition", "0", "--time", "-1", "--max", "0")
+    assert result.returncode == 2 and b"argument --max: must be 1 or more" in result.stderr
+    for ok_time in ("-2", "0", "1700000000000"):  # these get as far as connecting
+        result = logbroker(*base, "--partition", "0", "--time", ok_time)
+        assert result.returncode == 1 and b"cannot connect to broker" in result.stderr
+
+
+def test_offsets_for_a_partition_the_broker_does_not_have_says_so(standalone_broker):
+    broker = standalone_broker
+    result = logbroker(
+        "offsets", "--broker", f"{broker.host}:{broker.port}", "--topic", "t",
+        "--partition", "7", "--time", "-1",
+    )  # fmt: skip
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert line.startswith(f"logbroker offsets: broker {broker.host}:{broker.port} closed")
+    assert "refused OFFSETS for partition 7 of 't'" in line
+
+
+def test_an_illegal_topic_is_refused_before_connecting(tmp_path):
+    emoji = "emoji😀"
+    for args in (
+        ["topics", "--zookeeper", "127.0.0.1:1", "create", emoji, "--partitions", "1"],
+        ["topics", "--zookeeper", "127.0.0.1:1", "describe", emoji],
+        ["produce", "--broker-list", "127.0.0.1:1", "--topic", emoji],
+        ["consume", "--zookeeper", "127.0.0.1:1", "--topic", emoji],
+        [
+            "offsets",
+            "--broker",
+            "127.0.0.1:1",
+            "--topic",
+            emoji,
+            "--partition",
+            "0",
+            "--time",
+            "-1",
+        ],
+    ):
+        result = logbroker(*args, stdin=b"a line\n")
+        assert result.returncode == 2, args
+        assert (
+            f"topic name '{emoji}' contains the illegal character '😀' at position 5"
+        ) in result.stderr.decode(), args
+    result = logbroker("topics", "--zookeeper", "127.0.0.1:1", "create", "t", "--partitions", "0")
+    assert result.returncode == 2 and b"argument --partitions: must be 1 or more" in result.stderr

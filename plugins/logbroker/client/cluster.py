@@ -58,7 +58,12 @@ class Cluster:
         self.zk_connect = zk_connect
         self.timeout = timeout
         self.zk = KazooClient(hosts=zk_connect, timeout=timeout)
-        self.zk.start(timeout=timeout)
+        try:
+            self.zk.start(timeout=timeout)
+        except BaseException:
+            self.zk.stop()  # or its thread goes on retrying (and logging) until exit
+            self.zk.close()
+            raise
         self.brokers = ZooKeeperBrokers(self.zk)
         self._consumers: dict[int, SimpleConsumer] = {}
 

@@ -128,7 +128,12 @@ class Producer:
         if brokers is None:
             if zk_connect:
                 self._zk = KazooClient(hosts=zk_connect, timeout=socket_timeout_ms / 1000)
-                self._zk.start(timeout=socket_timeout_ms / 1000)
+                try:
+                    self._zk.start(timeout=socket_timeout_ms / 1000)
+                except BaseException:
+                    self._zk.stop()  # or its thread goes on retrying until exit
+                    self._zk.close()
+                    raise
                 brokers = ZooKeeperBrokers(self._zk)
             elif broker_list:
                 brokers = StaticBrokers(broker_list, num_partitions)

@@ -8,11 +8,42 @@ manual; every --help ends in examples.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TextIO
 
 
 def formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=34)
+
+
+# -- argument types: a bad value is refused by argparse (exit code 2) before anything connects
+
+
+def topic_name(text: str) -> str:
+    """A legal topic name (protocol/topics.py), or an argparse error saying what is wrong."""
+    from ..protocol.errors import InvalidTopicError
+    from ..protocol.topics import validate_topic
+
+    try:
+        return validate_topic(text)
+    except InvalidTopicError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"  # argparse names the type in some messages
+    return parse
 
 
 def add_logging_args(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from . import add_logging_args, formatter
+from . import add_logging_args, formatter, int_at_least, topic_name
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,14 +27,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "  <broker>-<partition> <offset> <next offset> <payload>",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, type=topic_name)
     p.add_argument("--group", help="consumer group id (default: a private, temporary group)")
     p.add_argument(
         "--from-beginning",
         action="store_true",
         help="start at the earliest offset when the group has none",
     )
-    p.add_argument("--max-messages", type=int, metavar="N", help="stop after N messages")
+    p.add_argument(
+        "--max-messages", type=int_at_least(1), metavar="N", help="stop after N messages"
+    )
     p.add_argument(
         "--timeout-ms",
         type=int,

@@ -5,7 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import add_logging_args, formatter
+from . import add_logging_args, formatter, int_at_least, topic_name
+
+
+def offsets_time(text: str) -> int:
+    """-1 (latest), -2 (earliest) or milliseconds since the epoch (>= 0): OFFSETS' time."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < -2:
+        raise argparse.ArgumentTypeError(
+            f"expected -1 (the latest offset), -2 (the earliest) or a time in ms since the "
+            f"epoch (0 or more), got {text!r}"
+        )
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,22 +38,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "milliseconds since the epoch.",
     )
     p.add_argument("--broker", required=True, metavar="HOST:PORT")
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partition", type=int, required=True)
-    p.add_argument("--time", type=int, required=True, metavar="-1|-2|MS")
-    p.add_argument("--max", type=int, default=1, metavar="N", help="how many offsets (default 1)")
+    p.add_argument("--topic", required=True, type=topic_name)
+    p.add_argument("--partition", type=int_at_least(0), required=True)
+    p.add_argument("--time", type=offsets_time, required=True, metavar="-1|-2|MS")
+    p.add_argument(
+        "--max", type=int_at_least(1), default=1, metavar="N", help="how many offsets (default 1)"
+    )
     add_logging_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..client.connection import BrokerUnavailableError
     from ..client.simple_consumer import SimpleConsumer
     from ..protocol.errors import LogbrokerError
 
     host, _, port = args.broker.rpartition(":")
     try:
         with SimpleConsumer(host or "127.0.0.1", int(port)) as consumer:
-            offsets = consumer.offsets_before(args.topic, args.partition, args.time, args.max)
+            consumer.connection.connect()
+            try:
+                offsets = consumer.offsets_before(args.topic, args.partition, args.time, args.max)
+            except BrokerUnavailableError as exc:
+                # 0.7 answers OFFSETS for a partition it does not have by closing the connection
+                raise BrokerUnavailableError(
+                    f"{exc}: it refused OFFSETS for partition {args.partition} of "
+                    f"{args.topic!r}, most likely a partition it does not have (`logbroker "
+                    "topics describe` lists them; the broker's log says why)"
+                ) from exc
     except (LogbrokerError, ValueError) as exc:
         print(f"logbroker offsets: {exc}", file=sys.stderr)
         return 1

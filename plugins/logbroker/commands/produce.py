@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from . import add_logging_args, formatter
+from . import add_logging_args, formatter, int_at_least, topic_name
 from .progress import progress_bar
 
 
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--zookeeper", metavar="CONNECT", help="host:port[/chroot]")
     where.add_argument("--broker-list", metavar="HOST:PORT,...", help="brokers, without ZooKeeper")
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, type=topic_name)
     p.add_argument("--file", type=argparse.FileType("rb"), help="read this file instead of stdin")
     p.add_argument(
         "--key-separator",
@@ -42,14 +42,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--compression", choices=("none", "gzip", "snappy"), default="none")
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=int_at_least(1),
         default=200,
         metavar="N",
         help="messages per request (default 200)",
     )
     p.add_argument(
         "--partitions",
-        type=int,
+        type=int_at_least(1),
         default=1,
         metavar="N",
         help="with --broker-list: partitions per broker",

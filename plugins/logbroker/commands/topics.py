@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import add_logging_args, formatter, print_table
+from . import add_logging_args, formatter, int_at_least, print_table, topic_name
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,11 +25,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a topic on every live broker")
-    create.add_argument("topic")
-    create.add_argument("--partitions", type=int, required=True, help="partitions per broker")
+    create.add_argument("topic", type=topic_name)
+    create.add_argument(
+        "--partitions", type=int_at_least(1), required=True, help="partitions per broker"
+    )
     actions.add_parser("list", help="list topics and their partition counts per broker")
     describe = actions.add_parser("describe", help="partitions with offsets and sizes")
-    describe.add_argument("topic")
+    describe.add_argument("topic", type=topic_name)
     add_logging_args(p)
     p.set_defaults(run=run)
 
