@@ -319,15 +319,19 @@ def test_kill_9_during_produce_stream_then_recover(broker_factory) -> None:
     log_start = broker.log_path.stat().st_size
     broker.start()  # the same log.dir
     log = broker.log_since(log_start)
-    assert "loaded 2 logs" in log and "(unclean shutdown)" in log
+    assert "loaded 2 logs" in log and "after an unclean shutdown" in log
     for t in (ACKED, PLAIN):
         cut = len(before[t]) + len(torn[t]) - expected_end[t]
-        assert (
-            f"recovered {t}-0 after an unclean shutdown: cut {cut} bytes at offset "
-            f"{expected_end[t]}" in log
-        ), log
-        # Recovery kept every whole entry exactly as it was, and cut the rest.
+        line = next(x for x in log.splitlines() if f"{t}-0: recovery" in x)
+        assert f"cut {cut} bytes (" in line and f"at offset {expected_end[t]}: " in line, line
+        # Recovery kept every whole entry exactly as it was, and cut the rest...
         assert segment_of(broker, t).read_bytes() == before[t][: expected_end[t]]
+        # ...which it moved aside, next to the segment, named by the offset of the cut.
+        aside = segment_of(broker, t).with_name(
+            f"{segment_of(broker, t).name}.truncated-{expected_end[t]}"
+        )
+        assert line.endswith(f"the cut bytes are kept in {aside}")
+        assert aside.read_bytes() == (before[t] + torn[t])[expected_end[t] :]
 
     # Every acked message is there, at its acked offset; nothing damaged is served.
     acked_data = fetch_all(broker, ACKED)
@@ -381,6 +385,8 @@ def test_clean_sigterm_during_produce_stream_then_no_recovery(broker_factory) ->
 
 def test_kill_9_of_an_idle_broker_loses_nothing(broker_factory) -> None:
     broker = broker_factory()
+    first = broker.log_since()
+    assert "(no logs yet)" in first and "unclean" not in first  # a new log.dir is not a crash
     data = message1(b"kept") + message1(gzip.compress(message1(b"inner"), mtime=0), codec=1)
     with connect(broker) as s:
         s.sendall(produce(ACKED, 0, data) + latest_offset(ACKED, 0))
@@ -389,7 +395,8 @@ def test_kill_9_of_an_idle_broker_loses_nothing(broker_factory) -> None:
     log_start = broker.log_path.stat().st_size
     broker.start()
     log = broker.log_since(log_start)
-    assert "(unclean shutdown)" in log and "recovered" not in log  # nothing to cut
+    assert "after an unclean shutdown" in log and "recovery" not in log  # nothing to cut
+    assert not list(broker.log_dir.rglob("*.truncated-*"))
     assert fetch_all(broker, ACKED) == data
     assert [m.payload for m in messages_of(data)] == [b"kept", b"inner"]
 

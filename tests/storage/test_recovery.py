@@ -141,3 +141,53 @@ def test_scan_reads_entries_larger_than_its_window(tmp_path, window):
         valid, reason = scan_valid_prefix(f.fileno(), len(data) + 5, window=window)
     assert valid == len(data)
     assert "partial entry" in reason
+
+
+def test_what_recovery_cuts_is_moved_aside_and_never_read_as_a_segment(tmp_path, caplog):
+    config, ends, path = written_log(tmp_path)
+    original = path.read_bytes()
+    flipped = ends[2] + 10 + 4  # a payload byte of the first message of the 4th set
+    with open(path, "r+b") as f:
+        f.seek(flipped)
+        byte = f.read(1)
+        f.seek(flipped)
+        f.write(bytes([byte[0] ^ 0x01]))
+    damaged = path.read_bytes()
+    with caplog.at_level("WARNING"):
+        log = check_recovered(config, ends[2])
+    aside = path.with_name(f"{path.name}.truncated-{ends[2]}")
+    assert log.recovery.kept_in == aside
+    assert aside.read_bytes() == damaged[ends[2] :]  # every byte cut, the damaged one too
+    assert log.recovery.truncated_bytes == len(original) - ends[2]
+    assert log.recovery.truncated_entries == len(PAYLOADS) - 12  # all framed, one damaged
+    (line,) = [r.getMessage() for r in caplog.records if "recovery after" in r.getMessage()]
+    assert f"cut {len(original) - ends[2]} bytes (28 messages by their size fields)" in line
+    assert f"at offset {ends[2]}: " in line and f"kept in {aside}" in line
+    # Another crash: the aside file is not a segment, nothing more is cut, nothing is served
+    # from it, and it stays.
+    manager, again = reopen(config)
+    assert [s.path.name for s in again.segments] == [path.name]
+    assert again.end_offset == ends[2] + len(build_message_set([b"after-crash"]))
+    assert manager.recovered == [] and aside.read_bytes() == damaged[ends[2] :]
+
+
+def test_a_second_cut_at_the_same_offset_gets_its_own_file(tmp_path):
+    config, ends, path = written_log(tmp_path)
+    good_end = ends[-2] + 3 * (4 + 6 + len(PAYLOADS[0]))  # the last set's first 3 entries stay
+    first_aside = path.with_name(f"{path.name}.truncated-{good_end}")
+    first_aside.write_bytes(b"an earlier cut")  # e.g. a crash between copy and truncate
+    with open(path, "r+b") as f:
+        f.truncate(ends[-1] - 1)
+    log = check_recovered(config, good_end)
+    assert log.recovery.kept_in == first_aside.with_name(first_aside.name + ".1")
+    assert log.recovery.kept_in.stat().st_size == 4 + 6 + len(PAYLOADS[0]) - 1
+    assert first_aside.read_bytes() == b"an earlier cut"
+
+
+def test_a_new_empty_log_dir_is_not_an_unclean_shutdown(tmp_path, caplog):
+    with caplog.at_level("INFO", logger="logbroker.storage.log_manager"):
+        LogManager(BrokerConfig(log_dir=str(tmp_path / "new")))
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("(no logs yet)" in m for m in messages), messages
+    assert not any("unclean" in m for m in messages)
+    assert all(r.levelname == "INFO" for r in caplog.records)

@@ -80,15 +80,6 @@ class Broker:
         config = self.config
         self._step = f"loading the logs in log.dir {config.log_dir}"
         self.logs = LogManager(config, self.clock, on_new_topic=self._on_new_topic)
-        for recovered in self.logs.recovered:
-            assert recovered.recovery is not None
-            log.warning(
-                "recovered %s after an unclean shutdown: cut %d bytes at offset %d (%s)",
-                recovered.name,
-                recovered.recovery.truncated_bytes,
-                recovered.end_offset,
-                recovered.recovery.reason,
-            )
         try:
             self._step = "starting the log flusher and cleaner"
             self.logs.start_background()

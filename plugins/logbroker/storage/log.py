@@ -107,11 +107,14 @@ class Log:
             self.recovery = recover_segment(segments[-1])
             if self.recovery.truncated:
                 log.warning(
-                    "%s: recovery cut %d bytes at offset %d: %s",
+                    "%s: recovery after an unclean shutdown cut %d bytes (%d messages by "
+                    "their size fields) at offset %d: %s; the cut bytes are kept in %s",
                     self.name,
                     self.recovery.truncated_bytes,
+                    self.recovery.truncated_entries,
                     segments[-1].end_offset,
                     self.recovery.reason,
+                    self.recovery.kept_in,
                 )
 
     def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:

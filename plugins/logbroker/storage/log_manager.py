@@ -98,12 +98,22 @@ class LogManager:
         # Remove the marker only now: a crash during loading must recover again next time.
         if clean:
             marker.unlink()
-        log.info(
-            "loaded %d logs from %s (%s shutdown)",
-            len(self._logs),
-            self.log_dir,
-            "clean" if clean else "unclean",
-        )
+        if clean or not self._logs:  # a new, empty log.dir has nothing to recover
+            log.info(
+                "loaded %d logs from %s (%s)",
+                len(self._logs),
+                self.log_dir,
+                "clean shutdown" if clean else "no logs yet",
+            )
+        else:
+            log.warning(
+                "loaded %d logs from %s after an unclean shutdown (no %s): the newest segment "
+                "of each was validated; %d were cut",
+                len(self._logs),
+                self.log_dir,
+                CLEAN_SHUTDOWN_MARKER,
+                len(self.recovered),
+            )
 
     def _open_log(self, topic: str, partition: int, recover: bool) -> Log:
         part_log = Log(

@@ -6,23 +6,41 @@ payloads decoded and checked inside). The file is truncated at the first byte th
 begin a whole valid entry: a size under the minimum, an entry running past the end of the
 file, a CRC mismatch, an unknown magic or codec, or a compressed payload that does not
 decode. Everything before that byte is kept exactly as it was.
+
+What is cut is never thrown away: one flipped byte can cut off megabytes of fsynced,
+acknowledged messages behind it. Before the segment is truncated, the cut bytes are copied
+(and fsynced) next to it:
+
+    <log.dir>/<topic>-<partition>/<base offset, 20 digits>.kafka.truncated-<offset>
+
+where <offset> is the partition offset of the first byte cut (another `.N` is added if that
+name is taken). The name does not end in `.kafka`, so the log never reads it as a segment
+and never serves it; an operator can inspect it (e.g. with `validate`/`iter_messages` from
+`offset`) and, if it is worth it, produce what it holds again.
 """
 
 from __future__ import annotations
 
 import os
+import struct
+from pathlib import Path
 from typing import NamedTuple
 
 from ..protocol.message_set import validate
 from .segment import LogSegment
 
 WINDOW = 8 * 1024 * 1024
+ASIDE_INFIX = ".truncated-"
+_SIZE = struct.Struct(">i")
+_MIN_ENTRY = 5  # magic-0 header: magic and CRC; an entry's size is never less
 
 
 class RecoveryResult(NamedTuple):
     valid_bytes: int
     truncated_bytes: int
     reason: str  # "" when nothing was cut, else why the tail was cut
+    truncated_entries: int = 0  # entries the cut bytes frame by their size fields (estimate)
+    kept_in: Path | None = None  # where the cut bytes were moved
 
     @property
     def truncated(self) -> bool:
@@ -52,8 +70,63 @@ def scan_valid_prefix(fd: int, file_size: int, window: int = WINDOW) -> tuple[in
     return position, reason
 
 
+def count_framed_entries(fd: int, start: int, end: int) -> int:
+    """Entries between `start` and `end` as their size fields frame them, valid or not: how
+    many messages a cut most likely took (the first one is the damaged one)."""
+    count, position = 0, start
+    while position + 4 <= end:
+        (size,) = _SIZE.unpack(os.pread(fd, 4, position))
+        if size < _MIN_ENTRY or position + 4 + size > end:
+            break
+        count += 1
+        position += 4 + size
+    return count
+
+
+def aside_path(segment: LogSegment, offset: int) -> Path:
+    """A free name for the bytes cut at partition offset `offset` (see the module doc)."""
+    path = segment.path.with_name(f"{segment.path.name}{ASIDE_INFIX}{offset}")
+    n = 1
+    while path.exists():
+        path = segment.path.with_name(f"{segment.path.name}{ASIDE_INFIX}{offset}.{n}")
+        n += 1
+    return path
+
+
+def _copy_aside(fd: int, start: int, end: int, path: Path) -> None:
+    """Copy bytes [start, end) of `fd` to a new file `path`, durably (file and directory
+    fsynced), before anything is truncated."""
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        position = start
+        while position < end:
+            chunk = os.pread(fd, min(WINDOW, end - position), position)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view) :]
+            position += len(chunk)
+        os.fsync(out)
+    finally:
+        os.close(out)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
 def recover_segment(segment: LogSegment) -> RecoveryResult:
-    """Validate the whole segment and cut it after its last whole valid entry."""
-    valid, reason = scan_valid_prefix(segment.file.fileno(), segment.size)
-    removed = segment.truncate_to(valid) if valid < segment.size else 0
-    return RecoveryResult(valid, removed, reason if removed else "")
+    """Validate the whole segment and cut it after its last whole valid entry, keeping what
+    is cut in a `.truncated-<offset>` file beside it."""
+    fd = segment.file.fileno()
+    size = segment.size
+    valid, reason = scan_valid_prefix(fd, size)
+    if valid >= size:
+        return RecoveryResult(valid, 0, "")
+    entries = count_framed_entries(fd, valid, size)
+    kept_in = aside_path(segment, segment.base_offset + valid)
+    _copy_aside(fd, valid, size, kept_in)
+    removed = segment.truncate_to(valid)
+    return RecoveryResult(valid, removed, reason, entries, kept_in)
