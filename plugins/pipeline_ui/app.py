@@ -8,17 +8,28 @@ to anyone who is not logged in. Read-only: nothing here writes to a cluster or w
 
 from __future__ import annotations
 
+import mimetypes
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from hooks.pipeline import Pipeline, load_pipeline
 
 from .cluster_view import read_clusters
+from .warehouse_view import HOUR_FORMAT, WarehouseView, recent_hours
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+BASE = "/logbroker"  # where Airflow mounts the app (pipeline_ui_plugin.py)
+SAFE_PATH = re.compile(r"^(?!.*\.\.)[\w./-]+$")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def _require_login() -> list[object]:
@@ -29,8 +40,14 @@ def _require_login() -> list[object]:
     return [Depends(requires_access_view(AccessView.WEBSITE))]
 
 
-def create_app(pipeline: Pipeline | None = None, *, require_login: bool = True) -> FastAPI:
+def create_app(
+    pipeline: Pipeline | None = None,
+    *,
+    require_login: bool = True,
+    now: Callable[[], datetime] = _utcnow,
+) -> FastAPI:
     settings = pipeline or load_pipeline()
+    grace = timedelta(hours=settings.grace_hours)
     app = FastAPI(
         title="logbroker pipeline",
         dependencies=_require_login() if require_login else [],
@@ -44,5 +61,55 @@ def create_app(pipeline: Pipeline | None = None, *, require_login: bool = True) 
         return TEMPLATES.TemplateResponse(
             request, "cluster.html", {"clusters": read_clusters(settings)}
         )
+
+    @app.get("/pipeline", response_class=HTMLResponse)
+    def pipeline(request: Request, hours: int = 12, until: str | None = None) -> HTMLResponse:
+        """`hours` hours, oldest first, ending with the last whole hour (or with `until`)."""
+        at = now()
+        end = at
+        if until:
+            try:
+                end = datetime.strptime(until, HOUR_FORMAT).replace(tzinfo=UTC) + timedelta(hours=1)
+            except ValueError:
+                raise HTTPException(404, f"{until!r} is not an hour (YYYY-MM-DDTHH)") from None
+        shown = list(reversed(recent_hours(end, max(1, min(hours, 24 * 14)))))
+        view = WarehouseView(settings.warehouse, grace)
+        context = {
+            "grid": view.grid(settings.loaded_topics, shown, at),
+            "hours": shown,
+            "now": at,
+            "warehouse": settings.warehouse,
+            "grace_hours": settings.grace_hours,
+            "base": BASE,
+        }
+        return TEMPLATES.TemplateResponse(request, "pipeline.html", context)
+
+    @app.get("/pipeline/{topic}/{hour}", response_class=HTMLResponse)
+    def hour(request: Request, topic: str, hour: str) -> HTMLResponse:
+        try:
+            datetime.strptime(hour, HOUR_FORMAT)
+        except ValueError:
+            raise HTTPException(404, f"{hour!r} is not an hour (YYYY-MM-DDTHH)") from None
+        if topic not in settings.loaded_topics:
+            raise HTTPException(404, f"{topic!r} is not a topic of this pipeline")
+        cell = WarehouseView(settings.warehouse, grace).cell(topic, hour, now())
+        context = {"cell": cell, "warehouse": settings.warehouse, "base": BASE}
+        return TEMPLATES.TemplateResponse(request, "hour.html", context)
+
+    @app.get("/reports/{path:path}")
+    def reports(path: str) -> Response:
+        """The audit's Data Docs, from wherever the reports live (any pyarrow filesystem)."""
+        from pyarrow import fs
+
+        if not SAFE_PATH.match(path):
+            raise HTTPException(404, "no such report")
+        filesystem, root = fs.FileSystem.from_uri(settings.reports.rstrip("/"))
+        try:
+            with filesystem.open_input_stream(f"{root}/{path}") as stream:
+                body = bytes(stream.read())
+        except (FileNotFoundError, OSError):
+            raise HTTPException(404, f"no report {path}") from None
+        media = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        return Response(body, media_type=media)
 
     return app

@@ -1,0 +1,107 @@
+"""The Airflow hooks and the mirror sensor's trigger, against a real ZooKeeper and brokers.
+
+Connections are given the way Airflow users give them in deployments, as AIRFLOW_CONN_<ID>
+environment variables in JSON. No Airflow scheduler is needed: hooks resolve connections
+from the environment, and the trigger's async generator runs on an asyncio loop here as it
+would in the triggerer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from logbroker.client.group_consumer import GroupConsumer
+
+
+@pytest.fixture
+def cluster(zk_chroot, broker_factory, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    broker_factory(0, zk=zk_chroot)
+    broker_factory(1, zk=zk_chroot)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LB_TEST",
+        json.dumps({"conn_type": "logbroker", "host": zk_chroot.connect,
+                    "extra": {"schema_registry": "127.0.0.1:2181/registry", "acks": "ack"}}),
+    )  # fmt: skip
+    return zk_chroot
+
+
+def test_connection_settings_and_test_button(cluster) -> None:  # type: ignore[no-untyped-def]
+    from hooks.logbroker_hook import LogbrokerHook
+
+    hook = LogbrokerHook("lb_test")
+    assert hook.zk_connect == cluster.connect
+    assert hook.schema_registry == "127.0.0.1:2181/registry"
+    ok, message = hook.test_connection()
+    assert ok, message
+    assert message.startswith("2 live broker(s): 0 at 127.0.0.1:")
+
+
+def test_test_button_says_why_when_no_broker(zk_chroot, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from hooks.logbroker_hook import LogbrokerHook
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LB_EMPTY", json.dumps({"conn_type": "logbroker", "host": zk_chroot.connect})
+    )
+    ok, message = LogbrokerHook("lb_empty").test_connection()
+    assert not ok and "no broker is registered" in message
+
+
+def test_bad_connection_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hooks.logbroker_hook import LogbrokerHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_LB_BAD", json.dumps({"conn_type": "logbroker", "extra": {}}))
+    with pytest.raises(ValueError, match="'lb_bad' has no host"):
+        _ = LogbrokerHook("lb_bad").zk_connect
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LB_ACKS",
+        json.dumps({"conn_type": "logbroker", "host": "h:1", "extra": {"acks": "maybe"}}),
+    )
+    with pytest.raises(ValueError, match="acks must be none, ack or fsync"):
+        _ = LogbrokerHook("lb_acks").zk_connect
+
+
+def test_end_offsets_lag_and_the_mirror_trigger(cluster) -> None:  # type: ignore[no-untyped-def]
+    from hooks.logbroker_hook import LogbrokerHook
+    from hooks.triggers import MirrorCaughtUpTrigger, partitions_behind
+
+    hook = LogbrokerHook("lb_test")
+    with hook.producer() as producer:
+        for i in range(20):
+            producer.send("events", [b"m%03d" % i], key=str(i))
+    targets = hook.end_offsets(["events"])
+    assert sum(targets["events"].values()) == 20 * (10 + 4)  # 10 bytes of header per message
+    assert hook.committed_offsets("mirror-x") == {}
+
+    trigger = MirrorCaughtUpTrigger(cluster.connect, "mirror-x", targets, poll_interval=0.2)
+    path, kwargs = trigger.serialize()
+    assert path == "hooks.triggers.MirrorCaughtUpTrigger" and kwargs["targets"] == targets
+
+    async def first_event():  # type: ignore[no-untyped-def]
+        async for event in trigger.run():
+            return event.payload
+        return None
+
+    async def consume_then_wait():  # type: ignore[no-untyped-def]
+        waiting = asyncio.create_task(first_event())
+        await asyncio.sleep(0.5)
+        assert not waiting.done(), "nothing was consumed yet: the trigger must keep waiting"
+        await asyncio.to_thread(consume_all)
+        return await asyncio.wait_for(waiting, 60)
+
+    def consume_all() -> None:
+        consumer = GroupConsumer(
+            group_id="mirror-x", zk_connect=cluster.connect, consumer_timeout_ms=2000
+        )
+        try:
+            stream = consumer.create_message_streams({"events": 1})["events"][0]
+            assert len(list(stream)) == 20
+            consumer.commit_offsets()
+        finally:
+            consumer.close()
+
+    assert asyncio.run(consume_then_wait()) == {"status": "caught_up", "group": "mirror-x"}
+    assert partitions_behind(targets, hook.committed_offsets("mirror-x")) == {}
+    assert hook.lag("mirror-x") == 0

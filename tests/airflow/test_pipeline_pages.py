@@ -1,0 +1,108 @@
+"""The Pipeline and Cluster pages, rendered by the plugin's FastAPI app.
+
+The warehouse is written here in the exact layout of DESIGN.md §3.6 (checkpoints as JSON,
+audit results as Parquet); the cluster is a real ZooKeeper and real broker processes. The
+pages are asserted on their rendered HTML (data-* attributes carry each cell's state).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from warehouse_files import NOW, make_warehouse, pipeline_settings
+
+from logbroker.client.producer import Producer
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    return make_warehouse(tmp_path / "warehouse")
+
+
+def cell_states(html: str) -> dict[tuple[str, str], str]:
+    return {
+        (m[0], m[1]): m[2]
+        for m in re.findall(r'data-topic="([^"]+)" data-hour="([^"]+)" data-state="([^"]+)"', html)
+    }
+
+
+def test_pipeline_grid_shows_each_hours_state(warehouse: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from pipeline_ui.app import create_app
+
+    app = create_app(pipeline_settings(warehouse), require_login=False, now=lambda: NOW)
+    page = TestClient(app).get("/pipeline", params={"hours": 4})
+    assert page.status_code == 200
+    states = cell_states(page.text)
+    assert states[("page_views", "2026-11-22T11")] == "closed"
+    assert states[("searches", "2026-11-22T12")] == "closed"
+    assert states[("page_views", "2026-11-22T12")] == "failed"
+    assert states[("page_views", "2026-11-22T13")] == "open"
+    assert states[("page_views", "2026-11-22T14")] == "loaded"
+    assert states[("_audit", "2026-11-22T14")] == "open"
+
+
+def test_hour_page_shows_offsets_and_the_failed_window(warehouse: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from pipeline_ui.app import create_app
+
+    client = TestClient(
+        create_app(pipeline_settings(warehouse), require_login=False, now=lambda: NOW)
+    )
+    page = client.get("/pipeline/page_views/2026-11-22T12")
+    assert page.status_code == 200
+    assert 'id="hour-state">failed<' in page.text
+    assert "41,230" in page.text  # the end offset from the checkpoint
+    lost = re.search(r'<tr data-status="lost">(.*?)</tr>', page.text, re.S)
+    assert lost and "12:00–12:10" in lost.group(1) and ">3<" in lost.group(1)
+    assert client.get("/pipeline/nope/2026-11-22T12").status_code == 404
+    assert client.get("/pipeline/page_views/yesterday").status_code == 404
+
+
+def test_reports_are_served_and_paths_cannot_escape(warehouse: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from pipeline_ui.app import create_app
+
+    (warehouse / "_reports").mkdir()
+    (warehouse / "_reports" / "index.html").write_text("<html>docs</html>")
+    (warehouse / "secret.txt").write_text("no")
+    client = TestClient(create_app(pipeline_settings(warehouse), require_login=False))
+    page = client.get("/reports/index.html")
+    assert page.status_code == 200 and page.text == "<html>docs</html>"
+    assert page.headers["content-type"].startswith("text/html")
+    assert client.get("/reports/../secret.txt").status_code == 404
+    assert client.get("/reports/missing.html").status_code == 404
+
+
+def test_cluster_page_lists_brokers_topics_and_sizes(  # type: ignore[no-untyped-def]
+    tmp_path: Path, zk_chroot, broker_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from pipeline_ui.app import create_app
+
+    broker_factory(0, zk=zk_chroot)
+    broker_factory(1, zk=zk_chroot)
+    with Producer(zk_connect=zk_chroot.connect, acks="ack") as producer:
+        producer.send("page_views", [b"x" * 100] * 10)
+    conn = json.dumps({"conn_type": "logbroker", "host": zk_chroot.connect})
+    monkeypatch.setenv("AIRFLOW_CONN_LB_LIVE", conn)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LB_ANALYSIS",
+        json.dumps(
+            {"conn_type": "logbroker", "host": "127.0.0.1:1/nothing", "extra": {"timeout_s": 1}}
+        ),
+    )
+    page = TestClient(create_app(pipeline_settings(tmp_path), require_login=False)).get("/cluster")
+    assert page.status_code == 200
+    live = page.text.split('data-cluster="analysis"')[0]
+    assert re.search(r"0 at 127\.0\.0\.1:\d+, 1 at 127\.0\.0\.1:\d+", live)
+    assert ">page_views<" in live and "1,100 bytes" in live  # 10 messages of 100 + 10 bytes
+    analysis = page.text.split('data-cluster="analysis"')[1]
+    assert "could not read analysis" in analysis  # a dead cluster is a message, not a 500
