@@ -192,7 +192,8 @@ def test_every_door_refuses_an_emoji_topic_before_anything_is_written(
 
     assert fetch(broker, "kept") == set_of(b"kept") + set_of(b"2")
     assert on_disk(broker) == ["kept-0"]
-    assert children(zk_client, "/brokers/topics") == ["kept"]
+    # "kept" is registered in ZooKeeper after its first append, asynchronously: wait for it.
+    wait_for(lambda: children(zk_client, "/brokers/topics") == ["kept"], "kept registered alone")
     # And the broker starts again (it once could not).
     assert broker.stop() == 0
     broker.start()
