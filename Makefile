@@ -43,6 +43,11 @@ typecheck: setup
 	MYPYPATH=plugins $(BIN)/mypy
 
 # ruff's lint and format check, and typecheck
+# The README's screenshots of the Airflow UI pages, taken by the UI tests.
+.PHONY: screenshots
+screenshots: setup
+	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/airflow/test_ui_live.py -q
+
 lint: setup typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

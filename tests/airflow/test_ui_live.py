@@ -2,16 +2,18 @@
 
 One stack for the module (api-server only, the DAGs serialized by `airflow dags reserialize`
 instead of a running dag-processor). Chromium (Debian's package) renders the pages; the
-assertions read the rendered DOM, and the screenshots land in docs/images/ so that the
-README shows what the code draws today.
+assertions read the rendered DOM; `make screenshots` puts the screenshots in docs/images/,
+so that the README shows what the code draws today.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +26,13 @@ from logbroker.testing.airflow_stack import AirflowStack
 from logbroker.testing.broker import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGES = ROOT / "docs" / "images"
+# `make screenshots` (UPDATE_SCREENSHOTS=1) refreshes the README's pictures; a plain test run
+# keeps its screenshots in a temporary directory, so it never dirties the work tree.
+IMAGES = (
+    ROOT / "docs" / "images"
+    if os.environ.get("UPDATE_SCREENSHOTS")
+    else Path(tempfile.mkdtemp(prefix="logbroker-screenshots-"))
+)
 CHROMIUM = shutil.which("chromium")
 
 pytestmark = pytest.mark.slow
