@@ -29,7 +29,7 @@ from ..coordination import paths
 log = logging.getLogger(__name__)
 
 
-class Broker(NamedTuple):
+class BrokerEndpoint(NamedTuple):
     id: int
     host: str
     port: int
@@ -47,23 +47,23 @@ class BrokerPartition(NamedTuple):
 class BrokerSource(Protocol):
     version: int  # changes whenever brokers() or partitions() may answer differently
 
-    def brokers(self) -> dict[int, Broker]: ...
+    def brokers(self) -> dict[int, BrokerEndpoint]: ...
 
     def partitions(self, topic: str) -> list[BrokerPartition]: ...
 
     def close(self) -> None: ...
 
 
-def parse_broker_list(text: str) -> list[Broker]:
+def parse_broker_list(text: str) -> list[BrokerEndpoint]:
     """'0:127.0.0.1:9092,1:127.0.0.1:9093' or '127.0.0.1:9092,127.0.0.1:9093'."""
     brokers = []
     for i, item in enumerate(x.strip() for x in text.split(",") if x.strip()):
         fields = item.split(":")
         try:
             if len(fields) == 3:
-                brokers.append(Broker(int(fields[0]), fields[1], int(fields[2])))
+                brokers.append(BrokerEndpoint(int(fields[0]), fields[1], int(fields[2])))
             elif len(fields) == 2:
-                brokers.append(Broker(i, fields[0], int(fields[1])))
+                brokers.append(BrokerEndpoint(i, fields[0], int(fields[1])))
             else:
                 raise ValueError
         except ValueError:
@@ -76,13 +76,13 @@ def parse_broker_list(text: str) -> list[Broker]:
 
 
 class StaticBrokers:
-    def __init__(self, broker_list: str | list[Broker], num_partitions: int = 1) -> None:
+    def __init__(self, broker_list: str | list[BrokerEndpoint], num_partitions: int = 1) -> None:
         listed = parse_broker_list(broker_list) if isinstance(broker_list, str) else broker_list
         self._brokers = {b.id: b for b in listed}
         self.num_partitions = num_partitions
         self.version = 0
 
-    def brokers(self) -> dict[int, Broker]:
+    def brokers(self) -> dict[int, BrokerEndpoint]:
         return dict(self._brokers)
 
     def partitions(self, topic: str) -> list[BrokerPartition]:
@@ -105,7 +105,7 @@ class ZooKeeperBrokers:
         self.client = client
         self.on_change = on_change
         self._lock = threading.Lock()
-        self._brokers: dict[int, Broker] = {}
+        self._brokers: dict[int, BrokerEndpoint] = {}
         self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
         self._watched: set[str] = set()
         self.version = 0
@@ -119,7 +119,7 @@ class ZooKeeperBrokers:
             try:
                 data, _ = self.client.get(f"{paths.BROKER_IDS}/{child}")
                 host, port = paths.parse_broker_value(data)
-                brokers[int(child)] = Broker(int(child), host, port)
+                brokers[int(child)] = BrokerEndpoint(int(child), host, port)
             except NoNodeError:
                 continue  # gone between the listing and the read
             except ValueError as exc:
@@ -161,7 +161,7 @@ class ZooKeeperBrokers:
             except Exception:
                 log.exception("broker change callback failed")
 
-    def brokers(self) -> dict[int, Broker]:
+    def brokers(self) -> dict[int, BrokerEndpoint]:
         with self._lock:
             return dict(self._brokers)
 

@@ -19,13 +19,13 @@ from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.requests import CreateTopicRequest
 from ..protocol.responses import decode_metadata_response
 from ..protocol.topics import is_legal_topic, validate_topic
-from .brokers import Broker, ZooKeeperBrokers
+from .brokers import BrokerEndpoint, ZooKeeperBrokers
 from .simple_consumer import SimpleConsumer
 
 log = logging.getLogger(__name__)
 
 
-class PartitionInfo(NamedTuple):
+class PartitionDescription(NamedTuple):
     topic: str
     broker_id: int
     partition: int
@@ -90,7 +90,7 @@ class Cluster:
             )
         return self._consumers[broker_id]
 
-    def live_brokers(self) -> dict[int, Broker]:
+    def live_brokers(self) -> dict[int, BrokerEndpoint]:
         return self.brokers.brokers()
 
     def topics(self) -> dict[str, dict[int, int]]:
@@ -128,7 +128,7 @@ class Cluster:
             created[broker_id] = len(meta.partitions)
         return created
 
-    def describe(self, topic: str) -> list[PartitionInfo]:
+    def describe(self, topic: str) -> list[PartitionDescription]:
         """Every partition of `topic` on every live broker that has it."""
         validate_topic(topic)
         rows = []
@@ -139,7 +139,7 @@ class Cluster:
             for t in meta.topics:
                 for p in t.partitions:
                     rows.append(
-                        PartitionInfo(
+                        PartitionDescription(
                             topic,
                             broker_id,
                             p.partition,

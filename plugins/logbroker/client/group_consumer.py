@@ -63,6 +63,7 @@ from kazoo.exceptions import KazooException, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ..coordination import paths
+from ..coordination.errors import ZooKeeperUnavailableError
 from ..coordination.rebalance import (
     Blacklist,
     StaticSubscription,
@@ -75,7 +76,7 @@ from ..coordination.rebalance import (
 from ..protocol.topics import validate_topic
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
-from .group.membership import ConsumerIdTakenError, GroupMembership, ZooKeeperUnavailableError
+from .group.membership import ConsumerIdTakenError, GroupMembership
 from .group.stream import GroupMessage, MessageStream
 from .simple_consumer import DEFAULT_MAX_FETCH_SIZE
 

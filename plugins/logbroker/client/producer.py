@@ -44,7 +44,7 @@ from ..protocol.requests import (
 )
 from ..protocol.responses import decode_acked_produce_response
 from ..protocol.topics import validate_topic
-from .brokers import Broker, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
+from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
 from .partitioner import Key, Partitioner, default_partitioner
 
@@ -154,7 +154,7 @@ class Producer:
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.timeout_s = socket_timeout_ms / 1000
         self.stats = ProducerStats()
-        self._connections: dict[Broker, BrokerConnection] = {}
+        self._connections: dict[BrokerEndpoint, BrokerConnection] = {}
         self._lock = threading.Lock()
         # What the hot path looked up, valid while the broker source's version stays.
         self._cache_version = -1

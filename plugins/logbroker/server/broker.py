@@ -35,7 +35,7 @@ class StartupError(LogbrokerError):
     """The broker could not start; the message names the step, the cause is chained."""
 
 
-class Broker:
+class BrokerServer:
     def __init__(self, config: BrokerConfig, clock: Clock = system_clock) -> None:
         self.config = config
         self.clock = clock
@@ -150,7 +150,7 @@ class Broker:
 
 async def serve(config: BrokerConfig) -> None:
     """Run a broker until SIGTERM or SIGINT."""
-    broker = Broker(config)
+    broker = BrokerServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

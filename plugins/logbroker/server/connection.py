@@ -40,7 +40,7 @@ _SIZE = struct.Struct(">i")
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 
 
-class BrokerConnection(asyncio.Protocol):
+class ClientConnection(asyncio.Protocol):
     def __init__(self, server: SocketServer) -> None:
         self.server = server
         self.loop = server.loop

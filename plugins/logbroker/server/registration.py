@@ -60,6 +60,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
 
 from ..coordination import paths
+from ..coordination.errors import ZooKeeperUnavailableError
 from ..protocol.errors import LogbrokerError, describe_exception
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,6 @@ _CONNECTION_RETRY = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch, like Java's System.currentTimeMillis()."""
     return time.time_ns() // 1_000_000
-
-
-class ZooKeeperUnavailableError(LogbrokerError):
-    """ZooKeeper could not be reached (or stayed unreachable) while the broker registered."""
 
 
 class ZooKeeperRegistrationError(LogbrokerError):

@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from ..config import BrokerConfig
-from .connection import BrokerConnection
+from .connection import ClientConnection
 from .handlers import RequestHandlers
 from .metrics import BrokerMetrics
 
@@ -34,14 +34,14 @@ class SocketServer:
         self.metrics = metrics
         self.loop = loop
         self.max_request_bytes = config.max_socket_request_bytes
-        self.connections: set[BrokerConnection] = set()
+        self.connections: set[ClientConnection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> tuple[str, int]:
         self._server = await self.loop.create_server(
-            lambda: BrokerConnection(self),
+            lambda: ClientConnection(self),
             host=self.config.hostname,
             port=self.config.port,
             reuse_address=True,
@@ -51,11 +51,11 @@ class SocketServer:
         host, port = self._server.sockets[0].getsockname()[:2]
         return host, port
 
-    def connection_opened(self, conn: BrokerConnection) -> None:
+    def connection_opened(self, conn: ClientConnection) -> None:
         self.connections.add(conn)
         self.metrics.connection_opened()
 
-    def connection_closed(self, conn: BrokerConnection) -> None:
+    def connection_closed(self, conn: ClientConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             self.metrics.connection_closed()

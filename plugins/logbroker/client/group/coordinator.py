@@ -32,9 +32,10 @@ from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from ...coordination import paths
+from ...coordination.errors import ZooKeeperUnavailableError
 from ...coordination.rebalance import Subscription, WildcardSubscription
 from ...protocol.errors import LogbrokerError
-from .membership import GroupMembership, ZooKeeperUnavailableError
+from .membership import GroupMembership
 from .rebalance import Rebalancer
 from .stream import MessageStream
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 from ...protocol.errors import InvalidMessageError, LogbrokerError, OffsetOutOfRangeError
 from ...protocol.message_set import first_entry_size, iter_messages
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
-from ..brokers import Broker
+from ..brokers import BrokerEndpoint
 from ..connection import BrokerUnavailableError
 from ..simple_consumer import MessageTooLargeError, SimpleConsumer
-from .stream import Chunk, GroupMessage, PartitionInfo
+from .stream import Chunk, GroupMessage, OwnedPartition
 
 if TYPE_CHECKING:
     from ..group_consumer import GroupConsumer
@@ -38,7 +38,9 @@ AUTOOFFSET_RESETS = {"smallest": EARLIEST_TIME, "largest": LATEST_TIME}
 class Fetcher:
     """One thread fetching the owned partitions of one broker into their streams."""
 
-    def __init__(self, consumer: GroupConsumer, broker: Broker, infos: list[PartitionInfo]):
+    def __init__(
+        self, consumer: GroupConsumer, broker: BrokerEndpoint, infos: list[OwnedPartition]
+    ):
         self.consumer = consumer
         self.broker = broker
         self.infos = infos
@@ -112,7 +114,7 @@ class Fetcher:
                 continue
             self._deliver(p, result.data)
 
-    def _deliver(self, p: PartitionInfo, data: bytes | memoryview) -> None:
+    def _deliver(self, p: OwnedPartition, data: bytes | memoryview) -> None:
         offset = p.fetch_offset
         assert offset is not None
         try:
@@ -142,14 +144,14 @@ class Fetcher:
             else:
                 p.fetch_size = max(needed, min(p.fetch_size * 2, self.consumer.max_fetch_size))
 
-    def _stall(self, p: PartitionInfo, exc: LogbrokerError) -> None:
+    def _stall(self, p: OwnedPartition, exc: LogbrokerError) -> None:
         log.error(
             "%s/%s cannot be consumed past offset %s: %s", p.topic, p.name, p.fetch_offset, exc
         )
         p.stalled = True
         p.stream._put(exc, self.stop_event)
 
-    def _reset(self, p: PartitionInfo, error: LogbrokerError | None) -> None:
+    def _reset(self, p: OwnedPartition, error: LogbrokerError | None) -> None:
         """Start `p` at the broker's earliest or latest offset (autooffset.reset)."""
         reset = self.consumer.autooffset_reset
         old = p.fetch_offset

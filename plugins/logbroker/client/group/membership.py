@@ -37,17 +37,13 @@ from ...coordination.rebalance import (
     topic_partitions,
 )
 from ...protocol.errors import LogbrokerError
-from ..brokers import Broker
-from .stream import PartitionInfo
+from ..brokers import BrokerEndpoint
+from .stream import OwnedPartition
 
 if TYPE_CHECKING:
     from ..group_consumer import GroupConsumer
 
 log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
-
-
-class ZooKeeperUnavailableError(LogbrokerError):
-    """ZooKeeper could not be reached (at start, or for an explicit commit)."""
 
 
 class ConsumerIdTakenError(LogbrokerError):
@@ -85,13 +81,13 @@ class GroupMembership:
                 if self.client.exists(path, watch=watch) is None:
                     return []
 
-    def read_brokers(self, watch: Any) -> dict[int, Broker]:
+    def read_brokers(self, watch: Any) -> dict[int, BrokerEndpoint]:
         brokers = {}
         for child in self.children(paths.BROKER_IDS, watch):
             try:
                 data, _ = self.client.get(f"{paths.BROKER_IDS}/{child}")
                 host, port = paths.parse_broker_value(data)
-                brokers[int(child)] = Broker(int(child), host, port)
+                brokers[int(child)] = BrokerEndpoint(int(child), host, port)
             except NoNodeError:
                 continue
             except ValueError as exc:
@@ -193,7 +189,7 @@ class GroupMembership:
             except NodeExistsError:
                 self.client.set(path, value)
 
-    def commit(self, infos: list[PartitionInfo], *, check_owner: bool) -> None:
+    def commit(self, infos: list[OwnedPartition], *, check_owner: bool) -> None:
         """Write the consumed offsets that changed (0.7's commitOffsets)."""
         with self.consumer._deliver_lock:
             pending = [
@@ -217,7 +213,7 @@ class GroupMembership:
         if written:
             log.debug("consumer %s committed %d offsets", self.consumer_id, written)
 
-    def _still_ours(self, info: PartitionInfo) -> bool:
+    def _still_ours(self, info: OwnedPartition) -> bool:
         owner = paths.consumer_owner_path(self.group_id, info.topic, info.broker_id, info.partition)
         try:
             data, _ = self.client.get(owner)

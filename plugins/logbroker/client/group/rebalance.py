@@ -28,11 +28,11 @@ from kazoo.protocol.states import WatchedEvent
 from ...coordination import paths
 from ...coordination.rebalance import StaticSubscription, WildcardSubscription, assign
 from ...protocol.errors import LogbrokerError
-from ..brokers import Broker
+from ..brokers import BrokerEndpoint
 from ..simple_consumer import SimpleConsumer
 from .fetcher import AUTOOFFSET_RESETS, Fetcher
 from .membership import GroupMembership
-from .stream import MessageStream, PartitionInfo
+from .stream import MessageStream, OwnedPartition
 
 if TYPE_CHECKING:
     from ..group_consumer import GroupConsumer
@@ -63,12 +63,12 @@ class Rebalancer:
         self.on_topics_change = on_topics_change
         self.streams: list[MessageStream] = []
         self.stream_of: dict[tuple[str | None, str], MessageStream] = {}  # (topic|None, thread id)
-        self.registry: dict[tuple[str, str], PartitionInfo] = {}  # (topic, "b-p") -> info
+        self.registry: dict[tuple[str, str], OwnedPartition] = {}  # (topic, "b-p") -> info
         self.known_topics: set[str] = set()
-        self.offset_clients: dict[Broker, SimpleConsumer] = {}
+        self.offset_clients: dict[BrokerEndpoint, SimpleConsumer] = {}
         self._fetchers: list[Fetcher] = []
 
-    def stop_consuming(self) -> list[PartitionInfo]:
+    def stop_consuming(self) -> list[OwnedPartition]:
         """Stop and join the fetchers, end delivery from the owned partitions, clear queues."""
         fetchers, self._fetchers = self._fetchers, []
         for fetcher in fetchers:
@@ -120,7 +120,7 @@ class Rebalancer:
                 (topic if isinstance(subscription, StaticSubscription) else None, thread_id)
             ]
             offset = membership.read_offset(topic, name)
-            registry[(topic, name)] = PartitionInfo(
+            registry[(topic, name)] = OwnedPartition(
                 topic, name, thread_id, stream, offset, consumer.fetch_size
             )
         self.registry = registry
@@ -134,7 +134,7 @@ class Rebalancer:
         )
         return True
 
-    def _resolve_offsets(self, brokers: dict[int, Broker]) -> None:
+    def _resolve_offsets(self, brokers: dict[int, BrokerEndpoint]) -> None:
         """Ask the brokers where partitions without a committed offset start
         (autooffset.reset), as 0.7 did during the rebalance; a broker that does not answer
         leaves it to the fetcher."""
@@ -163,8 +163,8 @@ class Rebalancer:
                 info.fetch_offset,
             )
 
-    def _start_fetchers(self, brokers: dict[int, Broker]) -> None:
-        by_broker: dict[int, list[PartitionInfo]] = defaultdict(list)
+    def _start_fetchers(self, brokers: dict[int, BrokerEndpoint]) -> None:
+        by_broker: dict[int, list[OwnedPartition]] = defaultdict(list)
         for info in self.registry.values():
             by_broker[info.broker_id].append(info)
         for broker_id, infos in sorted(by_broker.items()):

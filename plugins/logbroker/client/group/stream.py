@@ -38,7 +38,7 @@ class GroupMessage(NamedTuple):
     payload: bytes
 
 
-class PartitionInfo:
+class OwnedPartition:
     """One owned partition during one rebalance generation (0.7's PartitionTopicInfo)."""
 
     __slots__ = (
@@ -84,7 +84,7 @@ class PartitionInfo:
 
 
 class Chunk(NamedTuple):
-    info: PartitionInfo
+    info: OwnedPartition
     messages: list[GroupMessage]
 
 
