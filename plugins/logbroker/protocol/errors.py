@@ -14,6 +14,8 @@ and a client turns a code it received back into an exception with `error_for_cod
 |   4  | InvalidFetchSize  | a fetch size that cannot be served                           |
 |   5  | MessageSizeTooLarge | (extension) a payload over max.message.size in an acked produce |
 |   6  | InvalidTopic      | (extension) a topic name that breaks the naming rules        |
+|   7  | Storage           | (extension) the set could not be written (disk full, I/O     |
+|      |                   | error): nothing of it was stored; retry later                |
 """
 
 from __future__ import annotations
@@ -86,6 +88,17 @@ class InvalidTopicError(LogbrokerError, ValueError):
     Also a ValueError: a bad name is a bad argument wherever a caller passes one."""
 
     code = 6
+
+
+@_register
+class StorageError(LogbrokerError):
+    """Code 7 (extension): the log could not write the set (disk full, I/O error).
+
+    Nothing of the set is stored or will ever be served: the segment was cut back to its
+    last whole entry. The same set may be sent again once the disk has room.
+    """
+
+    code = 7
 
 
 class UnknownMagicError(InvalidMessageError):

@@ -13,7 +13,9 @@ bytes) so that a client that goes away is noticed: its EOF or reset closes the c
 and cancels the wait, instead of holding the socket until `max_wait_ms` (up to 24 days) ends.
 
 Whatever a client sends, the broker answers with an error code or closes this connection,
-logs one line with the client's address, and goes on serving everyone else.
+logs one line with the client's address, and goes on serving everyone else. A produce that
+gets no answer and could not be written (a full disk) closes its connection too: that is the
+only way a 0.7 producer learns of it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import socket
 import struct
 from typing import TYPE_CHECKING
 
-from ..protocol.errors import InvalidRequestError, LogbrokerError
+from ..protocol.errors import InvalidRequestError, LogbrokerError, StorageError
 from ..protocol.requests import REQUEST_TYPE_BYTES, decode_produce_fast, decode_request
 from ..storage.segment import FileRegion
 from .handlers import Response
@@ -129,8 +131,12 @@ class ClientConnection(asyncio.Protocol):
 
     def _handle_frames(self, data: bytes, pos: int) -> int | None:
         """Handle whole frames from `pos`; returns where unhandled bytes start, or None."""
-        with self.server.handlers.batched_appends():  # `data` outlives the deferred appends
-            return self._handle_frames_in(data, pos)
+        try:
+            with self.server.handlers.batched_appends():  # `data` outlives the deferred appends
+                return self._handle_frames_in(data, pos)
+        except StorageError as exc:
+            self._lost_produces(exc)
+            return None
 
     def _handle_frames_in(self, data: bytes, pos: int) -> int | None:
         view = memoryview(data)
@@ -161,6 +167,9 @@ class ClientConnection(asyncio.Protocol):
         try:
             request = decode_produce_fast(body) or decode_request(body, validate_topics=False)
             outcome = server.handlers.handle(request, self.client)
+        except StorageError as exc:  # earlier produces of this connection were not written
+            self._lost_produces(exc)
+            return False
         except LogbrokerError as exc:
             kind = "invalid_request" if isinstance(exc, InvalidRequestError) else "rejected"
             server.metrics.error(kind)
@@ -257,6 +266,11 @@ class ClientConnection(asyncio.Protocol):
             self._process_pending()
 
     # -- closing ----------------------------------------------------------------------
+
+    def _lost_produces(self, exc: StorageError) -> None:
+        """Produces that get no answer could not be written (counted where it happened):
+        closing the connection is the only way a 0.7 producer can learn of it."""
+        self.close(f"{exc}; a produce without an answer failed, so the connection is closed")
 
     def close(self, reason: str | None = None) -> None:
         if self.closed:

@@ -15,6 +15,10 @@ connection; everything else becomes an error code here, at the edge (`error_code
 | FETCH_WAIT   | code 6 / 3 per set           |                              |                            |
 | METADATA     | code 6 per topic             |                              |                            |
 | CREATE_TOPIC | code 6 in the topic          |                              |                            |
+
+A set that cannot be written (a full disk: StorageError) is never kept in part: PRODUCE_ACK
+answers code 7 for it; PRODUCE(S), which get no answer, have their connection closed so that
+the producer learns that something was lost, and the failure is counted either way.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..protocol.errors import (
     InvalidTopicError,
     LogbrokerError,
     MessageSizeTooLargeError,
+    StorageError,
     UnknownError,
     error_code,
 )
@@ -128,13 +133,20 @@ class RequestHandlers:
             self.flush_appends()
 
     def flush_appends(self) -> None:
+        """Append the deferred produces. A log that cannot write (a full disk) keeps none of
+        its failed write, is counted, and StorageError is raised once the other logs are
+        done: the produces got no answer, so the caller closes the connection to tell."""
         deferred, self._deferred = self._deferred, {}
+        failed: list[StorageError] = []
         for part_log, sets in deferred.items():
             try:
                 part_log.append_many(sets)
-            except OSError as exc:
+            except StorageError as exc:
                 self.metrics.error("storage", part_log.topic)
-                log.error("appending %d sets to %s failed: %s", len(sets), part_log.name, exc)
+                failed.append(exc)
+                self.waiters.appended(
+                    part_log.topic, part_log.partition
+                )  # a roll may have kept some
                 continue
             self.metrics.produced(
                 part_log.topic,
@@ -142,6 +154,9 @@ class RequestHandlers:
                 sum(c.valid_bytes for _, c in sets),
             )
             self.waiters.appended(part_log.topic, part_log.partition)
+        if failed:
+            more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
+            raise StorageError(f"{failed[0]}{more}")
 
     # -- produce ----------------------------------------------------------------------
 

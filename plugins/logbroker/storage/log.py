@@ -189,8 +189,9 @@ class Log:
 
         A damaged set (bad size, magic, codec, CRC, undecodable compression) or one whose
         first entry is incomplete raises InvalidMessageError and appends nothing. A partial
-        trailing entry is dropped, as 0.7 did. Pass `validation` if the caller already
-        validated these exact bytes.
+        trailing entry is dropped, as 0.7 did. A write that fails (a full disk) raises
+        StorageError and appends nothing: the end offset stays where it was. Pass
+        `validation` if the caller already validated these exact bytes.
         """
         check = validation if validation is not None else validate(message_set)
         if check.error is not None:
@@ -218,28 +219,35 @@ class Log:
         """Append already validated sets in order, with one write per segment.
 
         For produces that get no answer: nobody needs each set's offset, and many small
-        sets from one read of the socket cost one system call instead of one each.
+        sets from one read of the socket cost one system call instead of one each. A write
+        that fails raises StorageError: what went to an older segment before a roll is kept
+        whole, nothing of the failed write is.
         """
+        flush_now = False
         with self._lock:
             now = self.clock()
             buffers: list[bytes | memoryview] = []
-            size = messages = 0
+            size = messages = written = 0
             segment = self._segments[-1]
-            for data, check in sets:
-                n = check.valid_bytes
-                if not n:
-                    continue
-                if buffers and self._should_roll(segment, n, now, pending=size):
-                    segment.append_all(buffers, size, now)  # the old segment first, then roll
-                    buffers, size = [], 0
-                if not buffers:
-                    segment = self._maybe_roll(n, now)
-                buffers.append(memoryview(data)[:n])
-                size += n
-                messages += check.messages
-            if buffers:
-                segment.append_all(buffers, size, now)
-            flush_now = self._count_unflushed(messages)
+            try:
+                for data, check in sets:
+                    n = check.valid_bytes
+                    if not n:
+                        continue
+                    if buffers and self._should_roll(segment, n, now, pending=size):
+                        segment.append_all(buffers, size, now)  # the old segment first, then roll
+                        buffers, size, written = [], 0, written + messages
+                        messages = 0
+                    if not buffers:
+                        segment = self._maybe_roll(n, now)
+                    buffers.append(memoryview(data)[:n])
+                    size += n
+                    messages += check.messages
+                if buffers:
+                    segment.append_all(buffers, size, now)
+                    written += messages
+            finally:
+                flush_now = self._count_unflushed(written)
         if flush_now:
             self._flush_soon()
 

@@ -12,15 +12,24 @@ The file is opened once, unbuffered, in append mode. A `FileRegion` handed to a 
 its segment alive, so a segment that retention deletes meanwhile stays readable (the inode
 lives until its descriptor closes, when the last reader drops the segment) and a reader
 never waits for a delete.
+
+`size` is the end of the last whole append. A write that fails or stops short (a full disk,
+an I/O error, a file size limit) leaves a torn tail after it: the file is cut back to
+`size` before the error is raised, and if even that fails, before the next append is
+allowed. So an append never lands after bytes of a failed one, and no reader or restart
+ever sees them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 from pathlib import Path
 from typing import NamedTuple
+
+from ..protocol.errors import StorageError
 
 SEGMENT_SUFFIX = ".kafka"
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
@@ -90,7 +99,15 @@ def _after(buffers: list[bytes | memoryview], skip: int) -> list[bytes | memoryv
 class LogSegment:
     """A segment file plus what the log needs to know of it without touching the disk."""
 
-    __slots__ = ("base_offset", "file", "first_append_ms", "last_modified_ms", "path", "size")
+    __slots__ = (
+        "base_offset",
+        "file",
+        "first_append_ms",
+        "last_modified_ms",
+        "path",
+        "size",
+        "torn",
+    )
 
     def __init__(self, path: Path, base_offset: int, last_modified_ms: int) -> None:
         self.path = path
@@ -99,6 +116,7 @@ class LogSegment:
         self.size = os.fstat(self.file.fileno()).st_size
         self.last_modified_ms = last_modified_ms
         self.first_append_ms: int | None = None
+        self.torn = False  # bytes of a failed write may lie past `size`
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, now_ms: int) -> LogSegment:
@@ -120,16 +138,44 @@ class LogSegment:
         self.append_all([data], len(data), now_ms)
 
     def append_all(self, buffers: list[bytes | memoryview], total: int, now_ms: int) -> None:
-        """Write `buffers` (`total` bytes) at the end of the file, in as few calls as it takes."""
+        """Write `buffers` (`total` bytes) at the end of the file, in as few calls as it takes.
+
+        All or nothing: if the bytes cannot all be written, the file is cut back to its end
+        before this call and StorageError is raised; `size` only moves once all are written.
+        """
         fd = self.file.fileno()
+        if self.torn:
+            self._cut_torn_tail(None)
         pending = buffers
-        while pending:  # writev takes IOV_MAX buffers at most, and may write short
-            written = os.writev(fd, pending[:_IOV_MAX])
-            pending = _after(pending, written)
+        try:
+            while pending:  # writev takes IOV_MAX buffers at most, and may write short
+                written = os.writev(fd, pending[:_IOV_MAX])
+                if written <= 0:  # no progress and no error: do not spin
+                    raise OSError(errno.ENOSPC, "the write made no progress")
+                pending = _after(pending, written)
+        except OSError as exc:
+            self.torn = True
+            self._cut_torn_tail(exc)
+            raise StorageError(
+                f"writing {total} bytes to {self.path} failed ({exc.strerror or exc}); "
+                f"nothing of them is kept: the segment was cut back to {self.size} bytes"
+            ) from exc
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
         self.last_modified_ms = now_ms
         self.size += total
+
+    def _cut_torn_tail(self, cause: OSError | None) -> None:
+        """Cut the file back to `size`, the end of the last whole append."""
+        try:
+            os.ftruncate(self.file.fileno(), self.size)
+        except OSError as exc:
+            what = f"writing failed ({cause.strerror or cause}) and " if cause else ""
+            raise StorageError(
+                f"{self.path}: {what}cutting the torn tail back to {self.size} bytes failed "
+                f"({exc.strerror or exc}); no append is possible until it can be cut"
+            ) from exc
+        self.torn = False
 
     def flush(self) -> None:
         """fsync, and record the modification time so a restart sees the same age."""
@@ -152,6 +198,7 @@ class LogSegment:
         removed = self.size - size
         os.ftruncate(self.file.fileno(), size)
         self.size = size
+        self.torn = False
         return removed
 
     def delete(self) -> None:

@@ -8,7 +8,11 @@
 
 The process runs in its own process group with its log in `<directory>/broker.log`;
 `stop()` sends SIGTERM and waits for exit code 0, `kill()` sends SIGKILL. Ports are picked
-free on 127.0.0.1 unless given.
+free on 127.0.0.1 unless given. `rlimits` starts it under resource limits (a descriptor
+limit, a file size limit), set by a small launcher that then execs the broker, so the
+limits hold from its first instruction and `pid` is the broker's own:
+
+    BrokerProcess(path, rlimits={resource.RLIMIT_NOFILE: (128, 128)})
 """
 
 from __future__ import annotations
@@ -27,6 +31,15 @@ from typing import Self
 
 from .zookeeper import find_free_port
 
+# Set resource limits, then become the broker (argv: "RESOURCE:soft:hard,...", program, args).
+_WITH_RLIMITS = """\
+import os, sys, resource
+for spec in sys.argv[1].split(","):
+    number, soft, hard = (int(x) for x in spec.split(":"))
+    resource.setrlimit(number, (soft, hard))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
 
 class BrokerStartError(RuntimeError):
     pass
@@ -40,8 +53,10 @@ class BrokerProcess:
         zk_connect: str | None = None,
         port: int | None = None,
         overrides: Mapping[str, str] | None = None,
+        rlimits: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self.rlimits = dict(rlimits or {})
         self.broker_id = broker_id
         self.zk_connect = zk_connect
         self.port = port or find_free_port()
@@ -84,6 +99,9 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "logbroker.cli", "broker"]
         for key, value in self.settings().items():
             cmd += ["--override", f"{key}={value}"]
+        if self.rlimits:
+            limits = ",".join(f"{r}:{soft}:{hard}" for r, (soft, hard) in self.rlimits.items())
+            cmd = [sys.executable, "-c", _WITH_RLIMITS, limits, *cmd]
         return cmd
 
     def start(self, timeout: float = 30.0) -> Self:
