@@ -282,7 +282,8 @@ class RequestHandlers:
     def waiting_fetch(self, req: WaitingFetchRequest, client: str) -> Outcome:
         self.metrics.request("fetch_wait")
         sets = [self._fetch_set(f, True) for f in req.fetches]
-        if req.max_wait_ms == 0 or self._enough(sets, req.min_bytes):
+        # Nothing to wait for when nothing is asked: an empty FETCH_WAIT is answered at once.
+        if req.max_wait_ms == 0 or not req.fetches or self._enough(sets, req.min_bytes):
             return encode_multifetch_response(sets)
         return self._wait_then_fetch(req)
 
