@@ -130,15 +130,18 @@ def test_waiting_fetch_returns_as_soon_as_data_arrives(broker_factory):
     broker = broker_factory()
     with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
         p.send("live", b"first")
-        timer = threading.Timer(0.3, lambda: p.send("live", b"second"))
-        timer.start()
-        with SimpleConsumer(broker.host, broker.port) as c:
-            started = time.monotonic()
-            messages, _ = c.fetch_messages("live", 0, 15, max_wait_ms=10_000)
-            waited = time.monotonic() - started
-        timer.join()
-    assert [m.payload for m in messages] == [b"second"]
-    assert waited < 5  # woken by the append, long before max_wait
+        # max_wait is 10 minutes and the socket gives up after 60 s: only a fetch woken by
+        # the append answers in time (or one that arrives after it, which is fine too)
+        with SimpleConsumer(broker.host, broker.port, timeout=60) as c:
+            got: list = []
+            fetcher = threading.Thread(
+                target=lambda: got.extend(c.fetch_messages("live", 0, 15, max_wait_ms=600_000)[0])
+            )
+            fetcher.start()
+            p.send("live", b"second")
+            fetcher.join(90)
+            assert not fetcher.is_alive(), "the waiting fetch was not woken by the append"
+    assert [m.payload for m in got] == [b"second"]
 
 
 def test_async_producer_batches_and_flushes(broker_factory):
@@ -163,6 +166,43 @@ def test_async_producer_can_drop_and_count_when_full(tmp_path):
     results = [sender.send("t", b"x") for _ in range(10)]
     assert results.count(False) >= 7
     assert producer.stats.dropped_messages == results.count(False)
+    # close() does not wait out 50 retries: it stops them, counts the rest, ends the thread
+    sender.close(timeout_s=0)
+    assert not sender.running
+    assert producer.stats.failed_messages == results.count(True)
+    assert sender.errors and all(isinstance(e, ProduceError) for e in sender.errors)
+
+
+def test_retries_back_off_through_the_injected_sleep():
+    slept: list[float] = []
+    producer = Producer(
+        StaticBrokers("127.0.0.1:1"), retries=3, retry_backoff_ms=100, sleep=slept.append
+    )
+    with pytest.raises(ProduceError, match="not sent after 3 retries") as info:
+        producer.send("t", [b"a", b"b"])
+    assert slept == pytest.approx([0.1, 0.2, 0.3])  # backoff x attempt, no real waiting
+    assert info.value.lost == 2 and producer.stats.failed_messages == 2
+    assert producer.stats.retried_sets == 3
+    producer.close()
+
+
+def test_close_stops_a_send_that_is_retrying_in_another_thread():
+    producer = Producer(StaticBrokers("127.0.0.1:1"), retries=1000, retry_backoff_ms=1000)
+    errors: list[Exception] = []
+
+    def send() -> None:
+        try:
+            producer.send("t", [b"a"])
+        except ProduceError as exc:
+            errors.append(exc)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    producer.close()
+    sender.join(60)  # a deadline for a hung thread, not a measurement
+    assert not sender.is_alive(), "the retry loop went on after close()"
+    assert len(errors) == 1 and errors[0].lost == 1
+    assert producer.stats.failed_messages == 1
 
 
 def test_unkeyed_sends_fail_over_to_a_live_broker(broker_factory):

@@ -439,6 +439,5 @@ def test_abandoned_long_polls_release_their_connections(broker_factory: BrokerFa
     while len(list(fds.iterdir())) > baseline + 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(list(fds.iterdir())) <= baseline + 2
-    started = time.monotonic()
     assert broker.stop(timeout=15) == 0
-    assert time.monotonic() - started < 5
+    assert "still in flight after the" not in broker.log_since()  # nothing waited the grace

@@ -19,13 +19,14 @@ retried, failed, and dropped from a full queue.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -123,8 +124,13 @@ class Producer:
         retries: int = 3,
         retry_backoff_ms: int = 100,
         socket_timeout_ms: int = 30000,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
+        """`sleep(seconds)` waits between retries (tests pass a fake one); by default a wait
+        that `close()` cuts short, so that a producer retrying a dead broker stops at close."""
         self._zk: KazooClient | None = None
+        self._closed = threading.Event()
+        self._sleep = sleep if sleep is not None else self._closed.wait
         if brokers is None:
             if zk_connect:
                 self._zk = KazooClient(hosts=zk_connect, timeout=socket_timeout_ms / 1000)
@@ -228,6 +234,9 @@ class Producer:
         return self._send_with_retries(batches)
 
     def close(self) -> None:
+        """Stop retrying (a send in its retry loop fails with ProduceError), close the
+        connections and the ZooKeeper session. Idempotent."""
+        self._closed.set()
         with self._lock:
             for conn in self._connections.values():
                 conn.close()
@@ -274,6 +283,10 @@ class Producer:
         results: list[SendResult] = []
         attempt = 0
         while batches:
+            if self._closed.is_set():
+                lost = sum(len(b.payloads) for b in batches)
+                self.stats.add(failed_messages=lost)
+                raise ProduceError(f"{lost} messages not sent: the producer is closed", lost)
             failed: list[tuple[_Batch, Exception]] = []
             by_broker: dict[int, list[_Batch]] = defaultdict(list)
             for batch in batches:
@@ -292,7 +305,7 @@ class Producer:
                 raise ProduceError(
                     f"{lost} messages not sent after {self.retries} retries: {failed[0][1]}", lost
                 )
-            time.sleep(self.retry_backoff_s * attempt)
+            self._sleep(self.retry_backoff_s * attempt)
             self.stats.add(retried_sets=len(failed))
             batches = [self._retarget(b, {b.target.broker_id}) for b, _ in failed]
             log.warning("retrying %d sets (attempt %d): %s", len(batches), attempt, failed[0][1])
@@ -386,8 +399,10 @@ class AsyncProducer:
         queue_time_ms: int = 5000,
         queue_size: int = 10000,
         enqueue_timeout_ms: int = -1,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.producer = producer
+        self.clock = clock  # when a batch's queue_time_ms is up
         self.stats = producer.stats
         self.batch_size = batch_size
         self.queue_time_s = queue_time_ms / 1000
@@ -427,10 +442,10 @@ class AsyncProducer:
                 self._queue.task_done()
                 return
             batch = [first]
-            deadline = time.monotonic() + self.queue_time_s
+            deadline = self.clock() + self.queue_time_s
             stop = False
             while len(batch) < self.batch_size:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self.clock()
                 try:
                     item = (
                         self._queue.get(timeout=max(0.0, remaining))
@@ -454,13 +469,27 @@ class AsyncProducer:
             if stop:
                 return
 
+    @property
+    def running(self) -> bool:
+        """Whether the sending thread is still alive (it ends at `close()`)."""
+        return self._thread.is_alive()
+
     def flush(self) -> None:
         """Wait until everything queued so far has been sent (or counted as failed)."""
         self._queue.join()
 
-    def close(self) -> None:
-        """Send what is queued, stop the thread, close the producer."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Send what is queued, stop the thread, close the producer.
+
+        With `timeout_s`, what is not sent by then is not retried any more: it is counted
+        in `stats.failed_messages` and in `errors`, and the thread ends all the same.
+        """
         if self._thread.is_alive():
+            with contextlib.suppress(queue.Full):  # full: the thread is stuck in retries
+                self._queue.put(None, timeout=timeout_s)
+            self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self.producer.close()  # the retries end: the rest of the queue fails at once
             self._queue.put(None)
             self._thread.join()
         self.producer.close()

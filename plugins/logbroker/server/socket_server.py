@@ -87,6 +87,12 @@ class SocketServer:
             _done, pending = await asyncio.wait(list(self._tasks), timeout=grace_s)
             for task in pending:
                 task.cancel()
+            if pending:
+                log.warning(
+                    "stopping: %d responses still in flight after the %g s grace; cancelled",
+                    len(pending),
+                    grace_s,
+                )
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:
