@@ -47,6 +47,19 @@ def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 15.0) -> 
         time.sleep(0.05)
 
 
+class FakeClock:
+    """A monotonic clock that moves only when a test moves it; counts reads per thread, so a
+    test can wait until a given thread has looked at the time (and so has gone round its loop)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+        self.reads: Counter[int] = Counter()
+
+    def __call__(self) -> float:
+        self.reads[threading.get_ident()] += 1
+        return self.now
+
+
 def children(zk: KazooClient, path: str) -> list[str]:
     try:
         return sorted(zk.get_children(path))
@@ -447,12 +460,24 @@ def test_consumer_timeout_ends_an_idle_iteration(
     cluster: Cluster, consumers: Callable[..., GroupConsumer]
 ) -> None:
     cluster.produce(TOPIC, [f"a{i}" for i in range(8)])
-    consumer = consumers("t", consumer_timeout_ms=300)
+    clock = FakeClock()
+    consumer = consumers("t", consumer_timeout_ms=300, clock=clock)
     stream = consumer.create_message_streams({TOPIC: 1})[TOPIC][0]
     assert len(take(stream, 8)) == 8
-    started = time.monotonic()
-    assert list(stream) == []  # StopIteration after 300 ms without a message
-    assert 0.25 <= time.monotonic() - started < 2.0
+
+    # StopIteration once the consumer's clock says 300 ms passed without a message, not before
+    got: list[GroupMessage] = []
+    reader = threading.Thread(target=lambda: got.extend(stream), daemon=True)
+    reader.start()
+    wait_for(lambda: reader.ident and clock.reads[reader.ident] >= 1, "the stream's deadline")
+    clock.now += 0.299
+    seen = clock.reads[reader.ident]
+    wait_for(lambda: clock.reads[reader.ident] >= seen + 2, "the stream to look at the clock again")
+    assert reader.is_alive(), "the stream ended before its consumer_timeout_ms"
+    clock.now += 0.001
+    reader.join(30)
+    assert not reader.is_alive() and got == []
+
     cluster.produce(TOPIC, [f"b{i}" for i in range(8)])  # the stream goes on afterwards
     assert sorted(m.payload for m in take(stream, 8)) == sorted(f"b{i}".encode() for i in range(8))
 
@@ -463,7 +488,9 @@ def test_consumer_timeout_ends_an_idle_iteration(
     reader = threading.Thread(target=lambda: seen.extend(blocking_stream), daemon=True)
     reader.start()
     wait_for(lambda: len(seen) == 16, "the blocking stream reading everything")
-    time.sleep(0.5)
+    # idle meanwhile, it did not end: it goes on delivering what comes later
+    cluster.produce(TOPIC, [f"c{i}" for i in range(8)])
+    wait_for(lambda: len(seen) == 24, "the blocking stream reading what came later")
     assert reader.is_alive()
     blocking.close()
     reader.join(5)
@@ -521,7 +548,8 @@ def test_close_commits_and_releases(
     cluster: Cluster, consumers: Callable[..., GroupConsumer], zk_client: KazooClient
 ) -> None:
     cluster.produce(TOPIC, [f"a{i}" for i in range(40)])
-    consumer = consumers("c", autocommit_interval_ms=60_000)
+    # the clock stands still: the stream's own timeout never ends it, only close() can
+    consumer = consumers("c", autocommit_interval_ms=60_000, clock=FakeClock())
     stream = consumer.create_message_streams({TOPIC: 1})[TOPIC][0]
     take(stream, 40)
     owner_values = owners(zk_client, "c")
@@ -535,9 +563,11 @@ def test_close_commits_and_releases(
     assert children(zk_client, paths.consumer_ids_path("c")) == []
     assert offsets(zk_client, "c") == cluster.latest(TOPIC)
     assert consumer.stats.commits >= 1 and consumer.stats.messages_delivered == 40
-    started = time.monotonic()
-    assert list(stream) == []  # closed: ends at once
-    assert time.monotonic() - started < 0.2
+    rest: list[GroupMessage] = []
+    reader = threading.Thread(target=lambda: rest.extend(stream), daemon=True)
+    reader.start()
+    reader.join(30)  # a deadline for a stream that never ends, not a measurement
+    assert not reader.is_alive() and rest == []  # closed: the end marker ends it
     consumer.close()  # idempotent
 
 

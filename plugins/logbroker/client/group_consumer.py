@@ -53,9 +53,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -74,10 +73,11 @@ from ..coordination.rebalance import (
     thread_ids,
 )
 from ..protocol.topics import validate_topic
+from .group.context import ConsumerContext, GroupConsumerStats
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
 from .group.membership import ConsumerIdTakenError, GroupMembership
-from .group.stream import GroupMessage, MessageStream
+from .group.stream import ChunkQueue, GroupMessage, MessageStream
 from .simple_consumer import DEFAULT_MAX_FETCH_SIZE
 
 __all__ = [
@@ -94,30 +94,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class GroupConsumerStats:
-    """What a group consumer did; read it any time (counters only grow)."""
-
-    messages_delivered: int = 0
-    rebalances: int = 0
-    rebalance_attempts: int = 0
-    rebalance_failures: int = 0
-    commits: int = 0
-    offsets_written: int = 0
-    offset_resets: int = 0
-    fetch_errors: int = 0
-    sessions_reestablished: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, **counts: int) -> None:
-        with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
-
 class GroupConsumer:
     """0.7's ZooKeeper consumer connector (`ZookeeperConsumerConnector`).
 
@@ -130,6 +106,8 @@ class GroupConsumer:
     `rebalance_retries_max`, `rebalance_backoff_ms` (0.7 used zk.synctime.ms),
     `fetcher_backoff_ms`, `zk_session_timeout_ms`, `zk_connection_timeout_ms`,
     `socket_timeout_ms`, and `fetch_wait_max_ms` (how long a FETCH_WAIT may wait for data).
+    `clock` (monotonic seconds) and `sleep` are what every deadline and back-off of the
+    consumer goes through: tests pass fake ones.
 
     Connects to ZooKeeper at once (ZooKeeperUnavailableError if it cannot); joins the group
     at `create_message_streams*` (once per consumer). Thread-safe: streams may be read from
@@ -156,6 +134,8 @@ class GroupConsumer:
         zk_connection_timeout_ms: int = 6000,
         socket_timeout_ms: int = 30000,
         fetch_wait_max_ms: int = 100,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         paths.consumer_group_path(group_id)  # a usable group name, or ValueError
         if autooffset_reset not in AUTOOFFSET_RESETS:
@@ -184,12 +164,31 @@ class GroupConsumer:
         self.socket_timeout_ms = socket_timeout_ms
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.stats = GroupConsumerStats()
-
-        self._deliver_lock = threading.Lock()  # streams handing out vs. commits and releases
+        # all that the parts (group/*) know of this consumer
+        self._context = ConsumerContext(
+            group_id=group_id,
+            consumer_id=self.consumer_id,
+            autocommit_enable=autocommit_enable,
+            autocommit_interval_ms=autocommit_interval_ms,
+            autooffset_reset=autooffset_reset,
+            consumer_timeout_ms=consumer_timeout_ms,
+            fetch_size=fetch_size,
+            max_fetch_size=self.max_fetch_size,
+            queued_max_chunks=queued_max_chunks,
+            rebalance_retries_max=rebalance_retries_max,
+            rebalance_backoff_ms=rebalance_backoff_ms,
+            fetcher_backoff_ms=fetcher_backoff_ms,
+            zk_session_timeout_ms=zk_session_timeout_ms,
+            socket_timeout_ms=socket_timeout_ms,
+            fetch_wait_max_ms=fetch_wait_max_ms,
+            stats=self.stats,
+            clock=clock,
+            sleep=sleep,
+        )
 
         self._client = KazooClient(hosts=zk_connect, timeout=zk_session_timeout_ms / 1000)
-        self._membership = GroupMembership(self, self._client)
-        self._coordinator = Coordinator(self, self._membership)
+        self._membership = GroupMembership(self._context, self._client)
+        self._coordinator = Coordinator(self._context, self._membership)
         self._client.add_listener(self._coordinator.on_state)
         try:
             self._client.start(timeout=zk_connection_timeout_ms / 1000)
@@ -247,15 +246,16 @@ class GroupConsumer:
         for topic in topic_streams:
             validate_topic(topic)  # before anything is written to ZooKeeper
         streams: dict[str, list[MessageStream]] = {}
-        stream_of: dict[tuple[str | None, str], MessageStream] = {}
+        feeds: list[ChunkQueue] = []
+        feed_of: dict[tuple[str | None, str], ChunkQueue] = {}
         for topic, n in topic_streams.items():
-            streams[topic] = [
-                MessageStream(self, i, topic, self.queued_max_chunks) for i in range(n)
-            ]
-            for tid, stream in zip(thread_ids(self.consumer_id, n), streams[topic], strict=True):
-                stream_of[(topic, tid)] = stream
-        all_streams = [s for group in streams.values() for s in group]
-        self._coordinator.start(subscription, all_streams, stream_of)
+            streams[topic] = []
+            for i, tid in enumerate(thread_ids(self.consumer_id, n)):
+                feed = ChunkQueue(self.queued_max_chunks)
+                streams[topic].append(MessageStream(self._context, i, topic, feed))
+                feeds.append(feed)
+                feed_of[(topic, tid)] = feed
+        self._coordinator.start(subscription, feeds, feed_of)
         return streams
 
     def create_message_streams_by_filter(
@@ -265,13 +265,14 @@ class GroupConsumer:
         streams shared by all those topics (stream i is thread `<consumerId>-<i>` of each)."""
         subscription = WildcardSubscription(topic_filter, n_streams)
         subscription.value()
-        streams = [MessageStream(self, i, None, self.queued_max_chunks) for i in range(n_streams)]
-        stream_of: dict[tuple[str | None, str], MessageStream] = {
-            (None, tid): stream
-            for tid, stream in zip(thread_ids(self.consumer_id, n_streams), streams, strict=True)
-        }
-        self._coordinator.start(subscription, streams, stream_of)
-        return streams
+        feeds = [ChunkQueue(self.queued_max_chunks) for _ in range(n_streams)]
+        feed_of: dict[tuple[str | None, str], ChunkQueue] = dict(
+            zip(
+                ((None, tid) for tid in thread_ids(self.consumer_id, n_streams)), feeds, strict=True
+            )
+        )
+        self._coordinator.start(subscription, feeds, feed_of)
+        return [MessageStream(self._context, i, None, feed) for i, feed in enumerate(feeds)]
 
     def commit_offsets(self) -> None:
         """Write the consumed offset of every owned partition that changed since the last commit."""

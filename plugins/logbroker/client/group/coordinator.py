@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
@@ -35,12 +33,10 @@ from ...coordination import paths
 from ...coordination.errors import ZooKeeperUnavailableError
 from ...coordination.rebalance import Subscription, WildcardSubscription
 from ...protocol.errors import LogbrokerError
+from .context import ConsumerContext
 from .membership import GroupMembership
 from .rebalance import Rebalancer
-from .stream import MessageStream
-
-if TYPE_CHECKING:
-    from ..group_consumer import GroupConsumer
+from .stream import ChunkQueue
 
 log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
 
@@ -48,10 +44,10 @@ log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the
 class Coordinator:
     """Joins the group, runs the rebalance thread, and commits and closes under its lock."""
 
-    def __init__(self, consumer: GroupConsumer, membership: GroupMembership) -> None:
-        self.consumer = consumer
+    def __init__(self, context: ConsumerContext, membership: GroupMembership) -> None:
+        self.context = context
         self.membership = membership
-        self.rebalancer = Rebalancer(consumer, membership, self._on_watch, self._on_topics_watch)
+        self.rebalancer = Rebalancer(context, membership, self._on_watch, self._on_topics_watch)
         self._zk_lock = threading.RLock()  # rebalances, commits, close: one at a time
         self._cond = threading.Condition()  # wakes the rebalance thread
         self._rebalance_requested = False
@@ -67,8 +63,8 @@ class Coordinator:
     def start(
         self,
         subscription: Subscription,
-        streams: list[MessageStream],
-        stream_of: dict[tuple[str | None, str], MessageStream],
+        feeds: list[ChunkQueue],
+        feed_of: dict[tuple[str | None, str], ChunkQueue],
     ) -> None:
         """Register in the group, start the rebalance thread, wait for its first rebalance."""
         with self._cond:
@@ -77,13 +73,13 @@ class Coordinator:
             if self.membership.subscription is not None:
                 raise RuntimeError("a consumer creates its message streams once")
             self.membership.subscription = subscription
-            self.rebalancer.streams = streams
+            self.rebalancer.feeds = feeds
             # only now: a refused second call must not repoint the streams already handed out
-            self.rebalancer.stream_of.update(stream_of)
+            self.rebalancer.feed_of.update(feed_of)
         with self._zk_lock:
             self.membership.register()
         self._thread = threading.Thread(
-            target=self._run, name=f"group-rebalance-{self.consumer.consumer_id}", daemon=True
+            target=self._run, name=f"group-rebalance-{self.context.consumer_id}", daemon=True
         )
         with self._cond:
             self._rebalance_requested = True
@@ -121,13 +117,13 @@ class Coordinator:
                 return False
             self._closing = True
             self._cond.notify_all()
-        consumer, membership, rebalancer = self.consumer, self.membership, self.rebalancer
+        context, membership, rebalancer = self.context, self.membership, self.rebalancer
         if self._thread is not None and self._thread is not threading.current_thread():
             # a ZooKeeper call can hang while the server is unreachable: do not wait forever
-            self._thread.join(consumer.zk_session_timeout_ms / 1000 + 5)
+            self._thread.join(context.zk_session_timeout_ms / 1000 + 5)
         with self._zk_lock:
             infos = rebalancer.stop_consuming()
-            if consumer.autocommit_enable and membership.client.connected:
+            if context.autocommit_enable and membership.client.connected:
                 try:
                     membership.commit(infos, check_owner=membership.session_lost)
                 except Exception:
@@ -139,8 +135,8 @@ class Coordinator:
                     membership.unregister()
                 except Exception:
                     log.exception("releasing partitions at close failed")
-            for stream in rebalancer.streams:
-                stream._close()
+            for feed in rebalancer.feeds:
+                feed.end()
             for client in rebalancer.offset_clients.values():
                 client.close()
             self._closed = True
@@ -154,7 +150,7 @@ class Coordinator:
             return
         if state == KazooState.LOST:
             self.membership.session_lost = True
-            log.warning("consumer %s: ZooKeeper session lost", self.consumer.consumer_id)
+            log.warning("consumer %s: ZooKeeper session lost", self.context.consumer_id)
         elif state == KazooState.CONNECTED and self.membership.session_lost:
             with self._cond:
                 self._new_session = True
@@ -180,9 +176,9 @@ class Coordinator:
 
     def _run(self) -> None:
         """The rebalance thread: rebalances, session changes and autocommits, one at a time."""
-        consumer = self.consumer
-        interval = consumer.autocommit_interval_ms / 1000
-        next_commit = time.monotonic() + interval
+        context = self.context
+        interval = context.autocommit_interval_ms / 1000
+        next_commit = self.context.clock() + interval
         retry_at: float | None = None
         while True:
             with self._cond:
@@ -192,10 +188,10 @@ class Coordinator:
                     or self._new_session
                     or self._topics_changed
                 ):
-                    now = time.monotonic()
+                    now = self.context.clock()
                     wake = [
                         t
-                        for t in (retry_at, next_commit if consumer.autocommit_enable else None)
+                        for t in (retry_at, next_commit if context.autocommit_enable else None)
                         if t
                     ]
                     timeout = min(wake) - now if wake else None
@@ -207,7 +203,7 @@ class Coordinator:
                 new_session, self._new_session = self._new_session, False
                 topics_changed, self._topics_changed = self._topics_changed, False
                 rebalance = self._rebalance_requested or new_session
-            if retry_at is not None and time.monotonic() >= retry_at:
+            if retry_at is not None and self.context.clock() >= retry_at:
                 rebalance, retry_at = True, None
             try:
                 if new_session:
@@ -217,17 +213,17 @@ class Coordinator:
                 if rebalance:
                     retry_at = None
                     if not self._synced_rebalance():
-                        retry_at = time.monotonic() + consumer.rebalance_backoff_ms / 1000
+                        retry_at = self.context.clock() + context.rebalance_backoff_ms / 1000
             except Exception:
                 if self._closing:
                     return
-                log.exception("consumer %s: rebalance failed", consumer.consumer_id)
-                consumer.stats.add(rebalance_failures=1)
-                retry_at = time.monotonic() + consumer.rebalance_backoff_ms / 1000
+                log.exception("consumer %s: rebalance failed", context.consumer_id)
+                context.stats.add(rebalance_failures=1)
+                retry_at = self.context.clock() + context.rebalance_backoff_ms / 1000
             finally:
                 self._first_rebalance.set()
-            if consumer.autocommit_enable and time.monotonic() >= next_commit:
-                next_commit = time.monotonic() + interval
+            if context.autocommit_enable and self.context.clock() >= next_commit:
+                next_commit = self.context.clock() + interval
                 if not self.membership.session_lost:
                     try:
                         with self._zk_lock:
@@ -235,27 +231,27 @@ class Coordinator:
                                 list(self.rebalancer.registry.values()), check_owner=False
                             )
                     except Exception as exc:
-                        log.warning("consumer %s: autocommit failed: %r", consumer.consumer_id, exc)
+                        log.warning("consumer %s: autocommit failed: %r", context.consumer_id, exc)
 
     def _synced_rebalance(self) -> bool:
         """0.7's syncedRebalance: up to rebalance_retries_max attempts; True when one worked."""
-        consumer, membership, rebalancer = self.consumer, self.membership, self.rebalancer
-        for attempt in range(1, consumer.rebalance_retries_max + 1):
+        context, membership, rebalancer = self.context, self.membership, self.rebalancer
+        for attempt in range(1, context.rebalance_retries_max + 1):
             with self._cond:
                 if self._closing:
                     return True
                 self._rebalance_requested = False
-            consumer.stats.add(rebalance_attempts=1)
+            context.stats.add(rebalance_attempts=1)
             try:
                 with self._zk_lock:
                     if rebalancer.rebalance():
-                        consumer.stats.add(rebalances=1)
+                        context.stats.add(rebalances=1)
                         return True
             except Exception as exc:
                 expected = isinstance(exc, KazooException | LogbrokerError)
                 log.warning(
                     "consumer %s: rebalance attempt %d failed: %r",
-                    consumer.consumer_id,
+                    context.consumer_id,
                     attempt,
                     exc,
                     exc_info=not expected,
@@ -264,22 +260,22 @@ class Coordinator:
                 infos = rebalancer.stop_consuming()
                 rebalancer.registry = {}
                 try:
-                    if consumer.autocommit_enable and infos:
+                    if context.autocommit_enable and infos:
                         membership.commit(infos, check_owner=True)
                     membership.release()
                 except Exception as exc:
                     log.warning(
-                        "consumer %s: commit or release failed: %r", consumer.consumer_id, exc
+                        "consumer %s: commit or release failed: %r", context.consumer_id, exc
                     )
             with self._cond:
-                if self._cond.wait_for(lambda: self._closing, consumer.rebalance_backoff_ms / 1000):
+                if self._cond.wait_for(lambda: self._closing, context.rebalance_backoff_ms / 1000):
                     return True
-        consumer.stats.add(rebalance_failures=1)
+        context.stats.add(rebalance_failures=1)
         log.error(
             "consumer %s could not rebalance after %d attempts; trying again in %d ms",
-            consumer.consumer_id,
-            consumer.rebalance_retries_max,
-            consumer.rebalance_backoff_ms,
+            context.consumer_id,
+            context.rebalance_retries_max,
+            context.rebalance_backoff_ms,
         )
         return False
 
@@ -297,24 +293,24 @@ class Coordinator:
 
     def _on_new_session(self) -> None:
         """After a LOST session: commit what is still ours, register again (then rebalance)."""
-        consumer, membership, rebalancer = self.consumer, self.membership, self.rebalancer
+        context, membership, rebalancer = self.context, self.membership, self.rebalancer
         with self._zk_lock:
             membership.remember_session()
             log.warning(
-                "consumer %s: new ZooKeeper session; registering again", consumer.consumer_id
+                "consumer %s: new ZooKeeper session; registering again", context.consumer_id
             )
             infos = rebalancer.stop_consuming()
             rebalancer.registry = {}
             try:
-                if consumer.autocommit_enable:
+                if context.autocommit_enable:
                     membership.commit(infos, check_owner=True)
                 membership.release()
             except KazooException as exc:
                 log.warning(
                     "consumer %s: commit after the session loss failed: %r",
-                    consumer.consumer_id,
+                    context.consumer_id,
                     exc,
                 )
             membership.session_lost = False
             membership.register()
-            consumer.stats.add(sessions_reestablished=1)
+            context.stats.add(sessions_reestablished=1)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import TYPE_CHECKING
 
 from ...protocol.errors import InvalidMessageError, LogbrokerError, OffsetOutOfRangeError
 from ...protocol.message_set import first_entry_size, iter_messages
@@ -25,10 +23,8 @@ from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 from ..brokers import BrokerEndpoint
 from ..connection import BrokerUnavailableError
 from ..simple_consumer import MessageTooLargeError, SimpleConsumer
+from .context import ConsumerContext
 from .stream import Chunk, GroupMessage, OwnedPartition
-
-if TYPE_CHECKING:
-    from ..group_consumer import GroupConsumer
 
 log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
 
@@ -39,21 +35,21 @@ class Fetcher:
     """One thread fetching the owned partitions of one broker into their streams."""
 
     def __init__(
-        self, consumer: GroupConsumer, broker: BrokerEndpoint, infos: list[OwnedPartition]
+        self, context: ConsumerContext, broker: BrokerEndpoint, infos: list[OwnedPartition]
     ):
-        self.consumer = consumer
+        self.context = context
         self.broker = broker
         self.infos = infos
         self.client = SimpleConsumer(
             broker.host,
             broker.port,
-            fetch_size=consumer.fetch_size,
-            max_fetch_size=consumer.max_fetch_size,
-            timeout=consumer.socket_timeout_ms / 1000,
+            fetch_size=context.fetch_size,
+            max_fetch_size=context.max_fetch_size,
+            timeout=context.socket_timeout_ms / 1000,
         )
         self.stop_event = threading.Event()
         self.thread = threading.Thread(
-            target=self._run, name=f"group-fetcher-{consumer.consumer_id}-{broker.id}", daemon=True
+            target=self._run, name=f"group-fetcher-{context.consumer_id}-{broker.id}", daemon=True
         )
 
     def start(self) -> None:
@@ -67,25 +63,25 @@ class Fetcher:
         self.client.close()
 
     def _run(self) -> None:
-        backoff = self.consumer.fetcher_backoff_ms / 1000
+        backoff = self.context.fetcher_backoff_ms / 1000
         while not self.stop_event.is_set():
             try:
                 self._round()
             except BrokerUnavailableError as exc:
-                self.consumer.stats.add(fetch_errors=1)
+                self.context.stats.add(fetch_errors=1)
                 log.warning(
                     "fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff
                 )
                 self.stop_event.wait(backoff)
             except Exception:
-                self.consumer.stats.add(fetch_errors=1)
+                self.context.stats.add(fetch_errors=1)
                 log.exception(
                     "fetcher for broker %s failed; retrying in %g s", self.broker.id, backoff
                 )
                 self.stop_event.wait(backoff)
 
     def _round(self) -> None:
-        now = time.monotonic()
+        now = self.context.clock()
         active = [p for p in self.infos if not p.stalled and p.paused_until <= now]
         if not active:
             waits = [p.paused_until - now for p in self.infos if not p.stalled]
@@ -98,7 +94,7 @@ class Fetcher:
             FetchRequest(p.topic, p.partition, p.fetch_offset, p.fetch_size)  # type: ignore[arg-type]
             for p in active
         ]
-        results = self.client.fetch_wait(requests, self.consumer.fetch_wait_max_ms)
+        results = self.client.fetch_wait(requests, self.context.fetch_wait_max_ms)
         for p, result in zip(active, results, strict=True):
             if self.stop_event.is_set():
                 return
@@ -106,8 +102,8 @@ class Fetcher:
                 self._reset(p, result)
                 continue
             if isinstance(result, LogbrokerError):
-                self.consumer.stats.add(fetch_errors=1)
-                p.paused_until = time.monotonic() + self.consumer.fetcher_backoff_ms / 1000
+                self.context.stats.add(fetch_errors=1)
+                p.paused_until = self.context.clock() + self.context.fetcher_backoff_ms / 1000
                 log.warning(
                     "fetching %s/%s from broker %s: %s", p.topic, p.name, self.broker.id, result
                 )
@@ -126,42 +122,42 @@ class Fetcher:
             self._stall(p, exc)
             return
         if messages:
-            if self.stop_event.is_set() or not p.stream._put(Chunk(p, messages), self.stop_event):
+            if self.stop_event.is_set() or not p.feed.put(Chunk(p, messages), self.stop_event):
                 return
             p.fetch_offset = messages[-1].next_offset
-            p.fetch_size = self.consumer.fetch_size
+            p.fetch_size = self.context.fetch_size
             return
         needed = first_entry_size(data)
         if needed is not None and len(data) < needed and len(data) >= p.fetch_size:
-            if needed > self.consumer.max_fetch_size:
+            if needed > self.context.max_fetch_size:
                 self._stall(
                     p,
                     MessageTooLargeError(
                         f"the message at offset {offset} of {p.topic}/{p.name} is {needed} bytes, "
-                        f"over the largest fetch size {self.consumer.max_fetch_size}"
+                        f"over the largest fetch size {self.context.max_fetch_size}"
                     ),
                 )
             else:
-                p.fetch_size = max(needed, min(p.fetch_size * 2, self.consumer.max_fetch_size))
+                p.fetch_size = max(needed, min(p.fetch_size * 2, self.context.max_fetch_size))
 
     def _stall(self, p: OwnedPartition, exc: LogbrokerError) -> None:
         log.error(
             "%s/%s cannot be consumed past offset %s: %s", p.topic, p.name, p.fetch_offset, exc
         )
         p.stalled = True
-        p.stream._put(exc, self.stop_event)
+        p.feed.put(exc, self.stop_event)
 
     def _reset(self, p: OwnedPartition, error: LogbrokerError | None) -> None:
         """Start `p` at the broker's earliest or latest offset (autooffset.reset)."""
-        reset = self.consumer.autooffset_reset
+        reset = self.context.autooffset_reset
         old = p.fetch_offset
         offsets = self.client.offsets_before(p.topic, p.partition, AUTOOFFSET_RESETS[reset], 1)
         offset = offsets[0] if offsets else 0
-        with self.consumer._deliver_lock:
+        with self.context.deliver_lock:
             p.fetch_offset = offset
             p.consumed_offset = offset
         if error is not None:
-            self.consumer.stats.add(offset_resets=1)
+            self.context.stats.add(offset_resets=1)
             log.warning(
                 "%s/%s: offset %s is out of range on broker %s (%s); autooffset.reset=%s: "
                 "resuming at %s",

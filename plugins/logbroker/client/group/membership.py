@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -38,10 +37,8 @@ from ...coordination.rebalance import (
 )
 from ...protocol.errors import LogbrokerError
 from ..brokers import BrokerEndpoint
+from .context import ConsumerContext
 from .stream import OwnedPartition
-
-if TYPE_CHECKING:
-    from ..group_consumer import GroupConsumer
 
 log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
 
@@ -56,11 +53,11 @@ class GroupMembership:
     Not thread-safe by itself: the consumer's coordinator calls it under its ZooKeeper lock.
     """
 
-    def __init__(self, consumer: GroupConsumer, client: KazooClient) -> None:
-        self.consumer = consumer
+    def __init__(self, context: ConsumerContext, client: KazooClient) -> None:
+        self.context = context
         self.client = client
-        self.group_id = consumer.group_id
-        self.consumer_id = consumer.consumer_id
+        self.group_id = context.group_id
+        self.consumer_id = context.consumer_id
         self.subscription: Subscription | None = None  # set when the consumer joins
         self.session_lost = False  # from a LOST session until the new one has taken over
         self._owned: dict[str, str] = {}  # owner node path -> our thread id
@@ -151,7 +148,7 @@ class GroupMembership:
         assert self.subscription is not None
         path = paths.consumer_id_path(self.group_id, self.consumer_id)
         value = self.subscription.value().encode()
-        deadline = time.monotonic() + self.consumer.zk_session_timeout_ms / 1000 + 2
+        deadline = self.context.clock() + self.context.zk_session_timeout_ms / 1000 + 2
         while True:
             try:
                 self.client.create(path, value, ephemeral=True, makepath=True)
@@ -168,12 +165,12 @@ class GroupMembership:
                 if data != value:
                     self.client.set(path, value)
                 return
-            if time.monotonic() > deadline:
+            if self.context.clock() > deadline:
                 raise ConsumerIdTakenError(
                     f"consumer id {self.consumer_id} is registered by another live session "
                     f"(0x{stat.ephemeralOwner:x}) in group {self.group_id}"
                 )
-            time.sleep(0.2)  # an old session of ours, or a clash: wait for it to expire
+            self.context.sleep(0.2)  # an old session of ours, or a clash: wait for it to expire
 
     def unregister(self) -> None:
         """Delete our ids node, if we registered one (leaving the group at close)."""
@@ -191,7 +188,7 @@ class GroupMembership:
 
     def commit(self, infos: list[OwnedPartition], *, check_owner: bool) -> None:
         """Write the consumed offsets that changed (0.7's commitOffsets)."""
-        with self.consumer._deliver_lock:
+        with self.context.deliver_lock:
             pending = [
                 (info, info.consumed_offset)
                 for info in infos
@@ -209,7 +206,7 @@ class GroupMembership:
             self._write_offset(path, str(offset).encode())
             info.committed_offset = offset
             written += 1
-        self.consumer.stats.add(commits=1, offsets_written=written)
+        self.context.stats.add(commits=1, offsets_written=written)
         if written:
             log.debug("consumer %s committed %d offsets", self.consumer_id, written)
 

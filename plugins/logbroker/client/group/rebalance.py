@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import WatchedEvent
 
@@ -30,12 +29,10 @@ from ...coordination.rebalance import StaticSubscription, WildcardSubscription, 
 from ...protocol.errors import LogbrokerError
 from ..brokers import BrokerEndpoint
 from ..simple_consumer import SimpleConsumer
+from .context import ConsumerContext
 from .fetcher import AUTOOFFSET_RESETS, Fetcher
 from .membership import GroupMembership
-from .stream import MessageStream, OwnedPartition
-
-if TYPE_CHECKING:
-    from ..group_consumer import GroupConsumer
+from .stream import ChunkQueue, OwnedPartition
 
 log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
 
@@ -52,17 +49,17 @@ class Rebalancer:
 
     def __init__(
         self,
-        consumer: GroupConsumer,
+        context: ConsumerContext,
         membership: GroupMembership,
         on_change: Watch,
         on_topics_change: Watch,
     ) -> None:
-        self.consumer = consumer
+        self.context = context
         self.membership = membership
         self.on_change = on_change
         self.on_topics_change = on_topics_change
-        self.streams: list[MessageStream] = []
-        self.stream_of: dict[tuple[str | None, str], MessageStream] = {}  # (topic|None, thread id)
+        self.feeds: list[ChunkQueue] = []  # the queue of every stream
+        self.feed_of: dict[tuple[str | None, str], ChunkQueue] = {}  # (topic|None, thread id)
         self.registry: dict[tuple[str, str], OwnedPartition] = {}  # (topic, "b-p") -> info
         self.known_topics: set[str] = set()
         self.offset_clients: dict[BrokerEndpoint, SimpleConsumer] = {}
@@ -76,23 +73,23 @@ class Rebalancer:
         for fetcher in fetchers:
             fetcher.join()
         infos = list(self.registry.values())
-        with self.consumer._deliver_lock:
+        with self.context.deliver_lock:
             for info in infos:
                 info.released = True
-        for stream in self.streams:
-            stream._clear()
+        for feed in self.feeds:
+            feed.clear()
         return infos
 
     def rebalance(self) -> bool:
         """One attempt of 0.7.2's rebalance; False when a partition is owned by another."""
-        consumer, membership = self.consumer, self.membership
+        context, membership = self.context, self.membership
         subscription = membership.subscription
         assert subscription is not None
         all_topics: list[str] = []
         if isinstance(subscription, WildcardSubscription):
             all_topics = membership.children(paths.BROKER_TOPICS, self.on_topics_change)
             self.known_topics = set(subscription.topics(all_topics))
-        my_threads = subscription.thread_ids_per_topic(consumer.consumer_id, all_topics)
+        my_threads = subscription.thread_ids_per_topic(context.consumer_id, all_topics)
         group_threads = membership.read_members(all_topics, self.on_change)
         brokers = membership.read_brokers(self.on_change)
         partitions = {
@@ -100,7 +97,7 @@ class Rebalancer:
         }
 
         infos = self.stop_consuming()
-        if consumer.autocommit_enable:  # (if this fails, the failed attempt commits them)
+        if context.autocommit_enable:  # (if this fails, the failed attempt commits them)
             membership.commit(infos, check_owner=membership.session_lost)
         self.registry = {}
         membership.release()
@@ -116,12 +113,12 @@ class Rebalancer:
 
         registry = {}
         for (topic, name), thread_id in sorted(decisions.items()):
-            stream = self.stream_of[
+            feed = self.feed_of[
                 (topic if isinstance(subscription, StaticSubscription) else None, thread_id)
             ]
             offset = membership.read_offset(topic, name)
             registry[(topic, name)] = OwnedPartition(
-                topic, name, thread_id, stream, offset, consumer.fetch_size
+                topic, name, thread_id, feed, offset, context.fetch_size
             )
         self.registry = registry
         self._resolve_offsets(brokers)
@@ -129,7 +126,7 @@ class Rebalancer:
         summary = {t: [n for (tt, n) in registry if tt == t] for t in my_threads}
         log.info(
             "consumer %s owns %s",
-            consumer.consumer_id,
+            context.consumer_id,
             "; ".join(f"{t}: {', '.join(ns) or '-'}" for t, ns in summary.items()) or "nothing",
         )
         return True
@@ -138,8 +135,8 @@ class Rebalancer:
         """Ask the brokers where partitions without a committed offset start
         (autooffset.reset), as 0.7 did during the rebalance; a broker that does not answer
         leaves it to the fetcher."""
-        consumer = self.consumer
-        when = AUTOOFFSET_RESETS[consumer.autooffset_reset]
+        context = self.context
+        when = AUTOOFFSET_RESETS[context.autooffset_reset]
         for info in self.registry.values():
             broker = brokers.get(info.broker_id)
             if info.fetch_offset is not None or broker is None:
@@ -147,7 +144,7 @@ class Rebalancer:
             client = self.offset_clients.get(broker)
             if client is None:
                 client = self.offset_clients[broker] = SimpleConsumer(
-                    broker.host, broker.port, timeout=consumer.socket_timeout_ms / 1000
+                    broker.host, broker.port, timeout=context.socket_timeout_ms / 1000
                 )
             try:
                 offsets = client.offsets_before(info.topic, info.partition, when, 1)
@@ -159,7 +156,7 @@ class Rebalancer:
                 "%s/%s has no committed offset; autooffset.reset=%s: starting at %s",
                 info.topic,
                 info.name,
-                consumer.autooffset_reset,
+                context.autooffset_reset,
                 info.fetch_offset,
             )
 
@@ -176,6 +173,6 @@ class Rebalancer:
                     ", ".join(f"{i.topic}/{i.name}" for i in infos),
                 )
                 continue
-            fetcher = Fetcher(self.consumer, broker, infos)
+            fetcher = Fetcher(self.context, broker, infos)
             self._fetchers.append(fetcher)
             fetcher.start()

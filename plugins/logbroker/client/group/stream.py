@@ -1,7 +1,8 @@
 """The streams of a group consumer, and the state of the partitions that feed them.
 
-A fetcher puts what one fetch of one partition returned, as one `Chunk`, in the bounded queue
-of the stream that owns the partition. `next(stream)` hands the messages out one at a time and
+A fetcher puts what one fetch of one partition returned, as one `Chunk`, in the `ChunkQueue`
+(bounded) of the stream that owns the partition: the parts of the consumer see only that
+queue, the application only the `MessageStream` that reads it. `next(stream)` hands the messages out one at a time and
 moves the partition's consumed offset to each message's `next_offset`, under the consumer's
 deliver lock, which commits and releases take too; the rest of a chunk whose partition a
 rebalance released is dropped. A message that cannot be
@@ -14,13 +15,10 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ...coordination import paths
-
-if TYPE_CHECKING:
-    from ..group_consumer import GroupConsumer
+from .context import ConsumerContext
 
 
 class GroupMessage(NamedTuple):
@@ -45,6 +43,7 @@ class OwnedPartition:
         "broker_id",
         "committed_offset",
         "consumed_offset",
+        "feed",
         "fetch_offset",
         "fetch_size",
         "name",
@@ -52,7 +51,6 @@ class OwnedPartition:
         "paused_until",
         "released",
         "stalled",
-        "stream",
         "thread_id",
         "topic",
     )
@@ -62,7 +60,7 @@ class OwnedPartition:
         topic: str,
         name: str,
         thread_id: str,
-        stream: MessageStream,
+        feed: ChunkQueue,
         offset: int | None,
         fetch_size: int,
     ) -> None:
@@ -70,7 +68,7 @@ class OwnedPartition:
         self.name = name
         self.broker_id, self.partition = paths.parse_partition_name(name)
         self.thread_id = thread_id
-        self.stream = stream
+        self.feed = feed  # the queue of the stream that reads this partition
         self.fetch_offset = offset  # None: ask the broker (autooffset.reset)
         self.consumed_offset = offset  # next offset after the last message handed out
         self.committed_offset = offset  # what the offsets node holds (None: no node)
@@ -89,6 +87,46 @@ class Chunk(NamedTuple):
 
 
 _CLOSED = object()
+_POLL_S = 1.0  # the longest a stream waits on its queue before it looks at its clock again
+
+
+class ChunkQueue:
+    """The bounded queue between the fetchers and one stream: chunks, exceptions that the
+    stream's `next()` raises, and the end marker. What the consumer's parts see of a stream."""
+
+    def __init__(self, capacity: int) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(capacity)
+
+    def put(self, item: Chunk | BaseException, stop: threading.Event) -> bool:
+        """Queue a chunk or an error, waiting while the queue is full; False if told to stop first."""
+        while not stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def clear(self) -> None:
+        """Drop what is queued (a rebalance took the partitions away), but not the end."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is _CLOSED:  # never lose the end marker
+                self._queue.put_nowait(item)
+                return
+
+    def end(self) -> None:
+        """Drop what is queued and end the stream for good (the consumer closes)."""
+        self.clear()
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_CLOSED)
+
+    def get(self, timeout: float) -> Any:
+        """The next item (queue.Empty after `timeout` seconds without one)."""
+        return self._queue.get(timeout=timeout)
 
 
 class MessageStream:
@@ -100,11 +138,13 @@ class MessageStream:
     StopIteration. A stream is meant to be read by one thread at a time.
     """
 
-    def __init__(self, consumer: GroupConsumer, index: int, topic: str | None, capacity: int):
-        self.consumer = consumer
+    def __init__(
+        self, context: ConsumerContext, index: int, topic: str | None, feed: ChunkQueue
+    ) -> None:
+        self.context = context
         self.index = index
         self.topic = topic  # None for a stream of a topic filter
-        self._queue: queue.Queue[Any] = queue.Queue(capacity)
+        self._feed = feed
         self._chunk: Chunk | None = None
         self._position = 0
         self._closed = False
@@ -113,10 +153,11 @@ class MessageStream:
         return self
 
     def __next__(self) -> GroupMessage:
-        consumer = self.consumer
-        timeout_ms = consumer.consumer_timeout_ms
-        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
-        lock = consumer._deliver_lock
+        context = self.context
+        clock = context.clock
+        timeout_ms = context.consumer_timeout_ms
+        deadline = None if timeout_ms < 0 else clock() + timeout_ms / 1000
+        lock = context.deliver_lock
         while True:
             chunk = self._chunk
             if chunk is not None:
@@ -126,16 +167,17 @@ class MessageStream:
                         message = chunk.messages[self._position]
                         self._position += 1
                         info.consumed_offset = message.next_offset
-                        consumer.stats.messages_delivered += 1
+                        context.stats.messages_delivered += 1
                         return message
                 self._chunk = None
             if self._closed:
                 raise StopIteration
-            wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            # waits in real time, at most `_POLL_S` at once: the deadline is the context's clock's
+            wait = _POLL_S if deadline is None else min(_POLL_S, deadline - clock())
             try:
-                item = self._queue.get(timeout=max(0.0, wait))
+                item = self._feed.get(timeout=max(0.0, wait))
             except queue.Empty:
-                if deadline is not None and time.monotonic() >= deadline:
+                if deadline is not None and clock() >= deadline:
                     raise StopIteration from None
                 continue
             if item is _CLOSED:
@@ -145,33 +187,6 @@ class MessageStream:
                 raise item
             self._chunk = item
             self._position = 0
-
-    # -- used by the consumer ----------------------------------------------------------
-
-    def _put(self, item: Any, stop: threading.Event) -> bool:
-        """Queue a chunk, waiting while the queue is full; False if told to stop first."""
-        while not stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _clear(self) -> None:
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if item is _CLOSED:  # never lose the end marker
-                self._queue.put_nowait(item)
-                return
-
-    def _close(self) -> None:
-        self._clear()
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(_CLOSED)
 
     def __repr__(self) -> str:
         what = self.topic if self.topic is not None else "filter"
