@@ -1,0 +1,350 @@
+"""One topic's hourly load: ranges from the checkpoints, Spark to stage, then the commit.
+
+    1. recover: publish or delete what an earlier, killed load left in staging (commit.py)
+    2. the range: a committed hour again (backfill) -> exactly its checkpoint's range;
+       otherwise the previous hour must be the last committed one (loads commit in hour
+       order) and the range runs from its ends (the earliest offsets for a topic's first
+       load; 0 for a partition that appeared since) to the ends found now
+    3. read (the `logbroker` source, Avro, PERMISSIVE) and stage every message once as
+       Parquet; meanwhile a driver thread re-reads the range for rows_sha256 and counts
+    4. bad records (not an event: no magic, unknown schema id, undecodable) over
+       --max-bad-fraction fail the load, naming the count; else they go to _errors
+    5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
+       order stays; an event already in the previous hour's rows goes
+    6. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
+       checkpoint (commit.py)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from logbroker.protocol.errors import LogbrokerError
+
+from .commit import Staging, publish, recover
+from .logbroker_source.discovery import PartitionState, discover
+from .logbroker_source.options import offsets_json, parse_options
+from .ranges import PartitionRange, RangeDigest, digest_ranges
+from .warehouse import (
+    Checkpoint,
+    PartitionCheckpoint,
+    Warehouse,
+    format_instant,
+    previous_hour,
+)
+
+log = logging.getLogger("logbroker.hourly_load")
+
+POSITION = ["broker_id", "partition", "offset", "index"]
+KEY = ["producer_id", "seq"]
+ERROR_COLUMN, VALUE_COLUMN = "_error", "_value"
+
+
+class LoadError(LogbrokerError):
+    """The hour cannot be loaded as asked; nothing of it was committed."""
+
+
+class LoadOrderError(LoadError):
+    """The previous hour is not committed (or a later one already is)."""
+
+
+class TooManyBadRecordsError(LoadError):
+    """More bad records than --max-bad-fraction allows."""
+
+
+@dataclass
+class LoadSettings:
+    zookeeper: str
+    schema_registry: str
+    max_bad_fraction: float = 0.01
+    fetch_size: int = 1024 * 1024
+    min_partitions: int | None = None
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+
+@dataclass
+class LoadReport:
+    checkpoint: Checkpoint
+    backfill: bool
+    seconds: dict[str, float]
+    recovered: list[str]
+
+    def summary(self) -> str:
+        cp = self.checkpoint
+        kind = "backfilled" if self.backfill else "loaded"
+        times = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
+        return (
+            f"{kind} {cp.topic} {cp.load_hour}: {cp.rows} rows from {cp.messages} messages in "
+            f"{len(cp.partitions)} partitions, {cp.duplicates_dropped} duplicates dropped, "
+            f"{cp.bad_records} bad records; rows_sha256 {cp.rows_sha256[:16]}... ({times})"
+        )
+
+
+def _discover(settings: LoadSettings, topic: str) -> list[PartitionState]:
+    return discover(parse_options({"zookeeper": settings.zookeeper, "subscribe": topic}))
+
+
+def plan_hour(
+    wh: Warehouse, settings: LoadSettings, topic: str, hour: str
+) -> tuple[list[PartitionRange], Checkpoint | None, Checkpoint | None]:
+    """(ranges, the hour's own checkpoint if it is a backfill, the previous hour's)."""
+    own = wh.checkpoint(topic, hour)
+    previous = wh.checkpoint(topic, previous_hour(hour))
+    if own is not None:
+        ranges = [
+            PartitionRange(topic, p.broker_id, p.partition, p.start_offset, p.end_offset)
+            for p in own.partitions
+        ]
+        return ranges, own, previous
+    hours = wh.committed_hours(topic)
+    if hours and hours[-1] > hour:
+        raise LoadOrderError(
+            f"topic {topic!r}: hour {hour} has no checkpoint, but the later hour {hours[-1]} is "
+            f"committed; loads commit in hour order, so {hour} cannot be loaded now (a backfill "
+            "re-runs committed hours only)"
+        )
+    if hours and hours[-1] != previous_hour(hour):
+        raise LoadOrderError(
+            f"topic {topic!r}: the previous hour {previous_hour(hour)} is not committed (the "
+            f"last committed hour is {hours[-1]}); load the hours in order, starting with "
+            f"{_next(hours[-1])}"
+        )
+    ends = previous.ends() if previous is not None else {}
+    states = _discover(settings, topic)
+    ranges = []
+    for s in states:
+        if previous is None:
+            start = s.earliest  # a topic's first load starts at what the brokers still have
+        else:
+            start = ends.get((s.broker_id, s.partition), 0)  # 0: a partition new since
+        ranges.append(PartitionRange(topic, s.broker_id, s.partition, start, s.latest))
+    seen = {(s.broker_id, s.partition) for s in states}
+    for (broker_id, partition), end in sorted(ends.items()):
+        if (broker_id, partition) not in seen:
+            log.warning(
+                "topic %s partition %d-%d of the previous checkpoint is on no live broker: "
+                "carried forward with no messages; its data comes in a later hour",
+                topic,
+                broker_id,
+                partition,
+            )
+            ranges.append(PartitionRange(topic, broker_id, partition, end, end))
+    if not ranges:
+        raise LoadError(f"topic {topic!r} has no partitions on any live broker in {settings.zookeeper}")
+    return sorted(ranges, key=lambda r: (r.broker_id, r.partition)), None, previous
+
+
+def _next(hour: str) -> str:
+    from .warehouse import next_hour
+
+    return next_hour(hour)
+
+
+class _DigestThread(threading.Thread):
+    """rows_sha256 and message counts, read from the brokers while Spark stages the rows."""
+
+    def __init__(self, settings: LoadSettings, ranges: list[PartitionRange]) -> None:
+        super().__init__(name="rows-sha256", daemon=True)
+        self.settings = settings
+        self.ranges = ranges
+        self.result: RangeDigest | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from logbroker.client.cluster import Cluster
+
+        try:
+            with Cluster(self.settings.zookeeper) as cluster:
+                self.result = digest_ranges(
+                    cluster.consumer, self.ranges, fetch_size=self.settings.fetch_size
+                )
+        except BaseException as exc:
+            self.error = exc
+
+    def digest(self) -> RangeDigest:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def load_hour(
+    spark: Any, wh: Warehouse, settings: LoadSettings, topic: str, hour: str
+) -> LoadReport:
+    """Load (or backfill) one topic's hour; returns what was committed."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    seconds: dict[str, float] = {}
+    t0 = time.monotonic()
+    recovered = recover(wh, topic)
+    ranges, own, previous = plan_hour(wh, settings, topic, hour)
+    seconds["plan"] = time.monotonic() - t0
+
+    digest_thread = _DigestThread(settings, ranges)
+    digest_thread.start()
+    staging = Staging(wh, topic, hour, f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}")
+    try:
+        readable = [r for r in ranges if r.end > r.start]
+        t = time.monotonic()
+        source = (
+            spark.read.format("logbroker")
+            .option("zookeeper", settings.zookeeper)
+            .option("assign", _assign_json(topic, readable or ranges[:0]))
+            .option("startingOffsets", offsets_json({(r.topic, r.broker_id, r.partition): r.start for r in readable}))
+            .option("endingOffsets", offsets_json({(r.topic, r.broker_id, r.partition): r.end for r in readable}))
+            .option("valueFormat", "avro")
+            .option("schemaRegistry", settings.schema_registry)
+            .option("mode", "PERMISSIVE")
+            .option("failOnDataLoss", "true")
+            .option("fetchSize", str(settings.fetch_size))
+        )
+        min_partitions = settings.min_partitions or spark.sparkContext.defaultParallelism
+        source = source.option("minPartitions", str(min_partitions))
+        df = source.load() if readable else _empty_frame(spark, settings, topic)
+        df = _with_load_hour(df, hour, F)
+        df.write.parquet(staging.all_rows)
+        seconds["read+stage"] = time.monotonic() - t
+
+        t = time.monotonic()
+        staged = spark.read.parquet(staging.all_rows)
+        staged_count = staged.count()
+        bad = staged.filter(F.col(ERROR_COLUMN).isNotNull())
+        bad_count = bad.count()
+        digest = digest_thread.digest()
+        seconds["rows_sha256 wait"] = time.monotonic() - t
+        messages = sum(digest.messages.values())
+        if staged_count != messages:
+            raise LoadError(
+                f"topic {topic!r} {hour}: Spark read {staged_count} messages but the range holds "
+                f"{messages}; nothing committed"
+            )
+        if own is not None and digest.rows_sha256 != own.rows_sha256:
+            raise LoadError(
+                f"topic {topic!r} {hour}: the brokers now hold other data in the checkpoint's "
+                f"range (rows_sha256 {digest.rows_sha256[:16]}..., checkpoint "
+                f"{own.rows_sha256[:16]}...); nothing replaced"
+            )
+        if messages and bad_count > settings.max_bad_fraction * messages:
+            reasons = [r[0] for r in bad.select(ERROR_COLUMN).limit(3).collect()]
+            raise TooManyBadRecordsError(
+                f"topic {topic!r} {hour}: {bad_count} of {messages} messages "
+                f"({bad_count / messages:.2%}) are bad records, over --max-bad-fraction "
+                f"{settings.max_bad_fraction:g} ({int(settings.max_bad_fraction * messages)} "
+                f"allowed); nothing committed. First reasons: " + " | ".join(reasons)
+            )
+
+        t = time.monotonic()
+        good = staged.filter(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, VALUE_COLUMN)
+        keys = good.select(*KEY, *POSITION)
+        if previous is not None and previous.rows and wh.fs.exists(wh.hour_dir(topic, previous.load_hour)):
+            seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour)).select(*KEY)
+            in_previous = keys.join(seen, KEY, "left_semi").select(*POSITION)
+            keys = keys.join(seen, KEY, "left_anti")
+        else:
+            in_previous = None
+        order = Window.partitionBy(*KEY).orderBy(*POSITION)
+        drops = (
+            keys.withColumn("_rank", F.row_number().over(order))
+            .filter(F.col("_rank") > 1)
+            .select(*POSITION)
+        )
+        if in_previous is not None:
+            drops = drops.unionByName(in_previous)
+        drops = drops.cache()
+        dropped = drops.count()
+        rows_df = good
+        if dropped:  # a join puts its keys first: keep the contract's column order
+            rows_df = good.join(F.broadcast(drops), POSITION, "left_anti").select(*good.columns)
+        rows_df.write.parquet(staging.rows)
+        if not wh.fs.exists(staging.rows):
+            wh.fs.mkdirs(staging.rows)
+        if bad_count:
+            bad.select(
+                "topic",
+                *POSITION,
+                F.col(ERROR_COLUMN).alias("reason"),
+                F.col(VALUE_COLUMN).alias("value"),
+                "load_hour",
+            ).write.parquet(staging.errors)
+        drops.unpersist()
+        rows = spark.read.parquet(staging.rows).count() if dropped or bad_count else staged_count
+        seconds["dedup+write"] = time.monotonic() - t
+
+        checkpoint = Checkpoint(
+            topic=topic,
+            load_hour=hour,
+            partitions=tuple(
+                PartitionCheckpoint(
+                    r.broker_id,
+                    r.partition,
+                    r.start,
+                    r.end,
+                    digest.messages[(r.broker_id, r.partition)],
+                )
+                for r in ranges
+            ),
+            rows=rows,
+            duplicates_dropped=dropped,
+            bad_records=bad_count,
+            rows_sha256=digest.rows_sha256,
+            committed_at=format_instant(settings.clock()),
+        )
+        if checkpoint.messages != rows + dropped + bad_count:
+            raise LoadError(
+                f"topic {topic!r} {hour}: {checkpoint.messages} messages != {rows} rows + "
+                f"{dropped} duplicates + {bad_count} bad records; nothing committed"
+            )
+        t = time.monotonic()
+        wh.fs.delete(staging.all_rows)
+        staging.decide(checkpoint, has_errors=bool(bad_count))
+    except BaseException:
+        digest_thread.join(timeout=0)
+        try:
+            staging.discard()
+        except Exception as exc:  # the JVM may be gone (killed): the next run cleans up
+            log.warning("could not remove the staging directory %s: %s", staging.root, exc)
+        raise
+    publish(wh, staging.root)
+    seconds["commit"] = time.monotonic() - t
+    return LoadReport(checkpoint, own is not None, seconds, recovered)
+
+
+def _assign_json(topic: str, ranges: list[PartitionRange]) -> str:
+    import json
+
+    return json.dumps({topic: [r.name for r in ranges]})
+
+
+def _with_load_hour(df: Any, hour: str, F: Any) -> Any:
+    """load_hour after the header columns (DESIGN.md §3.6's column order)."""
+    columns = df.columns
+    at = columns.index("schema_id") + 1
+    ordered = [F.col(f"`{c}`") for c in columns[:at]]
+    ordered.append(F.lit(hour).alias("load_hour"))
+    ordered += [F.col(f"`{c}`") for c in columns[at:]]
+    return df.select(*ordered)
+
+
+def _empty_frame(spark: Any, settings: LoadSettings, topic: str) -> Any:
+    """An hour with no new messages: no rows, the topic's columns."""
+    from .logbroker_source.avro_columns import spark_schema
+
+    options = parse_options(
+        {
+            "zookeeper": settings.zookeeper,
+            "subscribe": topic,
+            "valueFormat": "avro",
+            "schemaRegistry": settings.schema_registry,
+            "mode": "PERMISSIVE",
+        }
+    )
+    return spark.createDataFrame([], spark_schema(options))

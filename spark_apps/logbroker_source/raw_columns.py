@@ -1,0 +1,43 @@
+"""Raw rows: one per message, its place and its payload, as Arrow record batches.
+
+    topic      string   the topic
+    broker_id  int      the broker that holds the partition
+    partition  int      the partition on that broker
+    offset     bigint   the top-level entry's offset (a compressed wrapper's own)
+    index      int      the message's position inside its wrapper (0 when not compressed)
+    value      binary   the payload
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..ranges import Chunk, PartitionRange
+
+POSITION_FIELDS = [
+    pa.field("topic", pa.string()),
+    pa.field("broker_id", pa.int32()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("index", pa.int32()),
+]
+RAW_SCHEMA = pa.schema([*POSITION_FIELDS, pa.field("value", pa.binary())])
+RAW_DDL = "topic string, broker_id int, partition int, offset bigint, `index` int, value binary"
+
+
+def position_arrays(r: PartitionRange, offsets: list[int], indexes: list[int]) -> list[pa.Array]:
+    n = len(offsets)
+    return [
+        pa.array([r.topic] * n, pa.string()),
+        pa.array(np.full(n, r.broker_id, dtype=np.int32)),
+        pa.array(np.full(n, r.partition, dtype=np.int32)),
+        pa.array(offsets, pa.int64()),
+        pa.array(indexes, pa.int32()),
+    ]
+
+
+def raw_batch(r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
+    arrays = position_arrays(r, chunk.offsets, chunk.indexes)
+    arrays.append(pa.array(chunk.payloads, pa.binary()))
+    return pa.RecordBatch.from_arrays(arrays, schema=RAW_SCHEMA)
