@@ -11,7 +11,6 @@ import argparse
 import logging
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file (spark-submit spark_apps/hourly_load.py)
@@ -20,7 +19,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_apps/hourly_l
         if str(_path) not in sys.path:
             sys.path.insert(0, str(_path))
 
-from spark_apps.warehouse import parse_hour  # noqa: E402
+from spark_apps.warehouse import parse_hour
 
 EPILOG = """\
 what it does, per topic:
@@ -218,7 +217,9 @@ def run_verify(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if argv and argv[0] == "verify":
@@ -230,5 +231,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-__all__ = ["build_parser", "main", "textwrap"]

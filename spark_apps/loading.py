@@ -1,18 +1,18 @@
 """One topic's hourly load: ranges from the checkpoints, Spark to stage, then the commit.
 
-    1. recover: publish or delete what an earlier, killed load left in staging (commit.py)
-    2. the range: a committed hour again (backfill) -> exactly its checkpoint's range;
-       otherwise the previous hour must be the last committed one (loads commit in hour
-       order) and the range runs from its ends (the earliest offsets for a topic's first
-       load; 0 for a partition that appeared since) to the ends found now
-    3. read (the `logbroker` source, Avro, PERMISSIVE) and stage every message once as
-       Parquet; meanwhile a driver thread re-reads the range for rows_sha256 and counts
-    4. bad records (not an event: no magic, unknown schema id, undecodable) over
-       --max-bad-fraction fail the load, naming the count; else they go to _errors
-    5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
-       order stays; an event already in the previous hour's rows goes
-    6. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
-       checkpoint (commit.py)
+1. recover: publish or delete what an earlier, killed load left in staging (commit.py)
+2. the range: a committed hour again (backfill) -> exactly its checkpoint's range;
+   otherwise the previous hour must be the last committed one (loads commit in hour
+   order) and the range runs from its ends (the earliest offsets for a topic's first
+   load; 0 for a partition that appeared since) to the ends found now
+3. read (the `logbroker` source, Avro, PERMISSIVE) and stage every message once as
+   Parquet; meanwhile a driver thread re-reads the range for rows_sha256 and counts
+4. bad records (not an event: no magic, unknown schema id, undecodable) over
+   --max-bad-fraction fail the load, naming the count; else they go to _errors
+5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
+   order stays; an event already in the previous hour's rows goes
+6. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
+   checkpoint (commit.py)
 """
 
 from __future__ import annotations
@@ -137,7 +137,9 @@ def plan_hour(
             )
             ranges.append(PartitionRange(topic, broker_id, partition, end, end))
     if not ranges:
-        raise LoadError(f"topic {topic!r} has no partitions on any live broker in {settings.zookeeper}")
+        raise LoadError(
+            f"topic {topic!r} has no partitions on any live broker in {settings.zookeeper}"
+        )
     return sorted(ranges, key=lambda r: (r.broker_id, r.partition)), None, previous
 
 
@@ -199,8 +201,14 @@ def load_hour(
             spark.read.format("logbroker")
             .option("zookeeper", settings.zookeeper)
             .option("assign", _assign_json(topic, readable or ranges[:0]))
-            .option("startingOffsets", offsets_json({(r.topic, r.broker_id, r.partition): r.start for r in readable}))
-            .option("endingOffsets", offsets_json({(r.topic, r.broker_id, r.partition): r.end for r in readable}))
+            .option(
+                "startingOffsets",
+                offsets_json({(r.topic, r.broker_id, r.partition): r.start for r in readable}),
+            )
+            .option(
+                "endingOffsets",
+                offsets_json({(r.topic, r.broker_id, r.partition): r.end for r in readable}),
+            )
             .option("valueFormat", "avro")
             .option("schemaRegistry", settings.schema_registry)
             .option("mode", "PERMISSIVE")
@@ -245,7 +253,11 @@ def load_hour(
         t = time.monotonic()
         good = staged.filter(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, VALUE_COLUMN)
         keys = good.select(*KEY, *POSITION)
-        if previous is not None and previous.rows and wh.fs.exists(wh.hour_dir(topic, previous.load_hour)):
+        if (
+            previous is not None
+            and previous.rows
+            and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
+        ):
             seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour)).select(*KEY)
             in_previous = keys.join(seen, KEY, "left_semi").select(*POSITION)
             keys = keys.join(seen, KEY, "left_anti")

@@ -124,7 +124,10 @@ def read_range(
                 ) from None
             if fail_on_data_loss:
                 raise DataLossError(data_loss_message(r, offset, earliest)) from None
-            warn(data_loss_message(r, offset, earliest) + "; reading from there (failOnDataLoss=false)")
+            warn(
+                data_loss_message(r, offset, earliest)
+                + "; reading from there (failOnDataLoss=false)"
+            )
             offset = max(offset, earliest)
             continue
         view = memoryview(data)
@@ -192,7 +195,9 @@ class RowsDigest:
         pack = _DIGEST_HEADER.pack
         parts: list[bytes] = []
         add = parts.append
-        for offset, index, payload in zip(chunk.offsets, chunk.indexes, chunk.payloads, strict=True):
+        for offset, index, payload in zip(
+            chunk.offsets, chunk.indexes, chunk.payloads, strict=True
+        ):
             add(pack(offset, index, len(payload)))
             add(payload)
         self._sha.update(b"".join(parts))

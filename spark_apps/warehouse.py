@@ -36,13 +36,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .filesystem import (
+    ArrowFileSystem,
     FileSystem,
     HadoopFileSystem,
-    ArrowFileSystem,
     join,
     normalize_uri,
     visible,
@@ -171,7 +171,13 @@ class Checkpoint:
                 PartitionCheckpoint(
                     *(
                         get(p, k, int, ctx)
-                        for k in ("broker_id", "partition", "start_offset", "end_offset", "messages")
+                        for k in (
+                            "broker_id",
+                            "partition",
+                            "start_offset",
+                            "end_offset",
+                            "messages",
+                        )
                     )
                 )
             )
@@ -195,7 +201,7 @@ class Checkpoint:
 # -- states --------------------------------------------------------------------------------
 
 
-class HourState(str, Enum):
+class HourState(StrEnum):
     OPEN = "open"
     LOADED = "loaded"
     AUDITED = "audited"
@@ -298,7 +304,9 @@ class Warehouse:
     # reading
     def topics(self) -> list[str]:
         """Topics that have at least one checkpoint."""
-        return [s.name for s in self.fs.list(join(self.uri, CHECKPOINTS)) if s.is_dir and visible(s)]
+        return [
+            s.name for s in self.fs.list(join(self.uri, CHECKPOINTS)) if s.is_dir and visible(s)
+        ]
 
     def committed_hours(self, topic: str) -> list[str]:
         """Hours of `topic` with a checkpoint, oldest first."""
@@ -407,11 +415,15 @@ class Warehouse:
         finally:
             if cluster is not None:
                 cluster.close()
-        warehouse_rows = self.count_rows(topic, hour) if self.fs.exists(self.hour_dir(topic, hour)) else None
+        warehouse_rows = (
+            self.count_rows(topic, hour) if self.fs.exists(self.hour_dir(topic, hour)) else None
+        )
         if warehouse_rows is None:
             problems.append(f"the hour's directory {self.hour_dir(topic, hour)} is missing")
         elif warehouse_rows != cp.rows:
-            problems.append(f"the warehouse holds {warehouse_rows} rows, the checkpoint says {cp.rows}")
+            problems.append(
+                f"the warehouse holds {warehouse_rows} rows, the checkpoint says {cp.rows}"
+            )
         if cp.messages != cp.rows + cp.duplicates_dropped + cp.bad_records:
             problems.append(
                 f"the checkpoint does not add up: {cp.messages} messages != {cp.rows} rows + "

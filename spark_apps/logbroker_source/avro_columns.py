@@ -199,19 +199,29 @@ class AvroDecoder:
 
     def __post_init__(self) -> None:
         self._arrow = pa.schema(
-            [pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC")) for f in self.schema.fields]
+            [
+                pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"))
+                for f in self.schema.fields
+            ]
         )
-        self._event_fields = [f.name for f in self.schema.fields[10:] if f.name not in ("_error", "_value")]
+        self._event_fields = [
+            f.name for f in self.schema.fields[10:] if f.name not in ("_error", "_value")
+        ]
         self._decoding: dict[str, EventDecoding] = {}
 
     def _decoding_for(self, topic: str) -> EventDecoding:
         if topic not in self._decoding:
-            self._decoding[topic] = EventDecoding(self.options.schema_registry or "", self.readers[topic])
+            self._decoding[topic] = EventDecoding(
+                self.options.schema_registry or "", self.readers[topic]
+            )
         return self._decoding[topic]
 
     def batch(self, r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
         decoded = self._decoding_for(r.topic).decode(
-            chunk.payloads, where=lambda i: f"{r.topic} {r.name} offset {chunk.offsets[i]} index {chunk.indexes[i]}"
+            chunk.payloads,
+            where=lambda i: (
+                f"{r.topic} {r.name} offset {chunk.offsets[i]} index {chunk.indexes[i]}"
+            ),
         )
         errors = decoded.errors  # position -> reason
         mode = self.options.mode
@@ -249,7 +259,9 @@ class AvroDecoder:
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
     @staticmethod
-    def _header_arrays(records: list[dict[str, Any] | None], schema_ids: list[int | None]) -> list[pa.Array]:
+    def _header_arrays(
+        records: list[dict[str, Any] | None], schema_ids: list[int | None]
+    ) -> list[pa.Array]:
         headers = [None if x is None else x["header"] for x in records]
         millis = pa.array([None if h is None else h["timestamp"] for h in headers], pa.int64())
         event_time = pc.multiply(millis, np.int64(1000)).cast(pa.timestamp("us", tz="UTC"))

@@ -52,7 +52,9 @@ def discover(options: SourceOptions, timeout: float = 30.0) -> list[PartitionSta
     states = [s for s in states if options.partition_selected(s.topic, s.name)]
     if options.assign is not None:
         found = {(s.topic, s.name) for s in states}
-        missing = [f"{t} {n}" for t, names in options.assign.items() for n in names if (t, n) not in found]
+        missing = [
+            f"{t} {n}" for t, names in options.assign.items() for n in names if (t, n) not in found
+        ]
         if missing:
             raise DiscoveryError(
                 f"assigned partitions not served by any live broker: {', '.join(missing)}"
@@ -101,9 +103,7 @@ def _from_brokers(
     return states
 
 
-def _states(
-    broker: Broker, topics: tuple[TopicMetadata, ...], topic: str
-) -> list[PartitionState]:
+def _states(broker: Broker, topics: tuple[TopicMetadata, ...], topic: str) -> list[PartitionState]:
     out = []
     for t in topics:
         if t.topic != topic or t.error:
@@ -125,6 +125,9 @@ def _states(
 
 def segment_starts(state: PartitionState, timeout: float = 30.0) -> list[int]:
     """Offsets where the partition's segments start (message boundaries), ascending."""
-    with suppress(LogbrokerError, OSError), SimpleConsumer(state.host, state.port, timeout=timeout) as c:
+    with (
+        suppress(LogbrokerError, OSError),
+        SimpleConsumer(state.host, state.port, timeout=timeout) as c,
+    ):
         return sorted(c.offsets_before(state.topic, state.partition, LATEST_TIME, 1 << 20))
     return []

@@ -25,7 +25,11 @@ import fastavro
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-# TODO(serde): logbroker.serde's framing and bulk decoding once they are on main
+from .discovery import discover
+from .options import SourceOptions
+
+# The framing of DESIGN.md §3.4; logbroker.serde's framing and decoding replace these once
+# serde is on main.
 PREFIX_SIZE = 5
 _PREFIX = struct.Struct(">BI")
 
@@ -41,8 +45,6 @@ def schema_id_of(payload: bytes) -> int:
         raise FramingError(f"payload starts with byte {payload[0]:#04x}, not the event magic 0x00")
     return int(_PREFIX.unpack_from(payload)[1])
 
-from .discovery import discover
-from .options import SourceOptions
 
 _clients: dict[str, KazooClient] = {}
 _lock = threading.Lock()
@@ -154,7 +156,9 @@ class EventDecoding:
             try:
                 record = read(body, writer, self.reader)
             except Exception as exc:
-                errors[i] = f"{where(i)}: undecodable with schema id {schema_id}: {type(exc).__name__}: {exc}"
+                errors[i] = (
+                    f"{where(i)}: undecodable with schema id {schema_id}: {type(exc).__name__}: {exc}"
+                )
                 continue
             if body.tell() != len(payload):
                 errors[i] = (

@@ -1,26 +1,26 @@
 """The `logbroker` source's options, in the Spark Kafka source's style (all values strings).
 
-    zookeeper            the cluster's ZooKeeper connect string, chroot included
-    brokers              or: 'host:port,host:port' (or 'id:host:port'); METADATA names the ids
-    subscribe            'topic1,topic2'                       exactly one of these three
-    subscribePattern     a regular expression, matched against whole topic names
-    assign               JSON {"topic": ["<broker_id>-<partition>", ...]}
-    startingOffsets      'earliest' (batch default), 'latest' (stream default), or JSON
-                         {"topic": {"<broker_id>-<partition>": offset}}, -2 earliest, -1 latest
-    endingOffsets        'latest' (default) or JSON as above (-1 latest); batch only
-    failOnDataLoss       'true' (default): a range retention deleted is an error naming topic,
-                         partition and the missing offsets; 'false': a warning, then the
-                         earliest offset still there
-    valueFormat          'raw' (default) or 'avro' (framed events, DESIGN.md §3.4)
-    schemaRegistry       the registry's connect string (valueFormat avro)
-    mode                 avro payloads that are not events: FAILFAST (default, an error naming
-                         the place), PERMISSIVE (kept, with `_error` and `_value` columns),
-                         DROPMALFORMED (skipped)
-    fetchSize            bytes per fetch request (default 1 MiB; grows for a larger message)
-    maxBytesPerPartition a range longer than this is split into several Spark partitions
-                         (default 128 MiB)
-    minPartitions        at least this many Spark partitions, splitting the largest ranges
-    maxBytesPerTrigger   streaming: at most this many bytes per partition per micro-batch
+zookeeper            the cluster's ZooKeeper connect string, chroot included
+brokers              or: 'host:port,host:port' (or 'id:host:port'); METADATA names the ids
+subscribe            'topic1,topic2'                       exactly one of these three
+subscribePattern     a regular expression, matched against whole topic names
+assign               JSON {"topic": ["<broker_id>-<partition>", ...]}
+startingOffsets      'earliest' (batch default), 'latest' (stream default), or JSON
+                     {"topic": {"<broker_id>-<partition>": offset}}, -2 earliest, -1 latest
+endingOffsets        'latest' (default) or JSON as above (-1 latest); batch only
+failOnDataLoss       'true' (default): a range retention deleted is an error naming topic,
+                     partition and the missing offsets; 'false': a warning, then the
+                     earliest offset still there
+valueFormat          'raw' (default) or 'avro' (framed events, DESIGN.md §3.4)
+schemaRegistry       the registry's connect string (valueFormat avro)
+mode                 avro payloads that are not events: FAILFAST (default, an error naming
+                     the place), PERMISSIVE (kept, with `_error` and `_value` columns),
+                     DROPMALFORMED (skipped)
+fetchSize            bytes per fetch request (default 1 MiB; grows for a larger message)
+maxBytesPerPartition a range longer than this is split into several Spark partitions
+                     (default 128 MiB)
+minPartitions        at least this many Spark partitions, splitting the largest ranges
+maxBytesPerTrigger   streaming: at most this many bytes per partition per micro-batch
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ the range's start), walking entry sizes up to its first message (see ranges.py).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -65,7 +66,9 @@ def plan_ranges(
                 f"({state.latest})"
             )
         if start > end:
-            raise RangeError(f"{r.describe()}: the starting offset {start} is after the ending offset {end}")
+            raise RangeError(
+                f"{r.describe()}: the starting offset {start} is after the ending offset {end}"
+            )
         if start < state.earliest and end > start:
             message = data_loss_message(r, start, state.earliest)
             if fail_on_data_loss:
@@ -99,7 +102,7 @@ def plan_splits(
             continue
         cuts = [r.start + (r.end - r.start) * k // n for k in range(n + 1)]
         bounds = [b for b in segment_starts(state) if r.start <= b < r.end] + [r.start]
-        for lo, hi in zip(cuts, cuts[1:], strict=False):
+        for lo, hi in itertools.pairwise(cuts):
             read_from = max(b for b in bounds if b <= lo)
             plans.append(SplitPlan(r, state.host, state.port, read_from, lo, hi))
     return plans

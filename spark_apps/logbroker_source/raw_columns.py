@@ -1,11 +1,11 @@
 """Raw rows: one per message, its place and its payload, as Arrow record batches.
 
-    topic      string   the topic
-    broker_id  int      the broker that holds the partition
-    partition  int      the partition on that broker
-    offset     bigint   the top-level entry's offset (a compressed wrapper's own)
-    index      int      the message's position inside its wrapper (0 when not compressed)
-    value      binary   the payload
+topic      string   the topic
+broker_id  int      the broker that holds the partition
+partition  int      the partition on that broker
+offset     bigint   the top-level entry's offset (a compressed wrapper's own)
+index      int      the message's position inside its wrapper (0 when not compressed)
+value      binary   the payload
 """
 
 from __future__ import annotations

@@ -1,0 +1,149 @@
+"""The hourly load against real brokers, a real registry layout and the shared SparkSession.
+
+One two-broker analysis cluster per module; each test uses its own topics and warehouse.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_apps.loading import LoadOrderError, LoadSettings, TooManyBadRecordsError, load_hour
+from spark_apps.warehouse import Warehouse
+
+from .helpers import PAGE_VIEW, AnalysisCluster, independent_sha256, start_cluster
+
+H10, H11, H12 = "2026-11-22T10", "2026-11-22T11", "2026-11-22T12"
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory) -> AnalysisCluster:
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("load-cluster"), "load")
+    yield c
+    c.stop()
+
+
+def settings(c: AnalysisCluster, **kw) -> LoadSettings:
+    return LoadSettings(zookeeper=c.live.connect, schema_registry=c.registry.connect, **kw)
+
+
+def keys(spark, path: str) -> list[tuple[str, int]]:
+    return [
+        (r.producer_id, r.seq)
+        for r in spark.read.parquet(path).select("producer_id", "seq").collect()
+    ]
+
+
+def listing(directory: Path) -> dict[str, float]:
+    return {p.name: p.stat().st_mtime_ns for p in directory.iterdir()}
+
+
+def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path):
+    topic = "page_views"
+    cluster.register(topic, PAGE_VIEW)
+    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    s = settings(cluster)
+
+    first = [cluster.event(topic) for _ in range(300)]
+    cluster.produce(topic, first[:200])
+    cluster.produce(topic, first[200:], codec="gzip")  # compressed sets are unwrapped
+    cluster.produce(topic, first[:5])  # an at-least-once re-send inside the hour
+    load_hour(spark, wh, s, topic, H10)
+
+    second = [cluster.event(topic) for _ in range(200)]
+    cluster.produce(topic, second + first[100:103], codec="snappy")  # 3 already loaded in H10
+    load_hour(spark, wh, s, topic, H11)
+
+    third = [cluster.event(topic) for _ in range(250)]
+    cluster.produce(topic, third)
+    load_hour(spark, wh, s, topic, H12)
+
+    cps = [
+        json.loads((tmp_path / "wh" / "_checkpoints" / topic / f"{h}.json").read_text())
+        for h in (H10, H11, H12)
+    ]
+    assert [cp["rows"] for cp in cps] == [300, 200, 250]
+    assert [cp["duplicates_dropped"] for cp in cps] == [5, 3, 0]
+    assert [cp["bad_records"] for cp in cps] == [0, 0, 0]
+    assert list(cps[0]) == [
+        "topic", "load_hour", "partitions", "rows", "duplicates_dropped", "bad_records",
+        "rows_sha256", "committed_at",
+    ]  # fmt: skip
+    for earlier, later in itertools.pairwise(cps):  # each start is the previous end
+        ends = {(p["broker_id"], p["partition"]): p["end_offset"] for p in earlier["partitions"]}
+        starts = {(p["broker_id"], p["partition"]): p["start_offset"] for p in later["partitions"]}
+        assert starts == ends
+    for cp in cps:  # rows_sha256 recomputed from the brokers, independently of spark_apps
+        sha, messages = independent_sha256(cluster, cp)
+        assert cp["rows_sha256"] == sha
+        assert messages == sum(p["messages"] for p in cp["partitions"])
+        assert messages == cp["rows"] + cp["duplicates_dropped"] + cp["bad_records"]
+
+    everything = keys(spark, wh.topic_dir(topic))
+    assert len(everything) == len(set(everything)) == 750  # every event exactly once
+    assert set(everything) == {("p-1", seq) for seq in range(cluster.seq - 750, cluster.seq)}
+
+    hours = tmp_path / "wh" / topic
+    before = {h: listing(hours / f"load_hour={h}") for h in (H10, H12)}
+    rows_before = sorted(spark.read.parquet(wh.hour_dir(topic, H11)).collect())
+    report = load_hour(spark, wh, s, topic, H11)  # backfill: the stored range exactly
+    assert report.backfill
+    again = json.loads((tmp_path / "wh" / "_checkpoints" / topic / f"{H11}.json").read_text())
+    assert {k: v for k, v in again.items() if k != "committed_at"} == {
+        k: v for k, v in cps[1].items() if k != "committed_at"
+    }
+    assert sorted(spark.read.parquet(wh.hour_dir(topic, H11)).collect()) == rows_before
+    assert {h: listing(hours / f"load_hour={h}") for h in (H10, H12)} == before
+    assert not list((tmp_path / "wh" / "_staging" / topic).iterdir())
+
+    assert wh.committed_hours(topic) == [H10, H11, H12]
+    assert wh.verify(topic, H11, zookeeper=cluster.live.connect).ok
+    plain = Warehouse.open(str(tmp_path / "wh"))  # the same answers without Spark (pyarrow)
+    assert plain.checkpoint(topic, H12) == wh.checkpoint(topic, H12)
+    assert plain.count_rows(topic, H12) == 250
+
+    with pytest.raises(LoadOrderError, match="2026-11-22T13 is not committed"):
+        load_hour(spark, wh, s, topic, "2026-11-22T14")
+    with pytest.raises(LoadOrderError, match="later hour 2026-11-22T12 is committed"):
+        load_hour(spark, wh, s, topic, "2026-11-22T09")
+
+
+def test_bad_records_go_to_errors_and_too_many_fail(spark, cluster, tmp_path):
+    topic = "searches"
+    schema_id = cluster.register(topic, PAGE_VIEW)
+    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    s = settings(cluster)
+    good = [cluster.event(topic) for _ in range(297)]
+    truncated = cluster.event(topic)[:-3]
+    unknown_id = bytes([0]) + (schema_id + 900).to_bytes(4, "big") + good[0][5:]
+    cluster.produce(topic, [*good, b'{"json": "not avro"}', unknown_id, truncated])  # 1 %
+    report = load_hour(spark, wh, s, topic, H10)
+    assert (report.checkpoint.rows, report.checkpoint.bad_records) == (297, 3)
+    errors = spark.read.parquet(wh.errors_dir(topic, H10)).collect()
+    reasons = sorted(e.reason for e in errors)
+    assert len(errors) == 3
+    assert any("not an event" in r for r in reasons)
+    assert any(f"unknown schema id {schema_id + 900}" in r for r in reasons)
+    assert any("undecodable" in r for r in reasons)
+    assert all(e.offset >= 0 and e.value for e in errors)  # the position and the payload kept
+    assert b'{"json": "not avro"}' in {bytes(e.value) for e in errors}
+
+    more = [cluster.event(topic) for _ in range(95)]
+    cluster.produce(topic, more + [b"garbage"] * 5)  # 5 %
+    with pytest.raises(
+        TooManyBadRecordsError, match=r"5 of 100 messages \(5.00%\) are bad records"
+    ):
+        load_hour(spark, wh, s, topic, H11)
+    assert wh.checkpoint(topic, H11) is None
+    assert not (tmp_path / "wh" / topic / f"load_hour={H11}").exists()
+    assert not list((tmp_path / "wh" / "_staging" / topic).iterdir())
+    # a looser threshold takes the same hour
+    assert (
+        load_hour(
+            spark, wh, settings(cluster, max_bad_fraction=0.05), topic, H11
+        ).checkpoint.bad_records
+        == 5
+    )
