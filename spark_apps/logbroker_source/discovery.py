@@ -12,7 +12,7 @@ import logging
 from contextlib import suppress
 from typing import NamedTuple
 
-from logbroker.client.brokers import Broker, parse_broker_list
+from logbroker.client.brokers import BrokerEndpoint, parse_broker_list
 from logbroker.client.cluster import Cluster
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import LogbrokerError
@@ -87,7 +87,7 @@ def _from_zookeeper(options: SourceOptions, timeout: float) -> list[PartitionSta
 
 
 def _from_brokers(
-    brokers: list[Broker], options: SourceOptions, timeout: float
+    brokers: list[BrokerEndpoint], options: SourceOptions, timeout: float
 ) -> list[PartitionState]:
     states = []
     for listed in brokers:
@@ -96,7 +96,7 @@ def _from_brokers(
                 meta = consumer.metadata([])
         except (OSError, LogbrokerError) as exc:
             raise DiscoveryError(f"broker {listed.address} did not answer METADATA: {exc}") from exc
-        broker = Broker(meta.broker_id, listed.host, listed.port)
+        broker = BrokerEndpoint(meta.broker_id, listed.host, listed.port)
         for t in meta.topics:
             if options.topic_matches(t.topic):
                 states += _states(broker, meta.topics, t.topic)
