@@ -103,7 +103,9 @@ def _from_brokers(
     return states
 
 
-def _states(broker: Broker, topics: tuple[TopicMetadata, ...], topic: str) -> list[PartitionState]:
+def _states(
+    broker: BrokerEndpoint, topics: tuple[TopicMetadata, ...], topic: str
+) -> list[PartitionState]:
     out = []
     for t in topics:
         if t.topic != topic or t.error:
