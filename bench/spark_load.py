@@ -1,0 +1,316 @@
+"""Benchmark: the hourly load from a two-broker analysis cluster into Parquet, beside Spark's
+own JSON load of the same events (`spark.read.json(...).write.parquet`), in the same run.
+
+    .venv/bin/python bench/spark_load.py                       # 2,000,000 events (the goal)
+    .venv/bin/python bench/spark_load.py --events 200000       # a quick run
+    .venv/bin/python bench/spark_load.py --events 100000 --standalone   # + a standalone cluster
+
+For each size it measures, on local[2]:
+  logbroker_load   spark_apps.loading.load_hour: read (Avro, bulk-decoded in the Python
+                   workers) + stage + rows_sha256 + dedup + commit; its phases are reported
+  source_only      spark.read.format("logbroker") ... .write.parquet(): the data source alone
+  json_load        spark.read.json(<JSON lines on local disk>).write.parquet()
+and the peak memory (RSS) of the driver, its JVM and the Python workers, sampled every 0.1 s.
+Two sizes (--events/4 and --events) show whether memory grows with the number of events.
+--standalone starts a Spark master and worker (spark-class, 127.0.0.1), runs the same load
+there by spark-submit, and stops them by PID. Results: bench/results/spark_load.json and
+spark_load.png (the plot needs matplotlib: .venv/bin/pip install -r bench/requirements.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+
+import psutil  # noqa: E402
+
+from spark_apps.loading import LoadSettings, load_hour  # noqa: E402
+from spark_apps.session import build_session, worker_pythonpath  # noqa: E402
+from spark_apps.warehouse import Warehouse  # noqa: E402
+from tests.spark.helpers import PAGE_VIEW, start_cluster  # noqa: E402
+
+from logbroker.testing.zookeeper import ZooKeeperServer  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+class PeakMemory(threading.Thread):
+    """Peak summed RSS of this process and all its descendants (JVM, Python workers)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.stop.is_set():
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+            time.sleep(0.1)
+
+    def __enter__(self) -> PeakMemory:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join()
+
+
+def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
+    """n events to the topic (batches of 500) and as JSON lines; returns payload bytes."""
+    import io
+
+    import fastavro
+
+    parsed = fastavro.parse_schema(PAGE_VIEW)
+    schema_id = cluster.schema_ids[topic]
+    prefix = bytes([0]) + schema_id.to_bytes(4, "big")
+    total = 0
+    from logbroker.client.producer import Producer
+
+    with Producer(zk_connect=cluster.live.connect) as producer, json_path.open("w") as out:
+        batch: list[bytes] = []
+        for seq in range(n):
+            record = {
+                "header": {
+                    "timestamp": 1_795_000_000_000 + seq,
+                    "server": f"web-{seq % 16:02d}.example.com",
+                    "producer_id": "8d1b4c7a-9e6f-4a2b-b3c4-d5e6f7a8b9c0",
+                    "seq": seq,
+                },
+                "user_id": seq * 7919 % 1_000_003,
+                "page": f"/articles/{seq % 5000}/a-readable-slug-for-the-page",
+                "referrer": None if seq % 3 else "https://search.example.com/?q=logs",
+                "tags": ["news", "tech"][: seq % 3],
+            }
+            body = io.BytesIO()
+            fastavro.schemaless_writer(body, parsed, record)
+            payload = prefix + body.getvalue()
+            total += len(payload)
+            batch.append(payload)
+            out.write(json.dumps(record) + "\n")
+            if len(batch) == 500:
+                producer.send(topic, batch)
+                batch = []
+        if batch:
+            producer.send(topic, batch)
+    return total
+
+
+def timed(fn: Any) -> tuple[float, int, Any]:
+    with PeakMemory() as mem:
+        t = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - t
+    return elapsed, mem.peak, result
+
+
+def run_size(spark: Any, cluster: Any, n: int, work: Path, hour: str) -> dict[str, Any]:
+    topic = f"events_{n}"
+    cluster.register(topic, PAGE_VIEW)
+    json_path = work / f"{topic}.jsonl"
+    t = time.perf_counter()
+    payload_bytes = produce(cluster, topic, n, json_path)
+    print(
+        f"  produced {n:,} events ({payload_bytes / n:.0f} bytes each) in {time.perf_counter() - t:.1f}s",
+        flush=True,
+    )
+    settings = LoadSettings(
+        zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
+    )
+    out: dict[str, Any] = {"events": n, "payload_bytes_avg": payload_bytes / n}
+
+    wh = Warehouse.open(str(work / f"wh-{n}"), spark=spark)
+    secs, peak, report = timed(lambda: load_hour(spark, wh, settings, topic, hour))
+    assert report.checkpoint.rows == n, report.summary()
+    out["logbroker_load"] = {
+        "seconds": secs,
+        "rows_per_s": n / secs,
+        "peak_rss_mb": peak / 2**20,
+        "phases": report.seconds,
+    }
+    print(
+        f"  logbroker_load  {n / secs:>10,.0f} rows/s  peak {peak / 2**20:,.0f} MB  {report.seconds}",
+        flush=True,
+    )
+
+    def source_only() -> None:
+        (
+            spark.read.format("logbroker")
+            .option("zookeeper", cluster.live.connect)
+            .option("subscribe", topic)
+            .option("valueFormat", "avro")
+            .option("schemaRegistry", cluster.registry.connect)
+            .option("minPartitions", "2")
+            .load()
+            .write.mode("overwrite")
+            .parquet(str(work / f"source-{n}"))
+        )
+
+    secs, peak, _ = timed(source_only)
+    out["source_only"] = {"seconds": secs, "rows_per_s": n / secs, "peak_rss_mb": peak / 2**20}
+    print(f"  source_only     {n / secs:>10,.0f} rows/s  peak {peak / 2**20:,.0f} MB", flush=True)
+
+    def json_load() -> None:
+        spark.read.json(json_path.as_uri()).write.mode("overwrite").parquet(str(work / f"json-{n}"))
+
+    secs, peak, _ = timed(json_load)
+    out["json_load"] = {"seconds": secs, "rows_per_s": n / secs, "peak_rss_mb": peak / 2**20}
+    print(f"  json_load       {n / secs:>10,.0f} rows/s  peak {peak / 2**20:,.0f} MB", flush=True)
+    out["ratio_vs_json"] = out["logbroker_load"]["rows_per_s"] / out["json_load"]["rows_per_s"]
+    return out
+
+
+def standalone_load(cluster: Any, n: int, work: Path) -> dict[str, Any]:
+    """Start a master and a worker from the installed pyspark; spark-submit the load there."""
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).parent
+    spark_class = spark_home / "bin" / "spark-class"
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(spark_home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+    )
+    env["PYTHONPATH"] = worker_pythonpath()
+    master_port, ui = str(_free_port()), str(_free_port())
+    procs = []
+    try:
+        master = subprocess.Popen(
+            [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", master_port, "--webui-port", ui],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        procs.append(master)
+        url = f"spark://127.0.0.1:{master_port}"
+        worker = subprocess.Popen(
+            [str(spark_class), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()), "--work-dir", str(work / "spark-work"), url],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        procs.append(worker)
+        topic = f"events_{n}"
+        t = time.perf_counter()
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "spark-submit"), "--master", url,
+                "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}",
+                str(ROOT / "spark_apps" / "hourly_load.py"),
+                "--zookeeper", cluster.live.connect, "--schema-registry", cluster.registry.connect,
+                "--topics", topic, "--hour", "2026-11-22T10", "--warehouse", (work / "wh-standalone").as_uri(),
+            ],
+            env=env, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        secs = time.perf_counter() - t
+        print(done.stdout[-2000:])
+        if done.returncode:
+            print(done.stderr[-4000:])
+        return {
+            "events": n,
+            "seconds_with_startup": secs,
+            "exit": done.returncode,
+            "summary": done.stdout.strip().splitlines()[-1:],
+        }
+    finally:
+        for p in reversed(procs):
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def _free_port() -> int:
+    from logbroker.testing.zookeeper import find_free_port
+
+    return find_free_port()
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: no plot (.venv/bin/pip install -r bench/requirements.txt)")
+        return
+    sizes = results["sizes"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    kinds = ["logbroker_load", "source_only", "json_load"]
+    width = 0.25
+    for i, kind in enumerate(kinds):
+        xs = [j + i * width for j in range(len(sizes))]
+        left.bar(xs, [s[kind]["rows_per_s"] for s in sizes], width, label=kind)
+        right.bar(xs, [s[kind]["peak_rss_mb"] for s in sizes], width, label=kind)
+    for ax, title in (
+        (left, "rows/s (local[2])"),
+        (right, "peak RSS, MB (driver + JVM + workers)"),
+    ):
+        ax.set_xticks(
+            [j + width for j in range(len(sizes))], [f"{s['events']:,} events" for s in sizes]
+        )
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument(
+        "--standalone", action="store_true", help="also run the load on a standalone cluster"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="spark-load-bench-"))
+    zk = ZooKeeperServer(work / "zk").start()
+    cluster = start_cluster(zk, work / "cluster", "bench")
+    try:
+        spark = build_session(
+            "bench spark_load", master="local[2]", conf={"spark.driver.memory": "2g"}
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        results: dict[str, Any] = {"command": " ".join(sys.argv), "sizes": []}
+        for n in (max(1, args.events // 4), args.events):
+            print(f"{n:,} events:", flush=True)
+            results["sizes"].append(run_size(spark, cluster, n, work, "2026-11-22T10"))
+        spark.stop()
+        if args.standalone:
+            results["standalone"] = standalone_load(cluster, max(1, args.events // 4), work)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "spark_load.json").write_text(json.dumps(results, indent=1) + "\n")
+        plot(results, args.out / "spark_load.png")
+        print(json.dumps({s["events"]: round(s["ratio_vs_json"], 2) for s in results["sizes"]}))
+    finally:
+        cluster.stop()
+        zk.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
