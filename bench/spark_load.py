@@ -20,6 +20,7 @@ spark_load.png (the plot needs matplotlib: .venv/bin/pip install -r bench/requir
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -37,12 +38,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import psutil  # noqa: E402
 
+from logbroker.testing.zookeeper import ZooKeeperServer  # noqa: E402
 from spark_apps.loading import LoadSettings, load_hour  # noqa: E402
 from spark_apps.session import build_session, worker_pythonpath  # noqa: E402
 from spark_apps.warehouse import Warehouse  # noqa: E402
 from tests.spark.helpers import PAGE_VIEW, start_cluster  # noqa: E402
-
-from logbroker.testing.zookeeper import ZooKeeperServer  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -60,10 +60,8 @@ class PeakMemory(threading.Thread):
         while not self.stop.is_set():
             total = 0
             for p in [me, *me.children(recursive=True)]:
-                try:
+                with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
-                except psutil.Error:
-                    pass
             self.peak = max(self.peak, total)
             time.sleep(0.1)
 
