@@ -20,8 +20,7 @@ from ..protocol.errors import LogbrokerError, describe_exception
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
-from .metrics import BrokerMetrics
-from .metrics_http import start_metrics_server
+from .metrics import BrokerMetrics, MetricsServer, serve_metrics
 from .socket_server import SocketServer
 from .waiters import AppendWaiters
 
@@ -47,7 +46,7 @@ class BrokerServer:
         self.address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
         self._step = "starting"  # what start() is doing, for its error message
-        self._metrics_server: asyncio.base_events.Server | None = None
+        self._metrics_server: MetricsServer | None = None
 
     async def start(self) -> None:
         """Start every part, in order; raises StartupError naming the step that failed,
@@ -104,10 +103,10 @@ class BrokerServer:
                 await loop.run_in_executor(None, self.registration.start)
             if config.metrics_port >= 0:
                 self._step = f"serving metrics on {config.hostname}:{config.metrics_port}"
-                self._metrics_server = await start_metrics_server(
+                self._metrics_server = await serve_metrics(
                     self.metrics, config.hostname, config.metrics_port
                 )
-                self.metrics_address = self._metrics_server.sockets[0].getsockname()[:2]
+                self.metrics_address = self._metrics_server.address
         except BaseException:
             await self._stop_parts()
             raise
@@ -140,7 +139,8 @@ class BrokerServer:
         if self.server is not None:
             await self.server.stop()
         if self._metrics_server is not None:
-            self._metrics_server.close()
+            await self._metrics_server.stop()
+            self._metrics_server = None
         if self.registration is not None:
             await loop.run_in_executor(None, self.registration.stop)
         if self.logs is not None:

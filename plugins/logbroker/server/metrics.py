@@ -1,7 +1,4 @@
-"""What operators see of a broker: counters in Prometheus' text format (served by metrics_http).
-
-No third-party dependency: the counters are plain dicts and `render()` writes the text
-exposition format 0.0.4 itself.
+"""What operators see of a broker: counters, served in Prometheus' text format by prometheus_client.
 
     logbroker_messages_in_total{broker,topic}       messages appended (valid ones only)
     logbroker_bytes_in_total{broker,topic}          bytes of those messages
@@ -13,9 +10,13 @@ exposition format 0.0.4 itself.
     logbroker_start_time_seconds{broker}            gauge: when the broker started (Unix time)
     ...                                             gauges of `set_gauge_source`, at scrape time
 
-Threading: the broker counts from its one asyncio thread and `render()` runs on the same loop
-(the HTTP server calls it), so the counting takes no lock; each call is a dict lookup and an
-add. Counts from other threads would need the caller to hop onto the loop first.
+`BrokerMetrics` counts in plain dicts and is itself a prometheus_client collector: `collect()`
+turns the counts into metric families at scrape time; prometheus_client writes the text
+format (`render()`) and serves it over HTTP (`serve_metrics`).
+
+Threading: the broker counts from its one asyncio thread without a lock (each call is a dict
+lookup and an add). prometheus_client's HTTP server scrapes from its own threads, so the
+collector it is given (`serve_metrics`) hops onto the event loop to collect.
 
 Cardinality: topics and error kinds come from clients, and a client may name any legal topic
 in a fetch that fails. Each family keeps at most `max_series` label sets; beyond that the
@@ -24,16 +25,28 @@ counts go to the topic (or type/kind) OVERFLOW, "/overflow", which no legal topi
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import math
 import re
+import socket
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import (
+    CONTENT_TYPE_PLAIN_0_0_4,
+    CollectorRegistry,
+    generate_latest,
+    make_wsgi_app,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 
 log = logging.getLogger(__name__)
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what a scrape answers: text format 0.0.4
 PREFIX = "logbroker_"
 
 # The request types the server counts; they start at 0 so that rate() sees them from the start.
@@ -74,28 +87,6 @@ _BUILTIN = {
 }
 
 
-def escape_label_value(value: str) -> str:
-    """A label value as the text format wants it inside double quotes."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value: float) -> str:
-    """A sample value: integers without a decimal point, NaN and +Inf/-Inf as Prometheus spells them."""
-    if isinstance(value, int):
-        return str(int(value))
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(value)
-
-
 class BrokerMetrics:
     """The counters of one broker. Cheap to call from the hot path; see the module docstring."""
 
@@ -111,7 +102,7 @@ class BrokerMetrics:
         self.broker_id = broker_id
         self.start_time = float(clock())
         self.max_series = max_series
-        self._broker_label = f'broker="{escape_label_value(str(broker_id))}"'
+        self._broker = str(broker_id)
         self._messages_in: dict[str, int] = {}
         self._bytes_in: dict[str, int] = {}
         self._bytes_out: dict[str, int] = {}
@@ -120,6 +111,8 @@ class BrokerMetrics:
         self._connections_open = 0
         self._connections_total = 0
         self._gauge_source: Callable[[], Iterable[GaugeSample]] | None = None
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(self)
 
     # -- counting (hot path) -------------------------------------------------------------
 
@@ -198,40 +191,43 @@ class BrokerMetrics:
         }
 
     def render(self) -> str:
-        """The whole exposition text (format 0.0.4), ending in a newline."""
-        b = self._broker_label
-        out: list[str] = []
+        """The whole exposition text (format 0.0.4, as prometheus_client writes it)."""
+        return generate_latest(self._registry).decode("utf-8")
 
-        def family(name: str, samples: Iterable[tuple[str, float]]) -> None:
+    def collect(self) -> Iterator[Metric]:
+        """The metric families, as a prometheus_client collector; call it on the event loop."""
+        broker = self._broker
+
+        def family(name: str, label: str | None, counts: Iterable[tuple[Any, float]]) -> Metric:
             type_, help_ = _BUILTIN[name]
-            out.append(f"# HELP {name} {_escape_help(help_)}")
-            out.append(f"# TYPE {name} {type_}")
-            for labels, value in samples:
-                out.append(f"{name}{{{b}{labels}}} {format_value(value)}")
+            labels = ["broker"] if label is None else ["broker", label]
+            metric: Metric
+            if type_ == "counter":
+                metric = CounterMetricFamily(name, help_, labels=labels)
+            else:
+                metric = GaugeMetricFamily(name, help_, labels=labels)
+            for key, value in counts:
+                metric.add_metric([broker] if label is None else [broker, key], value)
+            return metric
 
-        def by(label: str, counts: dict[str, int]) -> list[tuple[str, float]]:
-            return [
-                (f',{label}="{escape_label_value(key)}"', n) for key, n in sorted(counts.items())
-            ]
-
-        family("logbroker_messages_in_total", by("topic", self._messages_in))
-        family("logbroker_bytes_in_total", by("topic", self._bytes_in))
-        family("logbroker_bytes_out_total", by("topic", self._bytes_out))
-        family("logbroker_requests_total", by("type", self._requests))
-        family(
+        yield family("logbroker_messages_in_total", "topic", sorted(self._messages_in.items()))
+        yield family("logbroker_bytes_in_total", "topic", sorted(self._bytes_in.items()))
+        yield family("logbroker_bytes_out_total", "topic", sorted(self._bytes_out.items()))
+        yield family("logbroker_requests_total", "type", sorted(self._requests.items()))
+        errors = CounterMetricFamily(
             "logbroker_errors_total",
-            [
-                (f',kind="{escape_label_value(k)}",topic="{escape_label_value(t)}"', n)
-                for (k, t), n in sorted(self._errors.items())
-            ],
+            _BUILTIN["logbroker_errors_total"][1],
+            labels=["broker", "kind", "topic"],
         )
-        family("logbroker_connections_open", [("", self._connections_open)])
-        family("logbroker_connections_total", [("", self._connections_total)])
-        family("logbroker_start_time_seconds", [("", self.start_time)])
-        out.extend(self._render_gauges())
-        return "\n".join(out) + "\n"
+        for (kind, topic), n in sorted(self._errors.items()):
+            errors.add_metric([broker, kind, topic], n)
+        yield errors
+        yield family("logbroker_connections_open", None, [(None, self._connections_open)])
+        yield family("logbroker_connections_total", None, [(None, self._connections_total)])
+        yield family("logbroker_start_time_seconds", None, [(None, self.start_time)])
+        yield from self._collect_gauges()
 
-    def _render_gauges(self) -> list[str]:
+    def _collect_gauges(self) -> list[Metric]:
         source = self._gauge_source
         if source is None:
             return []
@@ -240,34 +236,106 @@ class BrokerMetrics:
         except Exception:
             log.exception("the gauge source of the metrics failed; rendering without its gauges")
             return []
-        families: dict[str, tuple[str, list[str]]] = {}  # name -> (help, sample lines)
+        families: dict[tuple[str, tuple[str, ...]], GaugeMetricFamily] = {}
         for sample in samples:
-            line = self._gauge_line(sample)
-            if line is None:
+            checked = self._check_gauge(sample)
+            if checked is None:
                 continue
-            name, help_, text = line
-            families.setdefault(name, (help_, []))[1].append(text)
-        out: list[str] = []
-        for name, (help_, lines) in families.items():
-            out.append(f"# HELP {name} {_escape_help(help_)}")
-            out.append(f"# TYPE {name} gauge")
-            out.extend(lines)
-        return out
+            name, help_, labels, value = checked
+            key = (name, tuple(labels))
+            if key not in families:
+                if any(n == name for n, _ in families):
+                    log.warning("metrics: gauge sample %r left out: other label names", sample)
+                    continue
+                families[key] = GaugeMetricFamily(name, help_, labels=["broker", *labels])
+            families[key].add_metric([self._broker, *labels.values()], value)
+        return list(families.values())
 
-    def _gauge_line(self, sample: GaugeSample) -> tuple[str, str, str] | None:
+    def _check_gauge(self, sample: GaugeSample) -> tuple[str, str, dict[str, str], float] | None:
         try:
             name, labels, value, help_ = sample
             if not name.startswith(PREFIX):
                 name = PREFIX + name
-            if not _METRIC_NAME.match(name) or name in _BUILTIN:
+            if not _METRIC_NAME.match(name) or name in _BUILTIN or name in _TAKEN:
                 raise ValueError(f"metric name {name!r} is invalid or taken")
-            parts = [self._broker_label]
-            for key, val in labels.items():
+            for key in labels:
                 if not _LABEL_NAME.match(key) or key.startswith("__") or key == "broker":
                     raise ValueError(f"label name {key!r} is invalid or reserved")
-                parts.append(f'{key}="{escape_label_value(str(val))}"')
             number = float(value)
         except (TypeError, ValueError, AttributeError) as exc:
             log.warning("metrics: gauge sample %r left out: %s", sample, exc)
             return None
-        return name, str(help_), f"{name}{{{','.join(parts)}}} {format_value(number)}"
+        return name, str(help_), {k: str(v) for k, v in labels.items()}, number
+
+
+# A counter family `x_total` is written by prometheus_client with the samples `x_total` (and
+# would take `x_created`): gauges may not take those names either.
+_TAKEN = {n.removesuffix("_total") for n in _BUILTIN} | {
+    n.removesuffix("_total") + "_created" for n in _BUILTIN if n.endswith("_total")
+}
+
+
+class _CollectOnLoop:
+    """A collector for prometheus_client's HTTP threads: collects on the broker's event loop,
+    where the counts change, so that a scrape never reads a dict in the middle of a change."""
+
+    def __init__(self, metrics: BrokerMetrics, loop: asyncio.AbstractEventLoop) -> None:
+        self.metrics = metrics
+        self.loop = loop
+
+    def collect(self) -> Iterator[Metric]:
+        async def on_loop() -> list[Metric]:
+            return list(self.metrics.collect())
+
+        future = asyncio.run_coroutine_threadsafe(on_loop(), self.loop)
+        return iter(future.result(timeout=_SCRAPE_TIMEOUT_S))
+
+
+_SCRAPE_TIMEOUT_S = 10.0  # a loop this busy answers the scrape with an error
+
+
+class _RequestHandler(WSGIRequestHandler):
+    """wsgiref's handler, with a socket timeout (a silent client frees its thread) and its
+    access log left out (scrapes every few seconds would fill the broker's log)."""
+
+    timeout = 10.0
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsServer:
+    """prometheus_client's WSGI app, in a threaded wsgiref server (a thread per scrape).
+
+    Any path answers the exposition (prometheus_client's behaviour); `/metrics` is the one
+    documented. `address` is (host, port) as bound; `stop()` closes it.
+    """
+
+    def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_CollectOnLoop(metrics, asyncio.get_running_loop()))
+        family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
+        server_class = type("MetricsHttpServer", (ThreadingWSGIServer,), {"address_family": family})
+        self._server: WSGIServer = make_server(
+            host, port, make_wsgi_app(registry), server_class, handler_class=_RequestHandler
+        )
+        bound: tuple[Any, ...] = tuple(self._server.server_address)
+        self.address = (str(bound[0]), int(bound[1]))
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="metrics-http", daemon=True
+        )
+        self._thread.start()
+
+    async def stop(self) -> None:
+        # shutdown() waits for the serving loop's next poll: off the event loop
+        await asyncio.get_running_loop().run_in_executor(None, self._close)
+
+    def _close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> MetricsServer:
+    """Serve `metrics` over HTTP on host:port (0 = a free port), from the running event loop."""
+    return MetricsServer(metrics, host, port)
