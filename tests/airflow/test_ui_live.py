@@ -8,6 +8,7 @@ so that the README shows what the code draws today.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -33,6 +34,8 @@ IMAGES = (
     if os.environ.get("UPDATE_SCREENSHOTS")
     else Path(tempfile.mkdtemp(prefix="logbroker-screenshots-"))
 )
+if not os.environ.get("UPDATE_SCREENSHOTS"):
+    atexit.register(shutil.rmtree, IMAGES, ignore_errors=True)
 CHROMIUM = shutil.which("chromium")
 
 pytestmark = pytest.mark.slow
