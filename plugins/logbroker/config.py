@@ -2,7 +2,10 @@
 
 A properties file is read the way Java reads one, minus the rarely used parts: `key=value`
 or `key: value` lines, `#` and `!` comments, blank lines, and a trailing backslash that
-continues a line. Unknown keys are kept and reported, not fatal, as Kafka did.
+continues a line. Unknown keys are kept and reported (with the nearest known key), not fatal,
+as Kafka did. Every known key is checked at start: a value that is not of the key's type or
+out of its range (integers as 0.7's `Utils.getIntInRange` checked them, `--help` of
+`logbroker broker` lists them) is a ConfigError naming key, value and the allowed range.
 
 Defaults are 0.7's code defaults except where the sample `config/server.properties` that
 every 0.7 user started from differs (port 9092, flush every 10000 messages or 1000 ms);
@@ -12,17 +15,35 @@ those are marked "sample".
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .coordination.paths import split_connect_string
+from .protocol.topics import validate_topic
+
 log = logging.getLogger(__name__)
 
 
-def _key(name: str, doc: str) -> dict[str, str]:
-    return {"key": name, "doc": doc}
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# The smallest entry (size, magic 0, CRC, empty payload): a segment must hold one. Kafka 0.7
+# refused less (`log.file.size` in `(Message.MinHeaderSize, Int.MaxValue)`); -1 once made a
+# segment file per append.
+MIN_SEGMENT_BYTES = 4 + 1 + 4
+
+
+def _key(name: str, doc: str, low: int | None = None, high: int = INT32_MAX) -> dict[str, Any]:
+    """A field's metadata: its property key, its doc, and for integers the allowed range
+    (0.7's `Utils.getIntInRange`); integers are int32 unless said otherwise."""
+    return {"key": name, "doc": doc, "range": None if low is None else (low, high)}
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names key, value and range."""
 
 
 def parse_count_map(text: str) -> dict[str, int]:
@@ -33,7 +54,7 @@ def parse_count_map(text: str) -> dict[str, int]:
         if not item:
             continue
         name, sep, value = item.rpartition(":")
-        if not sep or not name.strip():
+        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
             raise ValueError(f"expected topic:number, got {item!r}")
         result[name.strip()] = int(value)
     return result
@@ -43,16 +64,19 @@ def parse_count_map(text: str) -> dict[str, int]:
 class BrokerConfig:
     """Every setting the broker reads, by its `server.properties` key (see `keys()`)."""
 
-    brokerid: int = field(default=0, metadata=_key("brokerid", "unique id of this broker"))
+    brokerid: int = field(default=0, metadata=_key("brokerid", "unique id of this broker", 0))
     hostname: str = field(
         default="127.0.0.1", metadata=_key("hostname", "address to bind and to register")
     )
-    port: int = field(default=9092, metadata=_key("port", "TCP port (sample default)"))
+    port: int = field(
+        default=9092,
+        metadata=_key("port", "TCP port (sample default); 0 = any free port", 0, 65535),
+    )
     log_dir: str = field(
         default="/tmp/logbroker-logs", metadata=_key("log.dir", "directory of partition logs")
     )
     num_partitions: int = field(
-        default=1, metadata=_key("num.partitions", "partitions per topic on this broker")
+        default=1, metadata=_key("num.partitions", "partitions per topic on this broker", 1)
     )
     topic_partition_count_map: Mapping[str, int] = field(
         default_factory=dict,
@@ -60,48 +84,59 @@ class BrokerConfig:
     )
     log_flush_interval: int = field(
         default=10000,
-        metadata=_key("log.flush.interval", "fsync after this many messages (sample)"),
+        metadata=_key("log.flush.interval", "fsync after this many messages (sample)", 1),
     )
     log_default_flush_interval_ms: int = field(
         default=1000,
-        metadata=_key("log.default.flush.interval.ms", "fsync data older than this (sample)"),
+        metadata=_key("log.default.flush.interval.ms", "fsync data older than this (sample)", 0),
     )
     log_default_flush_scheduler_interval_ms: int = field(
         default=1000,
-        metadata=_key("log.default.flush.scheduler.interval.ms", "how often the flusher looks"),
+        metadata=_key("log.default.flush.scheduler.interval.ms", "how often the flusher looks", 1),
     )
     log_retention_hours: int = field(
-        default=168, metadata=_key("log.retention.hours", "delete segments older than this")
+        default=168, metadata=_key("log.retention.hours", "delete segments older than this", 1)
     )
     topic_log_retention_hours: Mapping[str, int] = field(
         default_factory=dict,
         metadata=_key("topic.log.retention.hours", "per-topic retention, 'topic:hours,...'"),
     )
     log_retention_size: int = field(
-        default=-1, metadata=_key("log.retention.size", "bytes kept per partition; -1 = no limit")
+        default=-1,
+        metadata=_key(
+            "log.retention.size", "bytes kept per partition; -1 = no limit", -1, INT64_MAX
+        ),
     )
     log_cleanup_interval_mins: int = field(
-        default=10, metadata=_key("log.cleanup.interval.mins", "how often retention runs")
+        default=10, metadata=_key("log.cleanup.interval.mins", "how often retention runs", 1)
     )
     log_file_size: int = field(
         default=512 * 1024 * 1024,
-        metadata=_key("log.file.size", "roll a segment at this many bytes (sample)"),
+        metadata=_key(
+            "log.file.size", "roll a segment at this many bytes (sample)", MIN_SEGMENT_BYTES
+        ),
     )
     log_roll_hours: int = field(
-        default=168, metadata=_key("log.roll.hours", "roll a segment this old")
+        default=168, metadata=_key("log.roll.hours", "roll a segment this old", 1)
     )
     max_socket_request_bytes: int = field(
         default=104857600,
-        metadata=_key("max.socket.request.bytes", "largest request accepted"),
+        metadata=_key("max.socket.request.bytes", "largest request accepted", 2),
     )
     max_message_size: int = field(
-        default=1000000, metadata=_key("max.message.size", "largest payload accepted")
+        default=1000000, metadata=_key("max.message.size", "largest payload accepted", 0)
     )
     socket_send_buffer: int = field(
-        default=100 * 1024, metadata=_key("socket.send.buffer", "SO_SNDBUF")
+        default=100 * 1024,
+        metadata=_key(
+            "socket.send.buffer", "SO_SNDBUF of each connection; -1 = the OS default", -1
+        ),
     )
     socket_receive_buffer: int = field(
-        default=100 * 1024, metadata=_key("socket.receive.buffer", "SO_RCVBUF")
+        default=100 * 1024,
+        metadata=_key(
+            "socket.receive.buffer", "SO_RCVBUF of each connection; -1 = the OS default", -1
+        ),
     )
     enable_zookeeper: bool = field(
         default=True, metadata=_key("enable.zookeeper", "register in ZooKeeper")
@@ -111,26 +146,67 @@ class BrokerConfig:
         metadata=_key("zk.connect", "ZooKeeper connect string, optional /chroot suffix"),
     )
     zk_sessiontimeout_ms: int = field(
-        default=6000, metadata=_key("zk.sessiontimeout.ms", "ZooKeeper session timeout")
+        default=6000, metadata=_key("zk.sessiontimeout.ms", "ZooKeeper session timeout", 1)
     )
     zk_connectiontimeout_ms: int = field(
-        default=6000, metadata=_key("zk.connectiontimeout.ms", "ZooKeeper connect timeout")
+        default=6000, metadata=_key("zk.connectiontimeout.ms", "ZooKeeper connect timeout", 1)
     )
     metrics_port: int = field(
         default=-1,
-        metadata=_key("metrics.port", "HTTP port for Prometheus metrics; -1 = off, 0 = any"),
+        metadata=_key(
+            "metrics.port", "HTTP port for Prometheus metrics; -1 = off, 0 = any", -1, 65535
+        ),
     )
     idle_connection_timeout_ms: int = field(
         default=600000,
-        metadata=_key("idle.connection.timeout.ms", "close connections idle this long"),
+        metadata=_key("idle.connection.timeout.ms", "close connections idle this long", 1),
     )
     request_timeout_ms: int = field(
         default=30000,
         metadata=_key(
-            "request.timeout.ms", "close a connection that takes longer to send a request"
+            "request.timeout.ms", "close a connection that takes longer to send a request", 1
         ),
     )
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"key": "", "doc": ""})
+
+    def __post_init__(self) -> None:
+        """Every value in its range, checked once, at start: a bad one is a ConfigError
+        naming key, value and what is allowed, never a traceback later."""
+        for key, f in self.keys().items():
+            value = getattr(self, f.name)
+            allowed = f.metadata.get("range")
+            if allowed is not None:
+                low, high = allowed
+                if not low <= value <= high:
+                    limits = (
+                        f"{low} or more" if high in (INT32_MAX, INT64_MAX) else f"{low} to {high}"
+                    )
+                    raise ConfigError(
+                        f"{key}={value} is out of range: {key} must be {limits} ({f.metadata['doc']})"
+                    )
+        for key, counts in (
+            ("topic.partition.count.map", self.topic_partition_count_map),
+            ("topic.log.retention.hours", self.topic_log_retention_hours),
+        ):
+            for topic, count in counts.items():
+                try:
+                    validate_topic(topic)
+                except ValueError as exc:
+                    raise ConfigError(f"{key}: {exc}") from None
+                if not 1 <= count <= INT32_MAX:
+                    raise ConfigError(f"{key}: {topic}:{count} is out of range: must be 1 or more")
+        if not self.hostname or ":" in self.hostname or self.hostname != self.hostname.strip():
+            raise ConfigError(
+                f"hostname={self.hostname!r}: must be a host name or IPv4 address, without ':' "
+                "(it is registered as host:port)"
+            )
+        if not self.log_dir.strip():
+            raise ConfigError("log.dir is empty: it must name the directory of the logs")
+        if self.enable_zookeeper:
+            try:
+                split_connect_string(self.zk_connect)
+            except ValueError as exc:
+                raise ConfigError(f"zk.connect={self.zk_connect}: {exc}") from None
 
     @classmethod
     def keys(cls) -> dict[str, dataclasses.Field[Any]]:
@@ -151,9 +227,14 @@ class BrokerConfig:
             try:
                 values[f.name] = _convert(f, raw)
             except ValueError as exc:
-                raise ValueError(f"bad value for {key}: {raw!r} ({exc})") from exc
-        if extra:
-            log.warning("unknown configuration keys ignored: %s", ", ".join(sorted(extra)))
+                raise ConfigError(f"{key}={raw}: {exc}") from None
+        for key in sorted(extra):
+            near = difflib.get_close_matches(key, known, n=1)
+            log.warning(
+                "unknown configuration key %s ignored%s",
+                key,
+                f" (did you mean {near[0]}?)" if near else "",
+            )
         return cls(**values, extra=extra)
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
@@ -186,7 +267,10 @@ class BrokerConfig:
 def _convert(f: dataclasses.Field[Any], raw: str) -> Any:
     raw = raw.strip()
     if f.type in ("int", int):
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError("not an integer") from None
     if f.type in ("bool", bool):
         if raw.lower() in ("true", "yes", "1"):
             return True

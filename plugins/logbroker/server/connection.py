@@ -67,6 +67,7 @@ class ClientConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.server.apply_buffers(sock)
             self._fd = sock.fileno()
         self.server.connection_opened(self)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 from ..config import BrokerConfig
 from .connection import ClientConnection
@@ -48,8 +49,30 @@ class SocketServer:
             backlog=1024,
         )
         self._sweeper = self.loop.create_task(self._sweep())
-        host, port = self._server.sockets[0].getsockname()[:2]
+        listener = self._server.sockets[0]
+        # Accepted sockets inherit the listener's buffers (and the window scale it offers
+        # in the handshake); connection_made sets them again on each one.
+        for sock in self._server.sockets:
+            self.apply_buffers(sock)
+        host, port = listener.getsockname()[:2]
+        log.info(
+            "socket buffers of connections: SO_SNDBUF %d bytes, SO_RCVBUF %d bytes "
+            "(socket.send.buffer=%d, socket.receive.buffer=%d; Linux reports twice the value "
+            "asked, for its bookkeeping)",
+            listener.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+            listener.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+            self.config.socket_send_buffer,
+            self.config.socket_receive_buffer,
+        )
         return host, port
+
+    def apply_buffers(self, sock: socket.socket) -> None:
+        """SO_SNDBUF and SO_RCVBUF from socket.send.buffer and socket.receive.buffer (-1:
+        the OS default, which Linux then tunes itself)."""
+        if self.config.socket_send_buffer >= 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer)
+        if self.config.socket_receive_buffer >= 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.socket_receive_buffer)
 
     def connection_opened(self, conn: ClientConnection) -> None:
         self.connections.add(conn)
