@@ -167,6 +167,15 @@ class BrokerConfig:
             "request.timeout.ms", "close a connection that takes longer to send a request", 1
         ),
     )
+    connection_log_interval_ms: int = field(
+        default=10000,
+        metadata=_key(
+            "connection.log.interval.ms",
+            "at most one warning per cause (bad request, timeout, ...) per this interval; "
+            "the rest are counted; 0 = every one",
+            0,
+        ),
+    )
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"key": "", "doc": ""})
 
     def __post_init__(self) -> None:

@@ -11,7 +11,8 @@ segment files included, and no directory anywhere new).
 Frames are packed here field by field; message sets byte by byte.
 
 One broker serves the module: num.partitions=2, max.socket.request.bytes=65536,
-request.timeout.ms=1000. The topic "seeded" holds known data in partitions 0 and 1.
+request.timeout.ms=1000, connection.log.interval.ms=0 (every closed connection is
+logged, so each test finds its own line). The topic "seeded" holds known data in partitions 0 and 1.
 """
 
 from __future__ import annotations
@@ -214,6 +215,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             "num.partitions": "2",
             "max.socket.request.bytes": str(MAX_REQUEST),
             "request.timeout.ms": "1000",
+            "connection.log.interval.ms": "0",  # every closed connection logged: tests look
         },
     )
     proc.start()

@@ -295,6 +295,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             "num.partitions": "2",
             "topic.partition.count.map": "five:5,three:3",
             "max.message.size": "1000",
+            "connection.log.interval.ms": "0",  # every refusal logged: tests look for each
         },
     )
     proc.start()

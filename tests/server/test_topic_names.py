@@ -151,7 +151,7 @@ def write_log(broker: BrokerProcess, directory: str, payload: bytes) -> None:
 def test_every_door_refuses_an_emoji_topic_before_anything_is_written(
     zk_chroot: ZkTarget, zk_client: KazooClient, broker_factory: BrokerFactory
 ) -> None:
-    broker = broker_factory(0, zk=zk_chroot, num_partitions=1)
+    broker = broker_factory(0, zk=zk_chroot, num_partitions=1, connection_log_interval_ms=0)
     acked_produce(broker, "kept", b"kept")
 
     # PRODUCE and MULTIPRODUCE get no answer in 0.7: the broker closes the connection, appends

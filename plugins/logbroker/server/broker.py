@@ -20,6 +20,7 @@ from ..protocol.errors import LogbrokerError, describe_exception
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
+from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics, MetricsServer, serve_metrics
 from .socket_server import SocketServer
 from .waiters import AppendWaiters
@@ -82,9 +83,16 @@ class BrokerServer:
         try:
             self._step = "starting the log flusher and cleaner"
             self.logs.start_background()
-            handlers = RequestHandlers(self.logs, config, self.metrics, self.waiters)
+            # One limit for every line a client can cause, whichever part writes it.
+            warnings = RateLimitedLog(
+                logging.getLogger("logbroker.server.connection"),
+                config.connection_log_interval_ms / 1000,
+            )
+            handlers = RequestHandlers(
+                self.logs, config, self.metrics, self.waiters, warnings=warnings
+            )
             self.metrics.set_gauge_source(self._gauges)
-            self.server = SocketServer(config, handlers, self.metrics, loop)
+            self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
             self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()
             if config.enable_zookeeper:

@@ -150,7 +150,8 @@ class ClientConnection(asyncio.Protocol):
             if size < REQUEST_TYPE_BYTES or size > max_size:
                 self.server.metrics.error("request_too_large" if size > 0 else "invalid_request")
                 self.close(
-                    f"request size {size} is outside 2..{max_size} (max.socket.request.bytes)"
+                    f"request size {size} is outside 2..{max_size} (max.socket.request.bytes)",
+                    cause="request_size",
                 )
                 return None
             if end - pos - 4 < size:
@@ -174,12 +175,16 @@ class ClientConnection(asyncio.Protocol):
         except LogbrokerError as exc:
             kind = "invalid_request" if isinstance(exc, InvalidRequestError) else "rejected"
             server.metrics.error(kind)
-            self.close(str(exc))
+            self.close(str(exc), cause=kind)
             return False
         except Exception:
-            log.exception("request from %s failed", self.client)
+            server.warnings.log(
+                logging.ERROR, "broker_error", "request from %s failed", self.client, exc_info=True
+            )
             server.metrics.error("unknown")
-            self.close("the broker failed on this request (see the traceback above)")
+            self.close(
+                "the broker failed on this request (see the traceback)", cause="broker_error"
+            )
             return False
         if outcome is None:
             return False
@@ -220,7 +225,7 @@ class ClientConnection(asyncio.Protocol):
             except (BlockingIOError, InterruptedError):
                 sent = 0
             except OSError as exc:
-                self.close(f"sending the response failed: {exc}")
+                self.close(f"sending the response failed: {exc}", cause="send_failed")
                 return None
             if sent < part.length:
                 rest = part._replace(
@@ -248,14 +253,18 @@ class ClientConnection(asyncio.Protocol):
                 else:
                     transport.write(part)
         except (ConnectionError, OSError) as exc:
-            self.close(f"sending the response failed: {exc}")
+            self.close(f"sending the response failed: {exc}", cause="send_failed")
             return
         except asyncio.CancelledError:
-            self.close("broker shutting down")
+            self.close("broker shutting down", cause="shutdown")
             raise
         except Exception:
-            log.exception("response to %s failed", self.client)
-            self.close("the broker failed on this request (see the traceback above)")
+            self.server.warnings.log(
+                logging.ERROR, "broker_error", "response to %s failed", self.client, exc_info=True
+            )
+            self.close(
+                "the broker failed on this request (see the traceback)", cause="broker_error"
+            )
             return
         self._busy = False
         self._waiting = None
@@ -271,14 +280,21 @@ class ClientConnection(asyncio.Protocol):
     def _lost_produces(self, exc: StorageError) -> None:
         """Produces that get no answer could not be written (counted where it happened):
         closing the connection is the only way a 0.7 producer can learn of it."""
-        self.close(f"{exc}; a produce without an answer failed, so the connection is closed")
+        self.close(
+            f"{exc}; a produce without an answer failed, so the connection is closed",
+            cause="storage",
+        )
 
-    def close(self, reason: str | None = None) -> None:
+    def close(self, reason: str | None = None, cause: str = "other") -> None:
+        """Close now; with a `reason`, log it (at most one line per `cause` per
+        connection.log.interval.ms, see log_limiter.py)."""
         if self.closed:
             return
         self.closed = True
         if reason:
-            log.warning("closing connection from %s: %s", self.client, reason)
+            self.server.warnings.warning(
+                cause, "closing connection from %s: %s", self.client, reason
+            )
         if self.transport is not None:
             self.transport.abort()
 

@@ -71,6 +71,7 @@ from ..protocol.topics import is_legal_topic, validate_topic
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
+from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics
 from .waiters import AppendWaiters
 
@@ -96,8 +97,11 @@ class RequestHandlers:
         metrics: BrokerMetrics,
         waiters: AppendWaiters,
         run_blocking: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
+        warnings: RateLimitedLog | None = None,
     ) -> None:
         self.logs = logs
+        # what a client can make us log: at most a line per cause per interval
+        self.warnings = warnings or RateLimitedLog(log, config.connection_log_interval_ms / 1000)
         self.config = config
         self.metrics = metrics
         self.waiters = waiters
@@ -208,7 +212,9 @@ class RequestHandlers:
             too_large = self._too_large(req, partition, check)
             if too_large:
                 self.metrics.error("message_too_large", req.topic)
-                log.warning("dropped a produce from %s: %s", client, too_large)
+                self.warnings.warning(
+                    "message_too_large", "dropped a produce from %s: %s", client, too_large
+                )
                 continue
             if check.valid_bytes:
                 part_log = self._log_for(req.topic, partition)
@@ -235,7 +241,9 @@ class RequestHandlers:
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
                 self.metrics.error(_error_kind(exc), p.topic if is_legal_topic(p.topic) else None)
-                log.warning("acked produce from %s refused: %s", client, exc)
+                self.warnings.warning(
+                    "produce_ack_refused", "acked produce from %s refused: %s", client, exc
+                )
                 results.append(ProduceResult(p.topic, partition, error_code(exc), -1, -1))
         response: Response = [encode_acked_produce_response(results)]
         if not req.fsync or not touched:
@@ -323,7 +331,9 @@ class RequestHandlers:
             self.logs.create_topic(req.topic, req.partitions)
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc))
-            log.warning("create topic from %s refused: %s", client, exc)
+            self.warnings.warning(
+                "create_topic_refused", "create topic from %s refused: %s", client, exc
+            )
             return [
                 encode_metadata_response(
                     self.config.brokerid, [TopicMetadata(req.topic, error_code(exc), ())]

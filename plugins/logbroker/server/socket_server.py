@@ -15,6 +15,7 @@ import socket
 from ..config import BrokerConfig
 from .connection import ClientConnection
 from .handlers import RequestHandlers
+from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,14 @@ class SocketServer:
         handlers: RequestHandlers,
         metrics: BrokerMetrics,
         loop: asyncio.AbstractEventLoop,
+        warnings: RateLimitedLog | None = None,
     ) -> None:
         self.config = config
+        # What clients can make the broker log (closed connections, refused requests).
+        self.warnings = warnings or RateLimitedLog(
+            logging.getLogger("logbroker.server.connection"),
+            config.connection_log_interval_ms / 1000,
+        )
         self.handlers = handlers
         self.metrics = metrics
         self.loop = loop
@@ -96,9 +103,10 @@ class SocketServer:
             for conn in list(self.connections):
                 if conn.partial_since is not None and now - conn.partial_since > request_timeout:
                     self.metrics.error("timeout")
-                    conn.close(f"request not complete after {request_timeout:g} s")
+                    conn.close(f"request not complete after {request_timeout:g} s", "timeout")
                 elif conn.idle and now - conn.last_activity > idle_timeout:
-                    conn.close(f"idle for {idle_timeout:g} s")
+                    conn.close(f"idle for {idle_timeout:g} s", "idle")
+            self.warnings.flush()
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let responses in flight finish, then close every connection."""
