@@ -224,9 +224,9 @@ def load_hour(
 
         t = time.monotonic()
         staged = spark.read.parquet(staging.all_rows)
-        staged_count = staged.count()
+        totals = staged.agg(F.count(F.lit(1)), F.count(ERROR_COLUMN)).first()  # one job
+        staged_count, bad_count = int(totals[0]), int(totals[1])
         bad = staged.filter(F.col(ERROR_COLUMN).isNotNull())
-        bad_count = bad.count()
         digest = digest_thread.digest()
         seconds["rows_sha256 wait"] = time.monotonic() - t
         messages = sum(digest.messages.values())
@@ -288,7 +288,7 @@ def load_hour(
                 "load_hour",
             ).write.parquet(staging.errors)
         drops.unpersist()
-        rows = spark.read.parquet(staging.rows).count() if dropped or bad_count else staged_count
+        rows = staged_count - bad_count - dropped
         seconds["dedup+write"] = time.monotonic() - t
 
         checkpoint = Checkpoint(
