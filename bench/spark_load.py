@@ -47,8 +47,12 @@ from tests.spark.helpers import PAGE_VIEW, start_cluster  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 
 
+EXCLUDED: set[int] = set()  # ZooKeeper and the brokers: not the load's memory
+
+
 class PeakMemory(threading.Thread):
-    """Peak summed RSS of this process and all its descendants (JVM, Python workers)."""
+    """Peak summed RSS of this process and its descendants (the JVM, the Python workers),
+    ZooKeeper and the brokers excluded."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -59,7 +63,12 @@ class PeakMemory(threading.Thread):
         me = psutil.Process()
         while not self.stop.is_set():
             total = 0
-            for p in [me, *me.children(recursive=True)]:
+            tree = [me]
+            for child in me.children():
+                if child.pid not in EXCLUDED:
+                    with contextlib.suppress(psutil.Error):
+                        tree += [child, *child.children(recursive=True)]
+            for p in tree:
                 with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
             self.peak = max(self.peak, total)
@@ -287,12 +296,15 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="spark-load-bench-"))
     zk = ZooKeeperServer(work / "zk").start()
     cluster = start_cluster(zk, work / "cluster", "bench")
+    EXCLUDED.update(p for p in [zk.pid, *(b.pid for b in cluster.brokers)] if p)
     try:
         spark = build_session(
             "bench spark_load", master="local[2]", conf={"spark.driver.memory": "2g"}
         )
         spark.sparkContext.setLogLevel("ERROR")
         results: dict[str, Any] = {"command": " ".join(sys.argv), "sizes": []}
+        print("warm-up (JVM, Python workers; not reported):", flush=True)
+        run_size(spark, cluster, 2000, work, "2026-11-22T09")
         for n in (max(1, args.events // 4), args.events):
             print(f"{n:,} events:", flush=True)
             results["sizes"].append(run_size(spark, cluster, n, work, "2026-11-22T10"))

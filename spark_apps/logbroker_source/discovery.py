@@ -1,8 +1,8 @@
 """Which broker partitions a query reads, where they are, and their earliest and latest offsets.
 
-Two ways in, as the options say: `zookeeper` (brokers from /brokers/ids, topics from
-/brokers/topics, through logbroker.client.cluster) or `brokers` (a METADATA request to each
-listed broker, which answers with its id). Offsets come from the brokers' METADATA either way.
+Two ways in, as the options say: `zookeeper` (live brokers from /brokers/ids, through
+logbroker.client.cluster) or `brokers` (the listed brokers). Either way each broker's own
+METADATA says its id, its topics and partitions, and their earliest and latest offsets.
 Segment starts, where a range can be split without reading it, come from OFFSETS.
 """
 
@@ -70,18 +70,14 @@ def _from_zookeeper(options: SourceOptions, timeout: float) -> list[PartitionSta
         raise DiscoveryError(f"cannot reach ZooKeeper at {options.zookeeper}: {exc}") from exc
     try:
         live = cluster.live_brokers()
-        states = []
-        for topic, counts in sorted(cluster.topics().items()):
-            if not options.topic_matches(topic):
-                continue
-            for broker_id in sorted(counts):
-                broker = live.get(broker_id)
-                if broker is None:
+        registered = cluster.topics()
+        for topic, counts in sorted(registered.items()):
+            if options.topic_matches(topic):
+                for broker_id in sorted(set(counts) - set(live)):
                     log.warning("broker %d has topic %s but is not live: skipped", broker_id, topic)
-                    continue
-                meta = cluster.consumer(broker_id).metadata([topic])
-                states += _states(broker, meta.topics, topic)
-        return states
+        # Every live broker's own METADATA, not only /brokers/topics: a broker registers a
+        # topic in ZooKeeper just after its first append, and that data is readable already.
+        return _from_brokers(list(live.values()), options, timeout)
     finally:
         cluster.close()
 

@@ -41,6 +41,7 @@ def listing(directory: Path) -> dict[str, float]:
     return {p.name: p.stat().st_mtime_ns for p in directory.iterdir()}
 
 
+@pytest.mark.timeout(900)  # four loads; generous for a loaded machine
 def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path):
     topic = "page_views"
     cluster.register(topic, PAGE_VIEW)

@@ -83,6 +83,7 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # two spark-submits; generous for a loaded machine
 def test_killed_load_leaves_nothing_partial_and_rerun_is_identical(spark, zookeeper, tmp_path):
     cluster = start_cluster(zookeeper, tmp_path / "cluster", "kill")
     try:
