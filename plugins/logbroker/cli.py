@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import bench, broker, consume, formatter, lag, offsets, produce, topics
+from .commands import bench, broker, consume, formatter, lag, offsets, produce, schemas, topics
 
 EPILOG = """\
 examples:
@@ -18,11 +18,13 @@ examples:
   logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --from-beginning
   logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 --time -1
   logbroker lag --zookeeper 127.0.0.1:2181/live --group my-group
+  logbroker schemas register --zookeeper 127.0.0.1:2181/registry \\
+      --subject page_views --file include/schemas/page_views.avsc
 
 Every subcommand has its own --help with examples.
 """
 
-SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag, bench)
+SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag, schemas, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

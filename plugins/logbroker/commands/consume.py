@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from . import add_logging_args, formatter, int_at_least, topic_name
 
@@ -23,8 +25,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views \\\n"
         "      --group audit --max-messages 1000 --timeout-ms 5000\n"
         "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --print-offsets\n\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page_views --from-beginning \\\n"
+        "      --format avro --schema-registry 127.0.0.1:2181/registry\n\n"
         "Each line is the payload; with --print-offsets it is\n"
-        "  <broker>-<partition> <offset> <next offset> <payload>",
+        "  <broker>-<partition> <offset> <next offset> <payload>\n"
+        "With --format avro each line is the event as JSON (timestamps in UTC ms); a payload\n"
+        "that is not an event is reported on stderr with its partition and offset, and skipped.",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
     p.add_argument("--topic", required=True, type=topic_name)
@@ -47,6 +53,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--print-offsets", action="store_true", help="prefix each line with partition and offsets"
     )
+    p.add_argument(
+        "--format",
+        choices=("text", "avro"),
+        default="text",
+        help="text: payloads as they are; avro: each event decoded to a JSON line",
+    )
+    p.add_argument(
+        "--schema-registry",
+        metavar="CONNECT",
+        help="with --format avro: the registry (schema.registry.zk), host:port[/chroot]",
+    )
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -55,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
     from ..client.group_consumer import GroupConsumer
     from ..protocol.errors import LogbrokerError
 
+    if args.format == "avro" and not args.schema_registry:
+        print("logbroker consume: --format avro needs --schema-registry CONNECT", file=sys.stderr)
+        return 2
     temporary = args.group is None
+    bad = 0
     group = args.group or f"console-consumer-{os.getpid()}-{os.urandom(3).hex()}"
     out = sys.stdout.buffer
     count = 0
@@ -72,7 +93,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         stream = consumer.create_message_streams({args.topic: 1})[args.topic][0]
-        for message in stream:
+        messages: Iterator[Any] = iter(stream)
+        if args.format == "avro":
+            from .avro_lines import print_events
+
+            count, bad = print_events(args, messages, sys.stdout)
+            messages = iter(())  # printed already
+        for message in messages:
             if args.print_offsets:
                 out.write(f"{message.partition} {message.offset} {message.next_offset} ".encode())
             out.write(message.payload)
@@ -92,5 +119,8 @@ def run(args: argparse.Namespace) -> int:
         consumer.close()
         if temporary:
             consumer.delete_group()
+    if args.format == "avro":
+        print(f"consumed {count} events, skipped {bad} payloads that were not", file=sys.stderr)
+        return 0
     print(f"consumed {count} messages", file=sys.stderr)
     return 0

@@ -120,7 +120,8 @@ class HeaderMaker:
         self.server = server or socket.gethostname()
         self.clock = clock
         self._next_seq = 0
-        self._lock = threading.Lock()
+        # held by whoever must take seqs only after encoding succeeded (AuditedProducer.prepare)
+        self.lock = threading.RLock()
 
     @property
     def next_seq(self) -> int:
@@ -132,7 +133,7 @@ class HeaderMaker:
 
     def reserve(self, count: int) -> int:
         """Take `count` consecutive seqs; returns the first."""
-        with self._lock:
+        with self.lock:
             first = self._next_seq
             self._next_seq += count
             return first
