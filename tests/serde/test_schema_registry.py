@@ -175,3 +175,11 @@ def test_unreachable_zookeeper_is_named():
         match=r"cannot connect to the schema registry's ZooKeeper at 127.0.0.1:1/registry",
     ):
         SchemaRegistry("127.0.0.1:1/registry", timeout=0.5)
+
+
+def test_from_properties_reads_the_config_key(zk_chroot):
+    connect = zk_chroot.connect + "/registry"
+    with SchemaRegistry.from_properties({"schema.registry.zk": connect}) as reg:
+        assert reg.connect == connect
+    with pytest.raises(RegistryError, match=r"consumer.properties has no schema.registry.zk"):
+        SchemaRegistry.from_properties({"zk.connect": "x"}, "consumer.properties")

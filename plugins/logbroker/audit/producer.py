@@ -10,8 +10,8 @@ topic it fills each record's header (fields the record gives are kept):
 
 then encodes the whole batch with the subject's latest schema (subject = topic unless given)
 and only then sends it: a record that does not fit fails the batch before anything is sent,
-and takes no seq. After a send, the batch's timestamps go to an AuditPublisher (tier
-"producer") that publishes AuditCount deltas to `_audit` when a window closes (grace after its
+and takes no seq. The batch's events are summed per window while it is prepared; after each
+send those sums go to an AuditPublisher (tier "producer") that publishes AuditCount deltas to `_audit` when a window closes (grace after its
 end), on `flush()` and on `close()`.
 
 `prepare` + `send_prepared` split the two halves: encode once, send (and resend after a
@@ -36,17 +36,23 @@ from ..serde.codec import EventCodec
 from ..serde.errors import EncodeError
 from ..serde.header import HeaderMaker
 from ..serde.registry import SchemaRegistry
+from .counter import WindowCounter
 from .publisher import AUDIT_TOPIC, DEFAULT_GRACE_MS, AuditPublisher
 from .windows import WINDOW_MS
 
 
 class PreparedBatch(NamedTuple):
-    """Encoded events for one topic, ready to send; `timestamps` are their event times."""
+    """Encoded events for one topic, ready to send.
+
+    `timestamps` are their event times; `windows` the same summed per audit window,
+    ((window start, count), ...), worked out once here so that a send counts in O(windows).
+    """
 
     topic: str
     payloads: list[bytes]
     timestamps: list[int]
     schema_id: int
+    windows: tuple[tuple[int, int], ...]
 
 
 class AuditedProducer:
@@ -72,6 +78,7 @@ class AuditedProducer:
         self.codec = EventCodec(registry)
         self.headers = HeaderMaker(producer_id, server, clock)
         self.validate = validate
+        self.window_ms = window_ms
         self.close_producer = close_producer
         self.publisher: AuditPublisher | None = (
             AuditPublisher(
@@ -131,14 +138,16 @@ class AuditedProducer:
                 timestamps.append(header["timestamp"])
                 payloads.append(writer.encode({**record, "header": header}, where))
             headers.reserve(seq - headers.next_seq)
-        return PreparedBatch(topic, payloads, timestamps, writer.schema_id)
+        return PreparedBatch(
+            topic, payloads, timestamps, writer.schema_id, self._windows(timestamps)
+        )
 
     def send_prepared(self, batch: PreparedBatch, key: Key = None) -> list[SendResult]:
         """Send a prepared batch to one partition of its topic, then count it."""
         results = self.producer.send(batch.topic, batch.payloads, key)
         self.sent_events += len(batch.payloads)
         if self.publisher is not None:
-            self.publisher.count(batch.topic, batch.timestamps)
+            self.publisher.count_windows(batch.topic, batch.windows)
         return results
 
     def send(
@@ -170,6 +179,13 @@ class AuditedProducer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _windows(self, timestamps: list[int]) -> tuple[tuple[int, int], ...]:
+        if not timestamps:
+            return ()
+        counter = WindowCounter(self.window_ms)
+        counter.add("", timestamps)
+        return tuple(sorted((start, n) for (_, start), n in counter.take().items()))
 
     def _fill(self, given: Any, seq: int, where: str) -> tuple[dict[str, Any], int]:
         if not isinstance(given, Mapping):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..client.producer import Producer
@@ -73,34 +73,27 @@ class AuditPublisher:
         self._unsent: list[bytes] = []
         self._unsent_total = 0
         self._lock = threading.Lock()
-        self._due_ms = float("inf")  # when the earliest counted window closes
+        self._close_after_ms = window_ms + grace_ms  # from a window's start
 
     def count(self, topic: str, timestamps: Sequence[int]) -> None:
         """Count one event per timestamp (UTC ms) sent to `topic`; publish closed windows."""
         if topic == self.audit_topic or not timestamps:
             return
-        counter = self.counter
-        counter.add(topic, timestamps)
-        earliest = counter.earliest_start
-        if earliest is not None:
-            due = earliest + self.window_ms + self.grace_ms
-            if due < self._due_ms:
-                self._due_ms = due
-        if self.clock() * 1000 >= self._due_ms:
-            self.publish_closed()
+        self.counter.add(topic, timestamps)
+        self._publish_if_due()
 
-    def count_window(self, topic: str, start: int, count: int) -> None:
-        """Count `count` events of `topic` in the window starting at `start` (UTC ms)."""
-        self.count_windows(topic, [(start, count)])
-
-    def count_windows(self, topic: str, counts: Sequence[tuple[int, int]]) -> None:
+    def count_windows(self, topic: str, counts: Iterable[tuple[int, int]]) -> None:
+        """Count events of `topic` already summed per window: (window start, count) pairs."""
         if topic == self.audit_topic:
             return
-        self.counter.add_windows(topic, counts)
+        add = self.counter.add_window
+        for start, count in counts:
+            add(topic, start, count)
+        self._publish_if_due()
+
+    def _publish_if_due(self) -> None:
         earliest = self.counter.earliest_start
-        if earliest is not None:
-            self._due_ms = min(self._due_ms, earliest + self.window_ms + self.grace_ms)
-        if self.clock() * 1000 >= self._due_ms:
+        if earliest is not None and self.clock() * 1000 >= earliest + self._close_after_ms:
             self.publish_closed()
 
     def publish_closed(self) -> int:
@@ -122,10 +115,6 @@ class AuditPublisher:
 
     def _publish(self, counts: dict[tuple[str, int], int]) -> int:
         with self._lock:
-            earliest = self.counter.earliest_start
-            self._due_ms = (
-                float("inf") if earliest is None else earliest + self.window_ms + self.grace_ms
-            )
             for (topic, start), count in sorted(
                 counts.items(), key=lambda kv: (kv[0][1], kv[0][0])
             ):

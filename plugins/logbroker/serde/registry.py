@@ -49,6 +49,7 @@ from .schemas import EventSchema, check_backward_compatible, parse_event_schema
 
 log = logging.getLogger(__name__)
 
+CONFIG_KEY = "schema.registry.zk"  # in every .properties file that reads or writes events
 IDS = "/ids"
 SUBJECTS = "/subjects"
 VERSION_DIGITS = 10
@@ -128,6 +129,19 @@ class SchemaRegistry:
         self._schemas: dict[int, EventSchema] = {}  # ids are immutable: cached forever
         self._ids_by_canonical: dict[str, int] = {}
         self._layout_ready = False
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], where: str = "the config", **kwargs: Any
+    ) -> SchemaRegistry:
+        """From a .properties mapping's `schema.registry.zk` (DESIGN §3.7)."""
+        connect = props.get(CONFIG_KEY)
+        if not connect:
+            raise RegistryError(
+                f"{where} has no {CONFIG_KEY}: events need the schema registry's connect "
+                "string, e.g. schema.registry.zk=127.0.0.1:2181/registry"
+            )
+        return cls(connect, **kwargs)
 
     # -- reading ----------------------------------------------------------------------------
 
