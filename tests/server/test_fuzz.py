@@ -159,7 +159,14 @@ def check_answer(request: Request, answer: bytes | None) -> None:
         decode_metadata_response(body)
 
 
+# A FETCH_WAIT is held for its max_wait_ms when min_bytes never arrive, as asked (a mutated
+# one asks for hours): the harness shortens the wait, not the handlers' answer.
+MAX_WAIT_MS = 1000
+
+
 def handle_and_check(core: Core, request: Request) -> None:
+    if isinstance(request, WaitingFetchRequest) and request.max_wait_ms > MAX_WAIT_MS:
+        request = request._replace(max_wait_ms=MAX_WAIT_MS)
     before = core.total_bytes()
     try:
         answer = run_handler(core, request)
