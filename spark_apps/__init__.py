@@ -6,6 +6,9 @@
     filesystem.py       Hadoop's FileSystem through Spark's JVM, and a local twin for readers
     ranges.py           reading offset ranges from brokers; rows_sha256
     session.py          a SparkSession with what Python workers need (PYTHONPATH, interpreter)
+    audit.py            the audit (spark-submit): producer counts against the warehouse, per
+                        window; audit_*.py, load_profile.py, hour_states.py, report_assets.py
+                        are its parts (docs/audit.md)
 
 Imports point down: spark_apps -> logbroker (the library) -> nothing of Spark.
 """

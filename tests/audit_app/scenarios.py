@@ -1,0 +1,115 @@
+"""The warehouses the audit's tests read: synthetic events in the exact layout of DESIGN §3.6.
+
+clean()   3 topics x hours 10, 11, 12 of 2026-11-22 (and the 13:00 load, which holds the
+          counts of 12:50's window): producers p-a (10 events per window and topic) and p-b
+          (5), both audited; every window has produced = loaded = 15.
+faulty()  the same traffic with one fault of each kind placed by hand (FAULTS says where).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+from spark_apps.audit_layout import AUDIT_TOPIC
+from spark_apps.hours import WINDOW_MS, hour_ms, parse_hour
+from spark_apps.synthetic_warehouse import Traffic, uniform_times
+
+TOPICS = ["ad_clicks", "page_views", "searches"]
+HOURS = [parse_hour(f"2026-11-22T{h}") for h in (10, 11, 12)]
+LOADS = [*HOURS, parse_hour("2026-11-22T13")]
+PER_WINDOW = 15
+LATE = parse_hour("2026-11-22T16")  # every window's grace (2 h) has passed
+
+
+def at(hhmm: str) -> int:
+    """2026-11-22 at HH:MM, in ms."""
+    hh, mm = hhmm.split(":")
+    return hour_ms(parse_hour(f"2026-11-22T{hh}")) + int(mm) * 60_000
+
+
+def traffic() -> Traffic:
+    tr = Traffic()
+    for hour in HOURS:
+        for topic in TOPICS:
+            tr.produce("p-a", topic, uniform_times(hour, 60))
+            tr.produce("p-b", topic, uniform_times(hour, 30, offset_ms=7_000))
+    return tr
+
+
+def clean(root: Path) -> Path:
+    traffic().write(root, LOADS, TOPICS)
+    return root
+
+
+@dataclasses.dataclass(frozen=True)
+class Faults:
+    lost_topic: str = "page_views"
+    lost_window: str = "10:10"
+    lost: int = 4  # events counted, never loaded
+    dup_topic: str = "ad_clicks"
+    dup_window: str = "11:20"
+    duplicates: int = 3  # loaded twice: in their hour's load and again in the next
+    mirror_topic: str = "searches"
+    resent: int = 7  # a mirror tail re-sent (and counted again); the load dropped it
+    killed_topic: str = "ad_clicks"
+    killed_window: str = "12:30"
+    unaccounted: int = 5  # loaded, never counted (the producer was killed)
+    bad_hour10: int = 6  # negative, misaligned, short window, unknown topic and tier, conflict
+    undecodable_hour11: int = 2  # _audit records the load could not decode
+
+
+FAULTS = Faults()
+
+
+def faulty(root: Path) -> Path:
+    f = FAULTS
+    tr = traffic()
+    # lost: 4 events of p-a in page_views 10:10-10:20 never reach the warehouse
+    start = at(f.lost_window)
+    gone = [e for e in tr.events if e.topic == f.lost_topic and e.producer_id == "p-a" and start <= e.event_ms < start + WINDOW_MS]
+    for e in gone[: f.lost]:
+        tr.events.remove(e)
+    # duplicates: 3 events of ad_clicks 11:20 are loaded again by the next hour's load
+    start = at(f.dup_window)
+    again = [e for e in tr.events if e.topic == f.dup_topic and start <= e.event_ms < start + WINDOW_MS][: f.duplicates]
+    tr.events += [dataclasses.replace(e, arrival=parse_hour("2026-11-22T12")) for e in again]
+    # a mirror tail re-sent: the mirror counts searches 11 and the tail twice; the load drops it
+    mirrored = [e for e in tr.events if e.topic == f.mirror_topic and HOURS[1] <= parse_hour_of(e.event_ms) < HOURS[2]]
+    tr.count("mirror-1", "mirror", mirrored + mirrored[-f.resent :], deltas=1)
+    tr.load_facts[(f.mirror_topic, HOURS[1])] = {"duplicates_dropped": f.resent}
+    # a producer killed before it published its counts
+    tr.produce("p-killed", f.killed_topic, [at(f.killed_window) + i * 1000 for i in range(f.unaccounted)], counted=False)
+    # bad audit events of hour 10
+    tr.add_count(topic="page_views", window_start=at("10:20"), count=-3)
+    tr.add_count(topic="page_views", window_start=at("10:05"), count=2)
+    tr.add_count(topic="page_views", window_start=at("10:00"), count=2, window_ms=300_000)
+    tr.add_count(topic="no_such_topic", window_start=at("10:30"), count=2)
+    tr.add_count(topic="page_views", window_start=at("10:30"), count=2, tier="warehouse")
+    first = tr.add_count(topic="page_views", window_start=at("10:40"), count=1, producer_id="hand2")
+    tr.add_count(topic="page_views", window_start=at("10:40"), count=2, producer_id="hand2", seq=first.seq)
+    # an audit event delivered twice (same header, same count): summed once
+    real = next(c for c in tr.counts if c.topic == "page_views" and c.tier == "producer" and c.window_start == at("10:50"))
+    tr.counts.append(dataclasses.replace(real, arrival=parse_hour("2026-11-22T12")))
+    # two _audit records of the 11:00 load that the load could not decode
+    tr.load_facts[(AUDIT_TOPIC, HOURS[1])] = {
+        "bad_records": f.undecodable_hour11,
+        "errors": [
+            {"topic": AUDIT_TOPIC, "broker_id": 0, "partition": 0, "offset": 8_000 + i, "index": 0,
+             "reason": "unknown schema id 999", "payload": b"\x00\x00\x00\x03\xe7junk"}
+            for i in range(f.undecodable_hour11)
+        ],
+    }  # fmt: skip
+    tr.write(root, LOADS, TOPICS)
+    return root
+
+
+def parse_hour_of(ms: int):  # type: ignore[no-untyped-def]
+    from spark_apps.hours import hour_of_ms
+
+    return hour_of_ms(ms)
+
+
+def window(hhmm: str) -> timedelta:
+    return timedelta(milliseconds=at(hhmm) - hour_ms(HOURS[0]))

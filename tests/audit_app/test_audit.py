@@ -1,0 +1,255 @@
+"""The audit end to end on warehouses in the exact §3.6 layout, with real Spark and GX.
+
+One audit run per warehouse per module (Spark and GX are slow to start; the runs are shared):
+a clean three-hour warehouse, and one with a fault of each kind (scenarios.FAULTS), whose
+exact numbers the tests check window by window. The late-event test reopens and re-closes
+an hour; the Data Docs and report pages are opened in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from spark_apps import audit as audit_cli
+from spark_apps.audit_layout import results_dir, summary_file
+from spark_apps.audit_run import AuditOptions, AuditOutcome, run_audit
+from spark_apps.hour_states import hour_states
+from spark_apps.hours import parse_hour
+from spark_apps.report_assets import external_assets
+from spark_apps.warehouse_fs import LocalFS, as_uri
+
+from .scenarios import FAULTS, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, faulty
+
+pytestmark = pytest.mark.slow
+
+
+def audit(spark: Any, root: Path, hours: list[Any] = HOURS, now: Any = LATE, **kw: Any) -> AuditOutcome:
+    return run_audit(spark, AuditOptions(warehouse=as_uri(str(root)), hours=hours, now=now, **kw))
+
+
+def row(outcome: AuditOutcome, topic: str, hhmm: str) -> pd.Series:
+    rows = outcome.results[(outcome.results["topic"] == topic) & (outcome.results["window"] == at(hhmm))]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+@pytest.fixture(scope="module")
+def clean_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AuditOutcome]:
+    root = clean(tmp_path_factory.mktemp("clean") / "wh")
+    return root, audit(spark, root)
+
+
+@pytest.fixture(scope="module")
+def faulty_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AuditOutcome]:
+    root = faulty(tmp_path_factory.mktemp("faulty") / "wh")
+    return root, audit(spark, root)
+
+
+# -- a clean run: no false alarm ---------------------------------------------------------------
+
+
+def test_clean_run_every_window_complete(clean_run: tuple[Path, AuditOutcome]) -> None:
+    root, out = clean_run
+    assert len(out.results) == len(TOPICS) * len(HOURS) * 6
+    assert set(out.results["status"]) == {"complete"}
+    assert (out.results["produced"] == PER_WINDOW).all()
+    assert (out.results["loaded_unique"] == PER_WINDOW).all()
+    assert out.totals("missing") == out.totals("duplicates") == out.totals("unaccounted") == 0
+    assert out.bad_audit_events() == 0
+    assert out.quality is not None and out.quality.success
+    # the files: one directory per hour, exactly the issue's columns, and its summary
+    written = pd.read_parquet(results_dir(str(root), HOURS[0]).replace("file://", ""))
+    assert list(written.columns) == list(audit_cli_columns())
+    assert len(written) == len(TOPICS) * 6
+    summary = json.loads(Path(summary_file(str(root), HOURS[0])).read_text())
+    assert summary["topic_statuses"] == {t: {"complete": 6} for t in TOPICS}
+
+
+def audit_cli_columns() -> tuple[str, ...]:
+    from spark_apps.audit_layout import RESULT_COLUMNS
+
+    return RESULT_COLUMNS
+
+
+def test_clean_run_report_says_so(clean_run: tuple[Path, AuditOutcome]) -> None:
+    root, out = clean_run
+    page = Path(out.report_pages["2026-11-22T11"].replace("file://", ""))
+    text = page.read_text()
+    assert "All 18 windows are complete" in text
+    assert "alert-success" in text and "alert-danger" not in text
+    assert not external_assets(text)
+    states = hour_states(LocalFS(), as_uri(str(root)), TOPICS, HOURS, LATE)
+    assert {s.state for s in states} == {"closed"}
+
+
+# -- faults, exactly ----------------------------------------------------------------------------
+
+
+def test_lost_events_exact_and_lost_after_grace(faulty_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = faulty_run
+    lost = row(out, FAULTS.lost_topic, FAULTS.lost_window)
+    assert (lost.produced, lost.loaded_unique, lost.missing, lost.status) == (PER_WINDOW, PER_WINDOW - FAULTS.lost, FAULTS.lost, "lost")
+    assert out.totals("missing") == FAULTS.lost
+
+
+def test_lost_is_incomplete_within_the_grace(spark: Any, faulty_run: tuple[Path, AuditOutcome], tmp_path: Path) -> None:
+    root, _ = faulty_run
+    copy = tmp_path / "wh"
+    shutil.copytree(root, copy)
+    early = audit(spark, copy, hours=[HOURS[0]], now=parse_hour("2026-11-22T11"), quality=False)
+    window = row(early, FAULTS.lost_topic, FAULTS.lost_window)
+    assert (window.missing, window.status) == (FAULTS.lost, "incomplete")
+
+
+def test_duplicates_in_the_warehouse_exact(faulty_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = faulty_run
+    dup = row(out, FAULTS.dup_topic, FAULTS.dup_window)
+    assert (dup.loaded_rows, dup.loaded_unique, dup.duplicates) == (PER_WINDOW + FAULTS.duplicates, PER_WINDOW, FAULTS.duplicates)
+    assert dup.status == "complete"  # every event is there; the duplicates are their own finding
+    assert out.totals("duplicates") == FAULTS.duplicates
+
+
+def test_mirror_tail_resent_counted_and_warehouse_exactly_once(faulty_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = faulty_run
+    hour = out.results[(out.results["topic"] == FAULTS.mirror_topic) & (out.results["audit_hour"] == "2026-11-22T11")]
+    assert int(hour["mirrored"].sum() - hour["produced"].sum()) == FAULTS.resent
+    assert (hour["duplicates"] == 0).all() and (hour["loaded_unique"] == hour["produced"]).all()
+    assert set(hour["status"]) == {"complete"}
+    profile = out.profiles[(out.profiles["topic"] == FAULTS.mirror_topic) & (out.profiles["load_hour"] == "2026-11-22T11")]
+    assert int(profile["duplicates_dropped"].iloc[0]) == FAULTS.resent
+
+
+def test_killed_producer_unaccounted_exact(faulty_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = faulty_run
+    killed = row(out, FAULTS.killed_topic, FAULTS.killed_window)
+    assert (killed.unaccounted, killed.status) == (FAULTS.unaccounted, "unaccounted")
+    assert out.totals("unaccounted") == FAULTS.unaccounted
+    assert out.status_counts() == {"complete": 52, "lost": 1, "unaccounted": 1}
+
+
+def test_bad_audit_events_reported_with_reasons(faulty_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = faulty_run
+    ten = out.summaries["2026-11-22T10"]
+    assert ten["bad_audit_events"] == FAULTS.bad_hour10
+    reasons = ten["bad_audit_reasons"]
+    assert reasons["negative or missing count"] == 1
+    assert reasons["window start is not aligned to 10 minutes"] == 1
+    assert reasons["window is not 600000 ms long"] == 1
+    assert reasons["count for a topic with no data in the warehouse: no_such_topic"] == 1
+    assert reasons["unknown tier warehouse"] == 1
+    assert reasons["two events with one header (producer_id, seq) and different counts"] == 1
+    assert all("offset" in ex and "load_hour" in ex for ex in ten["bad_audit_examples"])
+    eleven = out.summaries["2026-11-22T11"]
+    assert eleven["bad_audit_reasons"] == {"undecodable: unknown schema id 999": FAULTS.undecodable_hour11}
+    # the audit event delivered twice was summed once: page_views 10:50 is complete
+    assert row(out, "page_views", "10:50").status == "complete"
+
+
+def test_expectations_fail_on_the_faulty_windows(faulty_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = faulty_run
+    assert out.quality is not None and not out.quality.success
+    failures = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T10"]}
+    status = failures[("audit_results", "status")]
+    assert status.rows == [{"status": "lost", "topic": FAULTS.lost_topic, "window_start": "2026-11-22T10:10Z"}]
+    assert failures[("audit_results", "missing")].rows[0]["missing"] == FAULTS.lost
+    assert ("audit_events", "events") in failures
+    dup = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T11"]}[("audit_results", "duplicates")]
+    assert dup.rows == [{"duplicates": FAULTS.duplicates, "topic": FAULTS.dup_topic, "window_start": "2026-11-22T11:20Z"}]
+    unacc = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T12"]}[("audit_results", "unaccounted")]
+    assert unacc.unexpected_count == 1
+
+
+# -- late data reopens an hour ----------------------------------------------------------------
+
+
+def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> None:
+    from spark_apps.synthetic_warehouse import Traffic
+
+    root = clean(tmp_path / "wh")
+    wh = as_uri(str(root))
+    audit(spark, root, quality=False)
+    state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
+    assert state["page_views"].state == "closed"
+    # an event of 10:05 arrives in the 14:00 load (after the grace), counted by its producer;
+    # the 14:00 load is first written without its checkpoint: not committed, never read
+    late = Traffic()
+    late.seqs["p-late"] = 0
+    late.produce("p-late", "page_views", [at("10:05")], arrival=parse_hour("2026-11-22T14"))
+    for c in late.counts:
+        c.arrival = parse_hour("2026-11-22T14")
+    fourteen = parse_hour("2026-11-22T14")
+    late.load_facts = {(t, fourteen): {"checkpoint": False} for t in [*TOPICS, "_audit"]}
+    late.write(root, [fourteen], TOPICS)
+    uncommitted = audit(spark, root, hours=[fourteen], now=LATE, quality=False)
+    assert uncommitted.results["loaded_rows"].sum() == 0  # the hour without checkpoint: not read
+    assert {s.topic: s.state for s in hour_states(LocalFS(), wh, TOPICS, [fourteen], LATE)}["page_views"] == "open"
+    # now it commits; the audit of 14:00 reads it and indexes it: 10:00 is reopened
+    late.load_facts = {}
+    late.write(root, [fourteen], TOPICS)
+    audit(spark, root, hours=[fourteen], now=LATE, quality=False)
+    state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
+    assert state["page_views"].state == "audited" and state["page_views"].reopened
+    assert "late events" in " ".join(state["page_views"].reasons)
+    assert state["searches"].state == "closed"  # the late event is page_views'
+    # the re-audit reads the 14:00 load: the window holds one more event, and the hour closes
+    again = audit(spark, root, hours=[HOURS[0]], quality=False)
+    window = row(again, "page_views", "10:00")
+    assert (window.produced, window.loaded_unique, window.status) == (PER_WINDOW + 1, PER_WINDOW + 1, "complete")
+    state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
+    assert state["page_views"].state == "closed" and not state["page_views"].reopened
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def test_cli_summary_line_and_fail_on(spark: Any, faulty_run: tuple[Path, AuditOutcome], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = faulty_run
+    copy = tmp_path / "wh"
+    shutil.copytree(root, copy)
+    args = ["--warehouse", str(copy), "--hours", "2026-11-22T10..2026-11-22T12", "--now", "2026-11-22T16:00:00Z", "--no-quality", "--quiet"]
+    assert audit_cli.main(args) == 0  # findings are results
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("audit 2026-11-22T10..2026-11-22T12: 54 windows (52 complete, 1 lost, 1 unaccounted)")
+    assert f"missing {FAULTS.lost}; duplicates {FAULTS.duplicates}; unaccounted {FAULTS.unaccounted}" in line
+    assert audit_cli.main([*args, "--fail-on", "lost,unaccounted"]) == audit_cli.EXIT_FAILED_CHECKS
+    assert "1 lost windows, 1 unaccounted windows" in capsys.readouterr().err
+
+
+# -- what a person opens --------------------------------------------------------------------------
+
+
+def test_report_page_renders_styled_with_the_failed_window(faulty_run: tuple[Path, AuditOutcome], chromium: Any, tmp_path: Path) -> None:
+    from .screenshots import screenshot_path
+
+    _, out = faulty_run
+    page = out.report_pages["2026-11-22T10"]
+    dom = chromium(page, "--dump-dom")
+    assert 'data-styled="yes"' in dom  # bootstrap's stylesheet applied (computed style)
+    assert 'data-scripts="yes"' in dom and 'data-chart="yes"' in dom  # jQuery, bootstrap-table, vega ran
+    assert 'class="marks"' in dom  # the chart's SVG, drawn by vega
+    failed = dom[dom.index('id="failed-windows"') :]
+    failed = failed[: failed.index("</table>")]
+    assert "page_views" in failed and "10:10" in failed and "status-lost" in failed and f"<strong>{FAULTS.lost}</strong>" in failed
+    chromium(page, f"--screenshot={screenshot_path('audit-hour.png', tmp_path)}")
+
+
+def test_data_docs_page_renders_styled_offline_with_the_failed_window(faulty_run: tuple[Path, AuditOutcome], chromium: Any, tmp_path: Path) -> None:
+    from .screenshots import screenshot_path
+
+    root, out = faulty_run
+    assert out.quality is not None
+    rel = out.quality.pages["2026-11-22T10"]["audit_results"]
+    page = root / "_reports" / rel
+    text = page.read_text()
+    assert not [u for u in external_assets(text)], "every stylesheet and script is vendored"
+    dom = chromium(page.as_uri(), "--dump-dom")
+    assert "fixed-table-container" in dom  # bootstrap-table (jQuery + bootstrap) built its tables
+    assert "page_views" in dom and "2026-11-22T10:10Z" in dom  # the failed window, in the table
+    assert "Unsuccessful Expectations" in dom
+    chromium(page.as_uri(), f"--screenshot={screenshot_path('audit-data-docs.png', tmp_path)}")
