@@ -33,12 +33,12 @@ MANIFEST = ASSETS / "MANIFEST.json"
 # Packages whose npm tarball carries no licence file: the licence named in their package.json,
 # with the copyright line of their own source.
 LICENCE_NOTES = {
-    "popper.js": "popper.js 1.12.9 is distributed under the MIT License (package.json: \"license\": \"MIT\").\n"
+    "popper.js": 'popper.js 1.12.9 is distributed under the MIT License (package.json: "license": "MIT").\n'
     "Its npm package has no LICENSE file; dist/umd/popper.min.js opens with:\n"
     "  Copyright (C) Federico Zivolo 2017\n"
     "  Distributed under the MIT License (license terms are at http://opensource.org/licenses/MIT).\n",
-    "vega": "vega 5.33.1 is distributed under the BSD-3-Clause license (package.json: \"license\":\n"
-    "\"BSD-3-Clause\"). Its npm package has no LICENSE file; the vega project's licence is the same\n"
+    "vega": 'vega 5.33.1 is distributed under the BSD-3-Clause license (package.json: "license":\n'
+    '"BSD-3-Clause"). Its npm package has no LICENSE file; the vega project\'s licence is the same\n'
     "text as vega-lite's (vega-lite@5.23.0/LICENSE beside this directory), by the University of\n"
     "Washington Interactive Data Lab.\n",
 }
@@ -77,7 +77,11 @@ def fetch(manifest: dict) -> None:
         for entry in manifest["packages"]:
             spec = f"{entry['package']}@{entry['version']}"
             out = subprocess.run(
-                ["npm", "pack", "--silent", spec], cwd=tmp, check=True, capture_output=True, text=True
+                ["npm", "pack", "--silent", spec],
+                cwd=tmp,
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout.split()[-1]
             target = ASSETS / spec
             shutil.rmtree(target, ignore_errors=True)
@@ -96,7 +100,9 @@ def fetch(manifest: dict) -> None:
                         for url in entry["files"][name]:
                             pin = pins.get(url)
                             if pin and not sri(data, pin):
-                                sys.exit(f"{spec}/{name} does not match the integrity {pin} that GX pins for {url}")
+                                sys.exit(
+                                    f"{spec}/{name} does not match the integrity {pin} that GX pins for {url}"
+                                )
             if entry["package"] in LICENCE_NOTES:
                 (target / "LICENSE.note").write_text(LICENCE_NOTES[entry["package"]])
             print(f"vendored {spec}: {', '.join(entry['files'])}")
@@ -151,7 +157,9 @@ def check(manifest: dict) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="verify offline, fetch nothing")
     args = parser.parse_args()
     manifest = json.loads(MANIFEST.read_text())

@@ -77,7 +77,12 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--warehouse", required=True, metavar="URI", help="the warehouse root: file://, hdfs://, s3a://, or a local path")
+    p.add_argument(
+        "--warehouse",
+        required=True,
+        metavar="URI",
+        help="the warehouse root: file://, hdfs://, s3a://, or a local path",
+    )
     p.add_argument(
         "--hours",
         required=True,
@@ -98,7 +103,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="lateness grace after a window's end: missing events are `incomplete` within it, `lost` after (default 2h)",
     )
-    p.add_argument("--reports", metavar="DIR", help="where the reports go (default <warehouse>/_reports)")
+    p.add_argument(
+        "--reports", metavar="DIR", help="where the reports go (default <warehouse>/_reports)"
+    )
     p.add_argument(
         "--fail-on",
         default="",
@@ -117,8 +124,18 @@ def parser() -> argparse.ArgumentParser:
         help="also re-audit the hours of the 7 days before FROM that need it: reopened by late data or a backfill, "
         "or incomplete with the grace now passed",
     )
-    p.add_argument("--schema-registry", metavar="CONNECT", help="the registry's ZooKeeper connect string, to check schema ids")
-    p.add_argument("--max-bad-fraction", type=float, default=0.01, metavar="F", help="bad records allowed per loaded topic hour (default 0.01)")
+    p.add_argument(
+        "--schema-registry",
+        metavar="CONNECT",
+        help="the registry's ZooKeeper connect string, to check schema ids",
+    )
+    p.add_argument(
+        "--max-bad-fraction",
+        type=float,
+        default=0.01,
+        metavar="F",
+        help="bad records allowed per loaded topic hour (default 0.01)",
+    )
     p.add_argument(
         "--max-lateness",
         type=argparse_type(parse_duration_ms),
@@ -133,7 +150,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="... and end this long after it (producers' clocks ahead; default 10m)",
     )
-    p.add_argument("--no-quality", action="store_true", help="write the results only: no Great Expectations, no reports")
+    p.add_argument(
+        "--no-quality",
+        action="store_true",
+        help="write the results only: no Great Expectations, no reports",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -142,7 +163,9 @@ def _fail_on(text: str) -> set[str]:
     wanted = {w.strip() for w in text.split(",") if w.strip()}
     unknown = wanted - set(FAIL_ON)
     if unknown:
-        raise argparse.ArgumentTypeError(f"--fail-on takes {', '.join(FAIL_ON)}; got {', '.join(sorted(unknown))}")
+        raise argparse.ArgumentTypeError(
+            f"--fail-on takes {', '.join(FAIL_ON)}; got {', '.join(sorted(unknown))}"
+        )
     return wanted
 
 
@@ -159,12 +182,20 @@ def _spark():  # type: ignore[no-untyped-def]
     from pyspark import SparkConf
 
     if not SparkConf().contains("spark.master"):
-        builder = builder.master("local[2]").config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+        builder = (
+            builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+        )
     return builder.getOrCreate(), True
 
 
 def summary_line(hours: list[datetime], outcome, reports: str | None) -> str:  # type: ignore[no-untyped-def]
-    span = format_hour(hours[0]) if len(hours) == 1 else f"{format_hour(hours[0])}..{format_hour(hours[-1])}"
+    span = (
+        format_hour(hours[0])
+        if len(hours) == 1
+        else f"{format_hour(hours[0])}..{format_hour(hours[-1])}"
+    )
     counts = outcome.status_counts()
     statuses = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts.get(s))
     parts = [
@@ -212,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
 
     warehouse = as_uri(args.warehouse)
     now = args.now or datetime.now(UTC)
-    topics = sorted({t.strip() for group in args.topics or [] for t in group.split(",") if t.strip()}) or None
+    topics = (
+        sorted({t.strip() for group in args.topics or [] for t in group.split(",") if t.strip()})
+        or None
+    )
     reports = as_uri(args.reports) if args.reports else default_reports(warehouse)
     spark, owned = _spark()
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -225,9 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hours = list(args.hours)
         if args.also_reopened:
-            hours = sorted(set(hours) | set(reopened_hours(spark, warehouse, hours[0], now, args.grace, topics)))
+            hours = sorted(
+                set(hours)
+                | set(reopened_hours(spark, warehouse, hours[0], now, args.grace, topics))
+            )
             if len(hours) > len(args.hours):
-                progress(f"re-auditing also {', '.join(format_hour(h) for h in hours if h not in args.hours)}")
+                progress(
+                    f"re-auditing also {', '.join(format_hour(h) for h in hours if h not in args.hours)}"
+                )
         opts = AuditOptions(
             warehouse=warehouse,
             hours=hours,
@@ -253,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def reopened_hours(spark, warehouse: str, first: datetime, now: datetime, grace_ms: int, topics: list[str] | None) -> list[datetime]:  # type: ignore[no-untyped-def]
+def reopened_hours(
+    spark, warehouse: str, first: datetime, now: datetime, grace_ms: int, topics: list[str] | None
+) -> list[datetime]:  # type: ignore[no-untyped-def]
     """Hours of the 7 days before `first` whose files say an audit would change them."""
     from datetime import timedelta
 

@@ -52,6 +52,7 @@ class AuditEvents:
     bad_examples: dict[str, list[dict[str, Any]]]  # audit hour -> a few events with positions
     events_read: int
     index: dict[str, dict[str, int]]  # load hour -> hour of window_start -> events (all read)
+    index_by_topic: dict[str, dict[str, dict[str, int]]]  # load hour -> topic -> hour -> events
 
 
 def audited_topic_column(columns: Sequence[str]) -> str:
@@ -97,7 +98,7 @@ def read_audit_events(
     empty = pd.DataFrame({"topic": [], "tier": [], "window_start": [], "count": []})
     _add_undecodable(spark, wh, loads, bad_record_hour, bad_counts, bad_examples)
     if not loads:
-        return AuditEvents(empty, bad_counts, bad_examples, 0, {})
+        return AuditEvents(empty, bad_counts, bad_examples, 0, {}, {})
 
     raw = spark.read.parquet(*[load.data_uri(wh) for load in loads])
     topic_col = audited_topic_column(raw.columns)
@@ -114,9 +115,15 @@ def read_audit_events(
     )
     by_hour = F.date_format(F.timestamp_millis(F.expr(f"ws - ws % {HOUR_MS}")), "yyyy-MM-dd'T'HH")
     index: dict[str, dict[str, int]] = {}
-    for row in ev.groupBy("load_hour", by_hour.alias("hour")).count().collect():
+    index_by_topic: dict[str, dict[str, dict[str, int]]] = {}
+    for row in ev.groupBy("load_hour", by_hour.alias("hour"), "a_topic").count().collect():
         if row["hour"] is not None:
-            index.setdefault(row["load_hour"], {})[row["hour"]] = int(row["count"])
+            per_load = index.setdefault(row["load_hour"], {})
+            per_load[row["hour"]] = per_load.get(row["hour"], 0) + int(row["count"])
+            if row["a_topic"] is not None:
+                index_by_topic.setdefault(row["load_hour"], {}).setdefault(row["a_topic"], {})[
+                    row["hour"]
+                ] = int(row["count"])
     first = min(hours)
     last = max(hours)
     lo_ms, hi_ms = hour_ms(first), hour_ms(last) + HOUR_MS
@@ -127,7 +134,9 @@ def read_audit_events(
     ev = ev.where(in_hours | no_window)
 
     content = F.struct("a_topic", "tier", "ws", "wms", "cnt")
-    position_cols = [c for c in ("load_hour", "broker_id", "partition", "offset", "index") if c in ev.columns]
+    position_cols = [
+        c for c in ("load_hour", "broker_id", "partition", "offset", "index") if c in ev.columns
+    ]
     keyed = ev.where(F.col("producer_id").isNotNull() & F.col("seq").isNotNull())
     deduped = keyed.groupBy("producer_id", "seq").agg(
         F.min(content).alias("lo"),
@@ -136,14 +145,29 @@ def read_audit_events(
     )
     known_topics = list(warehouse_topics)
     reason = (
-        F.when(F.col("lo") != F.col("hi"), F.lit("two events with one header (producer_id, seq) and different counts"))
+        F.when(
+            F.col("lo") != F.col("hi"),
+            F.lit("two events with one header (producer_id, seq) and different counts"),
+        )
         .when(F.col("lo.cnt").isNull() | (F.col("lo.cnt") < 0), F.lit("negative or missing count"))
-        .when(F.col("lo.wms").isNull() | (F.col("lo.wms") != WINDOW_MS), F.lit(f"window is not {WINDOW_MS} ms long"))
-        .when(F.col("lo.ws").isNull() | (F.col("lo.ws") % WINDOW_MS != 0), F.lit("window start is not aligned to 10 minutes"))
-        .when(~F.col("lo.tier").isin(list(TIERS)) | F.col("lo.tier").isNull(), F.concat(F.lit("unknown tier "), F.coalesce(F.col("lo.tier"), F.lit("null"))))
+        .when(
+            F.col("lo.wms").isNull() | (F.col("lo.wms") != WINDOW_MS),
+            F.lit(f"window is not {WINDOW_MS} ms long"),
+        )
+        .when(
+            F.col("lo.ws").isNull() | (F.col("lo.ws") % WINDOW_MS != 0),
+            F.lit("window start is not aligned to 10 minutes"),
+        )
+        .when(
+            ~F.col("lo.tier").isin(list(TIERS)) | F.col("lo.tier").isNull(),
+            F.concat(F.lit("unknown tier "), F.coalesce(F.col("lo.tier"), F.lit("null"))),
+        )
         .when(
             ~F.col("lo.a_topic").isin(known_topics) | F.col("lo.a_topic").isNull(),
-            F.concat(F.lit("count for a topic with no data in the warehouse: "), F.coalesce(F.col("lo.a_topic"), F.lit("null"))),
+            F.concat(
+                F.lit("count for a topic with no data in the warehouse: "),
+                F.coalesce(F.col("lo.a_topic"), F.lit("null")),
+            ),
         )
     )
     checked = deduped.select(
@@ -171,7 +195,10 @@ def read_audit_events(
     bad = bad.withColumn(
         "audit_hour",
         F.coalesce(
-            F.date_format(F.timestamp_millis(F.expr(f"window_start - window_start % {HOUR_MS}")), "yyyy-MM-dd'T'HH"),
+            F.date_format(
+                F.timestamp_millis(F.expr(f"window_start - window_start % {HOUR_MS}")),
+                "yyyy-MM-dd'T'HH",
+            ),
             F.col("pos.load_hour"),
         ),
     )
@@ -179,7 +206,9 @@ def read_audit_events(
     ranked = bad.withColumn(
         "rank", F.row_number().over(Window.partitionBy("audit_hour").orderBy("pos"))
     ).where(F.col("rank") <= EXAMPLES_PER_HOUR)
-    examples = ranked.select("audit_hour", "reason", "topic", "tier", "window_start", "count", "pos").collect()
+    examples = ranked.select(
+        "audit_hour", "reason", "topic", "tier", "window_start", "count", "pos"
+    ).collect()
 
     for row in bad_by:
         hour_counts = bad_counts.setdefault(row["audit_hour"], {})
@@ -187,12 +216,16 @@ def read_audit_events(
     for row in examples:
         example = {k: v for k, v in row["pos"].asDict().items()}
         example.update(
-            reason=row["reason"], topic=row["topic"], tier=row["tier"], window_start=row["window_start"], count=row["count"]
+            reason=row["reason"],
+            topic=row["topic"],
+            tier=row["tier"],
+            window_start=row["window_start"],
+            count=row["count"],
         )
         bad_examples.setdefault(row["audit_hour"], []).append(example)
     sums_pd = sums.toPandas() if sums.take(1) else empty
     events_read = sum(sum(v.values()) for v in index.values())
-    return AuditEvents(sums_pd, bad_counts, bad_examples, events_read, index)
+    return AuditEvents(sums_pd, bad_counts, bad_examples, events_read, index, index_by_topic)
 
 
 def _add_undecodable(
@@ -219,7 +252,9 @@ def _add_undecodable(
             if "reason" in errors.columns:
                 for row in errors.groupBy("reason").count().collect():
                     reasons[f"undecodable: {row['reason']}"] = int(row["count"])
-                position = [c for c in ("broker_id", "partition", "offset", "index") if c in errors.columns]
+                position = [
+                    c for c in ("broker_id", "partition", "offset", "index") if c in errors.columns
+                ]
                 for row in errors.select(*position, "reason").limit(EXAMPLES_PER_HOUR).collect():
                     example = {"load_hour": load.hour_name, **row.asDict()}
                     example["reason"] = f"undecodable: {example['reason']}"
@@ -233,7 +268,9 @@ def _add_undecodable(
         bad_examples.setdefault(hour, []).extend(examples)
 
 
-def audit_hour_of_bad_records(loads: list[CommittedLoad], inputs_read: dict[datetime, set[datetime]]) -> dict[datetime, datetime]:
+def audit_hour_of_bad_records(
+    loads: list[CommittedLoad], inputs_read: dict[datetime, set[datetime]]
+) -> dict[datetime, datetime]:
     """Each `_audit` load with bad records -> the audited hour that reports them: its own hour
     when audited, else the first audited hour that read it."""
     out: dict[datetime, datetime] = {}
@@ -246,4 +283,3 @@ def audit_hour_of_bad_records(loads: list[CommittedLoad], inputs_read: dict[date
                 out[load.load_hour] = hour
                 break
     return out
-

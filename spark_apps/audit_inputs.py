@@ -60,6 +60,14 @@ class LoadIndex:
     rows_sha256: str
     event_hours: dict[str, int]
     rows_without_time: int = 0
+    # `_audit` only: audited topic -> hour of window_start -> AuditCount events
+    by_topic: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def holds(self, hour_name: str, topic: str | None = None) -> int:
+        """Events of `hour_name` in the load (for `_audit`: counts of `topic`, when given)."""
+        if topic is not None and self.by_topic:
+            return self.by_topic.get(topic, {}).get(hour_name, 0)
+        return self.event_hours.get(hour_name, 0)
 
     def is_current(self, load: CommittedLoad) -> bool:
         return (self.committed_at, self.rows_sha256) == (load.committed_at, load.rows_sha256)
@@ -72,6 +80,7 @@ class LoadIndex:
             "rows_sha256": self.rows_sha256,
             "event_hours": dict(sorted(self.event_hours.items())),
             "rows_without_time": self.rows_without_time,
+            **({"by_topic": self.by_topic} if self.by_topic else {}),
         }
 
     @classmethod
@@ -83,6 +92,10 @@ class LoadIndex:
             rows_sha256=doc["rows_sha256"],
             event_hours={str(k): int(v) for k, v in doc["event_hours"].items()},
             rows_without_time=int(doc.get("rows_without_time", 0)),
+            by_topic={
+                str(t): {str(k): int(v) for k, v in h.items()}
+                for t, h in doc.get("by_topic", {}).items()
+            },
         )
 
 
@@ -197,7 +210,9 @@ def make_plan(
     event_topics = [t for t in present if layout.is_event_topic(t)]
     audited = sorted(set(topics)) if topics else event_topics
     since = min(hours) - timedelta(hours=1)  # a clock ahead puts events in the load before
-    scanned = {t: scan_topic(fs, wh, t, since) for t in [*audited, layout.AUDIT_TOPIC] if t in present}
+    scanned = {
+        t: scan_topic(fs, wh, t, since) for t in [*audited, layout.AUDIT_TOPIC] if t in present
+    }
     plan = Plan(hours=sorted(hours), grace_ms=grace_ms, topics=audited, scanned=scanned)
     for topic, tl in scanned.items():
         read: dict[datetime, CommittedLoad] = {}
@@ -218,7 +233,9 @@ def make_plan(
     return plan
 
 
-def add_found_inputs(plan: Plan, topic: str, load_hour: datetime, event_hours: dict[str, int]) -> None:
+def add_found_inputs(
+    plan: Plan, topic: str, load_hour: datetime, event_hours: dict[str, int]
+) -> None:
     """A load read for one hour held events of another audited hour: it is that hour's input too."""
     for hour in plan.hours:
         if event_hours.get(format_hour(hour), 0) > 0:

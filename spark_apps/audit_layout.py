@@ -41,7 +41,9 @@ _index/<topic>/<hour>.json (one per load the audit has read; current while its c
      "rows_sha256": "...", "event_hours": {"2026-11-22T10": 3, "2026-11-22T11": 388},
      "rows_without_time": 0}
 
-For `_audit`, `event_hours` counts AuditCount events by the hour of their `window_start`.
+For `_audit`, `event_hours` counts AuditCount events by the hour of their `window_start`, and
+`by_topic` the same per audited topic ({"page_views": {"2026-11-22T10": 2}}), so that a late
+count reopens only its own topic's hour.
 """
 
 from __future__ import annotations

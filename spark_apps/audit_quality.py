@@ -100,12 +100,17 @@ def open_context(project_dir: Path) -> Any:
     site = {
         "class_name": "SiteBuilder",
         "show_how_to_buttons": False,
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": f"../{DATA_DOCS}/"},
+        "store_backend": {
+            "class_name": "TupleFilesystemStoreBackend",
+            "base_directory": f"../{DATA_DOCS}/",
+        },
         "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
     }
     sites = ctx.variables.data_docs_sites or {}
     if sites.get("local_site") != site:
-        ctx.update_data_docs_site("local_site", site) if "local_site" in sites else ctx.add_data_docs_site("local_site", site)
+        ctx.update_data_docs_site(
+            "local_site", site
+        ) if "local_site" in sites else ctx.add_data_docs_site("local_site", site)
     if ctx.variables.progress_bars is None or ctx.variables.progress_bars.globally is not False:
         ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
         ctx.variables.save()
@@ -118,12 +123,18 @@ def install_suites(ctx: Any) -> dict[str, Any]:
     out = {}
     for name in SUITES:
         doc = json.loads((SUITES_SOURCE / f"{name}.json").read_text())
-        suite = gx.ExpectationSuite(name=doc["name"], notes=doc.get("notes"), meta=doc.get("meta", {}))
+        suite = gx.ExpectationSuite(
+            name=doc["name"], notes=doc.get("notes"), meta=doc.get("meta", {})
+        )
         for spec in doc["expectations"]:
-            from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+            from great_expectations.expectations.expectation_configuration import (
+                ExpectationConfiguration,
+            )
 
             suite.add_expectation_configuration(
-                ExpectationConfiguration(type=spec["type"], kwargs=spec["kwargs"], meta=spec.get("meta", {}))
+                ExpectationConfiguration(
+                    type=spec["type"], kwargs=spec["kwargs"], meta=spec.get("meta", {})
+                )
             )
         out[name] = ctx.suites.add_or_update(suite)
     return out
@@ -143,19 +154,26 @@ def checkpoints(ctx: Any, suites: dict[str, Any]) -> dict[str, Any]:
             batch = asset.get_batch_definition("whole")
         except (KeyError, LookupError):
             batch = asset.add_batch_definition_whole_dataframe("whole")
-        definition = ctx.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+        definition = ctx.validation_definitions.add_or_update(
+            gx.ValidationDefinition(name=name, data=batch, suite=suite)
+        )
         out[name] = ctx.checkpoints.add_or_update(
             gx.Checkpoint(
                 name=f"audit_{name}",
                 validation_definitions=[definition],
                 actions=[],
-                result_format={"result_format": "COMPLETE", "unexpected_index_column_names": INDEX_COLUMNS[name]},
+                result_format={
+                    "result_format": "COMPLETE",
+                    "unexpected_index_column_names": INDEX_COLUMNS[name],
+                },
             )
         )
     return out
 
 
-def batches(outcome: AuditOutcome, hour: str, grace_ms: int, now: datetime) -> dict[str, pd.DataFrame]:
+def batches(
+    outcome: AuditOutcome, hour: str, grace_ms: int, now: datetime
+) -> dict[str, pd.DataFrame]:
     """The three batches of one audited hour (see the module doc)."""
     import pandas as pd
 
@@ -169,11 +187,15 @@ def batches(outcome: AuditOutcome, hour: str, grace_ms: int, now: datetime) -> d
     bad = outcome.summaries[hour]["bad_audit_reasons"]
     events = pd.DataFrame({"reason": list(bad), "events": [int(v) for v in bad.values()]})
     if events.empty:
-        events = pd.DataFrame({"reason": pd.Series(dtype="object"), "events": pd.Series(dtype="int64")})
+        events = pd.DataFrame(
+            {"reason": pd.Series(dtype="object"), "events": pd.Series(dtype="int64")}
+        )
     return {"audit_results": results, "loaded_topic_hours": profiles, "audit_events": events}
 
 
-def topics_with_traffic(fs: Any, wh: str, topics: list[str], hour: datetime, cache: dict[tuple[str, str], int]) -> list[str]:
+def topics_with_traffic(
+    fs: Any, wh: str, topics: list[str], hour: datetime, cache: dict[tuple[str, str], int]
+) -> list[str]:
     """The topics among `topics` with rows in any load of the 24 hours before `hour`."""
     from .audit_inputs import read_checkpoint
 
@@ -220,7 +242,9 @@ def _failures(suite: str, result: Any, suite_obj: Any) -> list[Failure]:
     return out
 
 
-def run_quality(spark: SparkSession, fs: HadoopFS, reports: str, outcome: AuditOutcome, opts: AuditOptions) -> QualityOutcome:
+def run_quality(
+    spark: SparkSession, fs: HadoopFS, reports: str, outcome: AuditOutcome, opts: AuditOptions
+) -> QualityOutcome:
     """Validate every audited hour, keep the results, build Data Docs (see the module doc)."""
     started = time.time()
     timings: dict[str, float] = {}
@@ -237,7 +261,14 @@ def run_quality(spark: SparkSession, fs: HadoopFS, reports: str, outcome: AuditO
         return quality
 
 
-def _run_local(fs: Any, local: Path, outcome: AuditOutcome, opts: AuditOptions, timings: dict[str, float], started: float) -> QualityOutcome:
+def _run_local(
+    fs: Any,
+    local: Path,
+    outcome: AuditOutcome,
+    opts: AuditOptions,
+    timings: dict[str, float],
+    started: float,
+) -> QualityOutcome:
     t = time.perf_counter()
     ctx = open_context(local)
     suites = install_suites(ctx)
@@ -251,14 +282,18 @@ def _run_local(fs: Any, local: Path, outcome: AuditOutcome, opts: AuditOptions, 
     for hour_name in outcome.summaries:
         hour = parse_hour(hour_name)
         params = {
-            "topics_with_traffic": topics_with_traffic(fs, opts.warehouse, list(outcome.plan.topics), hour, traffic_cache),
+            "topics_with_traffic": topics_with_traffic(
+                fs, opts.warehouse, list(outcome.plan.topics), hour, traffic_cache
+            ),
             "max_bad_fraction": opts.max_bad_fraction,
         }
         failures: list[Failure] = []
         evaluated = 0
         for name, frame in batches(outcome, hour_name, opts.grace_ms, opts.now).items():
             run_id = gx.RunIdentifier(run_name=hour_name, run_time=opts.now)
-            result = cps[name].run(batch_parameters={"dataframe": frame}, expectation_parameters=params, run_id=run_id)
+            result = cps[name].run(
+                batch_parameters={"dataframe": frame}, expectation_parameters=params, run_id=run_id
+            )
             for key, validation in result.run_results.items():
                 identifiers.append(key)
                 evaluated += len(validation.results)
@@ -281,4 +316,3 @@ def _page_of(key: Any) -> str:
     """The Data Docs page of a validation result, relative to the reports directory."""
     suite, run_name, run_time, batch = key.to_tuple()
     return f"{DATA_DOCS}/validations/{suite}/{run_name}/{run_time}/{batch}.html"
-

@@ -68,7 +68,12 @@ def read_rows(spark: SparkSession, wh: str, loads: list[CommittedLoad]) -> DataF
                 _event_ms(raw).alias("event_ms"),
                 *[
                     (F.col(c) if c in cols else F.lit(None)).cast(t).alias(c)
-                    for c, t in (("server", "string"), ("producer_id", "string"), ("seq", "long"), ("schema_id", "long"))
+                    for c, t in (
+                        ("server", "string"),
+                        ("producer_id", "string"),
+                        ("seq", "long"),
+                        ("schema_id", "long"),
+                    )
                 ],
             )
         )
@@ -95,7 +100,12 @@ def profile(rows: DataFrame) -> pd.DataFrame:
     from pyspark.sql import functions as F
 
     grouped = rows.groupBy(
-        "topic", "load_hour", "window", "producer_id", F.xxhash64("producer_id").alias("ph"), "schema_id"
+        "topic",
+        "load_hour",
+        "window",
+        "producer_id",
+        F.xxhash64("producer_id").alias("ph"),
+        "schema_id",
     ).agg(
         F.count(F.lit(1)).alias("rows"),
         (F.count(F.lit(1)) - F.count("server")).alias("null_server"),
@@ -106,7 +116,9 @@ def profile(rows: DataFrame) -> pd.DataFrame:
     return grouped.toPandas()
 
 
-def deduplicate(rows: DataFrame, hours: list[datetime], by_string: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def deduplicate(
+    rows: DataFrame, hours: list[datetime], by_string: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per topic and window of `hours`: loaded_rows, loaded_unique; per load: within-load repeats).
 
     One shuffle: rows are partitioned by the event's name, so both groupings below (with and
@@ -132,31 +144,71 @@ def deduplicate(rows: DataFrame, hours: list[datetime], by_string: bool) -> tupl
         names.where(in_hours)
         .groupBy("topic", "window")
         .agg(F.sum("n").alias("loaded_rows"), F.count(F.lit(1)).alias("loaded_unique"))
-        .select(F.lit("window").alias("kind"), "topic", "window", F.lit(None).cast("string").alias("load_hour"), "loaded_rows", "loaded_unique")
+        .select(
+            F.lit("window").alias("kind"),
+            "topic",
+            "window",
+            F.lit(None).cast("string").alias("load_hour"),
+            "loaded_rows",
+            "loaded_unique",
+        )
     )
     repeats = (
         per_load.where(F.col("n1") > 1)
         .groupBy("topic", "load_hour")
         .agg(F.sum(F.col("n1") - 1).alias("loaded_rows"))
-        .select(F.lit("load").alias("kind"), "topic", F.lit(None).cast("long").alias("window"), "load_hour", "loaded_rows", F.lit(0).cast("long").alias("loaded_unique"))
+        .select(
+            F.lit("load").alias("kind"),
+            "topic",
+            F.lit(None).cast("long").alias("window"),
+            "load_hour",
+            "loaded_rows",
+            F.lit(0).cast("long").alias("loaded_unique"),
+        )
     )
     both = windows.unionByName(repeats).toPandas()
     win = both[both["kind"] == "window"][["topic", "window", "loaded_rows", "loaded_unique"]]
-    within = both[both["kind"] == "load"][["topic", "load_hour", "loaded_rows"]].rename(columns={"loaded_rows": "duplicates"})
+    within = both[both["kind"] == "load"][["topic", "load_hour", "loaded_rows"]].rename(
+        columns={"loaded_rows": "duplicates"}
+    )
     return win.reset_index(drop=True), within.reset_index(drop=True)
 
 
-def count_warehouse(spark: SparkSession, wh: str, loads: list[CommittedLoad], hours: list[datetime]) -> WarehouseCounts:
+def count_warehouse(
+    spark: SparkSession, wh: str, loads: list[CommittedLoad], hours: list[datetime]
+) -> WarehouseCounts:
     """Profile and deduplicate the rows of `loads`; windows of `hours` only in `windows`."""
     import pandas as pd
 
     rows = read_rows(spark, wh, loads)
     if rows is None:
-        empty_windows = pd.DataFrame({"topic": [], "window": [], "loaded_rows": [], "loaded_unique": []})
-        empty_profile = pd.DataFrame(
-            {c: [] for c in ("topic", "load_hour", "window", "producer_id", "ph", "schema_id", "rows", "null_server", "null_seq", "min_event_ms", "max_event_ms")}
+        empty_windows = pd.DataFrame(
+            {"topic": [], "window": [], "loaded_rows": [], "loaded_unique": []}
         )
-        return WarehouseCounts(empty_windows, empty_profile, pd.DataFrame({"topic": [], "load_hour": [], "duplicates": []}), "hash")
+        empty_profile = pd.DataFrame(
+            {
+                c: []
+                for c in (
+                    "topic",
+                    "load_hour",
+                    "window",
+                    "producer_id",
+                    "ph",
+                    "schema_id",
+                    "rows",
+                    "null_server",
+                    "null_seq",
+                    "min_event_ms",
+                    "max_event_ms",
+                )
+            }
+        )
+        return WarehouseCounts(
+            empty_windows,
+            empty_profile,
+            pd.DataFrame({"topic": [], "load_hour": [], "duplicates": []}),
+            "hash",
+        )
     prof = profile(rows)
     producers = prof.dropna(subset=["producer_id"])[["producer_id", "ph"]].drop_duplicates()
     collision = producers["ph"].duplicated().any()
@@ -168,7 +220,9 @@ def count_warehouse(spark: SparkSession, wh: str, loads: list[CommittedLoad], ho
         starts = {hour_ms(h) for h in hours}
         unnamed = unnamed[(unnamed["window"] - unnamed["window"] % HOUR_MS).isin(starts)]
         extra = unnamed.groupby(["topic", "window"], as_index=False)["n"].sum()
-        windows = windows.merge(extra, on=["topic", "window"], how="outer").fillna({"n": 0, "loaded_rows": 0, "loaded_unique": 0})
+        windows = windows.merge(extra, on=["topic", "window"], how="outer").fillna(
+            {"n": 0, "loaded_rows": 0, "loaded_unique": 0}
+        )
         windows["loaded_rows"] = (windows["loaded_rows"] + windows["n"]).astype("int64")
         windows["loaded_unique"] = (windows["loaded_unique"] + windows["n"]).astype("int64")
         windows = windows.drop(columns=["n"])

@@ -43,7 +43,10 @@ BADGE = {
     "loaded": "secondary",
     "open": "light",
 }
-CSS = ("bootstrap@4.3.1/dist/css/bootstrap.min.css", "bootstrap-table@1.19.1/dist/bootstrap-table.min.css")
+CSS = (
+    "bootstrap@4.3.1/dist/css/bootstrap.min.css",
+    "bootstrap-table@1.19.1/dist/bootstrap-table.min.css",
+)
 JS = (
     "jquery@3.7.1/dist/jquery.min.js",
     "bootstrap@4.3.1/dist/js/bootstrap.min.js",
@@ -100,7 +103,9 @@ h2 {{ margin-top: 2rem; font-size: 1.4rem; }} .small-links a {{ margin-right: .6
 
 def _badge(text: str, count: int | None = None) -> str:
     label = text if count is None else f"{text} {count}"
-    return f'<span class="badge badge-{BADGE.get(text, "dark")} status-{_e(text)}">{_e(label)}</span>'
+    return (
+        f'<span class="badge badge-{BADGE.get(text, "dark")} status-{_e(text)}">{_e(label)}</span>'
+    )
 
 
 def _href(target: str, page: Path) -> str:
@@ -110,7 +115,12 @@ def _href(target: str, page: Path) -> str:
     return target
 
 
-def _table(columns: list[tuple[str, str]], rows: Iterable[dict[str, Any]], table_id: str, sortable: bool = True) -> str:
+def _table(
+    columns: list[tuple[str, str]],
+    rows: Iterable[dict[str, Any]],
+    table_id: str,
+    sortable: bool = True,
+) -> str:
     head = "".join(
         f'<th data-field="{_e(k)}" data-sortable="true"{" class=num" if k.startswith("#") else ""}>{_e(label)}</th>'
         for k, label in columns
@@ -175,13 +185,17 @@ def hour_page(
             for item in summary["inputs"].get(source, []):
                 if item["read"]:
                     target = layout.load_dir(opts.warehouse, source, parse_hour(item["load_hour"]))
-                    links.append(f'<a href="{_e(_href(target, page))}">{_e(source)} {_e(item["load_hour"])}</a>')
+                    links.append(
+                        f'<a href="{_e(_href(target, page))}">{_e(source)} {_e(item["load_hour"])}</a>'
+                    )
         return " ".join(links)
 
     failed_rows = [
         {
             "topic": _e(r.topic),
-            "window": _e(r.window_start.strftime("%H:%M")) + "&ndash;" + _e(r.window_end.strftime("%H:%M")),
+            "window": _e(r.window_start.strftime("%H:%M"))
+            + "&ndash;"
+            + _e(r.window_end.strftime("%H:%M")),
             "status": _badge(r.status),
             "#produced": r.produced,
             "#mirrored": r.mirrored,
@@ -204,9 +218,10 @@ def hour_page(
         ("#duplicates", "duplicates"),
         ("#unaccounted", "unaccounted"),
     ]
-    failed_html = (
-        "<h2>Failed windows</h2>"
-        + (_table([*window_cols, ("rows", "rows in")], failed_rows, "failed-windows", sortable=False) if failed_rows else "<p>None.</p>")
+    failed_html = "<h2>Failed windows</h2>" + (
+        _table([*window_cols, ("rows", "rows in")], failed_rows, "failed-windows", sortable=False)
+        if failed_rows
+        else "<p>None.</p>"
     )
     all_rows = [
         {
@@ -224,7 +239,9 @@ def hour_page(
         for r in results.itertuples()
     ]
     all_html = "<h2>Every window</h2>" + _table(
-        [*window_cols[:5], ("#loaded_rows", "loaded rows"), *window_cols[5:]], all_rows, "all-windows"
+        [*window_cols[:5], ("#loaded_rows", "loaded rows"), *window_cols[5:]],
+        all_rows,
+        "all-windows",
     )
     chart = _chart(results)
     exp_html = "<h2>Expectations</h2>"
@@ -242,22 +259,48 @@ def hour_page(
                     "suite": f'<a href="../{_e(link)}">{_e(f.suite)}</a>' if link else _e(f.suite),
                     "expectation": f"{_e(f.expectation)}({_e(f.column or '')})",
                     "what": _e(f.notes),
-                    "#unexpected": _e(f.unexpected_count if f.unexpected_count is not None else "-"),
+                    "#unexpected": _e(
+                        f.unexpected_count if f.unexpected_count is not None else "-"
+                    ),
                     "rows": _e(rows or json.dumps(f.observed, default=str)),
                 }
             )
         exp_html += _table(
-            [("suite", "suite"), ("expectation", "expectation"), ("what", "checks"), ("#unexpected", "unexpected"), ("rows", "where")],
+            [
+                ("suite", "suite"),
+                ("expectation", "expectation"),
+                ("what", "checks"),
+                ("#unexpected", "unexpected"),
+                ("rows", "where"),
+            ],
             items,
             "failed-expectations",
             sortable=False,
         )
     prof = outcome.profiles[outcome.profiles["load_hour"] == hour]
     prof_html = "<h2>Loaded topic hours</h2>" + _table(
-        [(c if c in ("topic", "schema_ids") else f"#{c}", c.replace("_", " ")) for c in (
-            "topic", "rows", "bad_records", "duplicates_dropped", "repeated_in_load", "null_event_time", "null_producer_id",
-            "null_seq", "early_rows", "late_rows", "unregistered_rows", "schema_ids", "producers")],
-        [{(c if c in ("topic", "schema_ids") else f"#{c}"): _e(v) for c, v in row.items()} for row in prof.astype(object).where(prof.notna(), "-").to_dict("records")],
+        [
+            (c if c in ("topic", "schema_ids") else f"#{c}", c.replace("_", " "))
+            for c in (
+                "topic",
+                "rows",
+                "bad_records",
+                "duplicates_dropped",
+                "repeated_in_load",
+                "null_event_time",
+                "null_producer_id",
+                "null_seq",
+                "early_rows",
+                "late_rows",
+                "unregistered_rows",
+                "schema_ids",
+                "producers",
+            )
+        ],
+        [
+            {(c if c in ("topic", "schema_ids") else f"#{c}"): _e(v) for c, v in row.items()}
+            for row in prof.astype(object).where(prof.notna(), "-").to_dict("records")
+        ],
         "loaded-topic-hours",
     )
     bad_html = "<h2>Bad audit events</h2>"
@@ -272,9 +315,21 @@ def hour_page(
             [("where", "where"), ("reason", "reason"), ("content", "event")],
             [
                 {
-                    "where": _e(" ".join(f"{k}={ex.get(k)}" for k in ("load_hour", "broker_id", "partition", "offset", "index") if k in ex)),
+                    "where": _e(
+                        " ".join(
+                            f"{k}={ex.get(k)}"
+                            for k in ("load_hour", "broker_id", "partition", "offset", "index")
+                            if k in ex
+                        )
+                    ),
                     "reason": _e(ex.get("reason")),
-                    "content": _e(" ".join(f"{k}={ex.get(k)}" for k in ("topic", "tier", "window_start", "count") if ex.get(k) is not None)),
+                    "content": _e(
+                        " ".join(
+                            f"{k}={ex.get(k)}"
+                            for k in ("topic", "tier", "window_start", "count")
+                            if ex.get(k) is not None
+                        )
+                    ),
                 }
                 for ex in summary["bad_audit_examples"]
             ],
@@ -297,7 +352,12 @@ def hour_page(
         sortable=False,
     )
     inputs_html = "<h2>Loads read</h2>" + _table(
-        [("topic", "topic"), ("load", "load hour"), ("committed", "committed at"), ("read", "read")],
+        [
+            ("topic", "topic"),
+            ("load", "load hour"),
+            ("committed", "committed at"),
+            ("read", "read"),
+        ],
         [
             {
                 "topic": _e(t),
@@ -310,13 +370,28 @@ def hour_page(
         ],
         "loads-read",
     )
-    body = head + failed_html + chart + exp_html + bad_html + state_html + all_html + prof_html + inputs_html
+    body = (
+        head
+        + failed_html
+        + chart
+        + exp_html
+        + bad_html
+        + state_html
+        + all_html
+        + prof_html
+        + inputs_html
+    )
     return _page(f"Audit {hour}", body, page, reports)
 
 
 def _chart(results: pd.DataFrame) -> str:
     values = [
-        {"topic": r.topic, "window": r.window_start.strftime("%H:%M"), "what": what, "events": int(v)}
+        {
+            "topic": r.topic,
+            "window": r.window_start.strftime("%H:%M"),
+            "what": what,
+            "events": int(v),
+        }
         for r in results.itertuples()
         for what, v in (("produced", r.produced), ("loaded unique", r.loaded_unique))
     ]
@@ -358,19 +433,32 @@ def index_page(summaries: list[dict[str, Any]], page: Path, reports: Path) -> st
     body = (
         "<h1>logbroker audit</h1>"
         '<p class="small-links"><a href="data_docs/index.html">Great Expectations Data Docs</a></p>'
-        + _table([("hour", "hour (UTC)"), ("windows", "windows"), ("#bad", "bad audit events"), ("audited", "audited at")], rows, "hours")
+        + _table(
+            [
+                ("hour", "hour (UTC)"),
+                ("windows", "windows"),
+                ("#bad", "bad audit events"),
+                ("audited", "audited at"),
+            ],
+            rows,
+            "hours",
+        )
     )
     return _page("logbroker audit", body, page, reports)
 
 
-def write_reports(fs: HadoopFS, reports: str, wh: str, outcome: AuditOutcome, opts: AuditOptions) -> dict[str, str]:
+def write_reports(
+    fs: HadoopFS, reports: str, wh: str, outcome: AuditOutcome, opts: AuditOptions
+) -> dict[str, str]:
     """Write the page of every audited hour and the index; return hour -> page URI."""
     import tempfile
 
     from .hour_states import hour_states, read_summary
 
     if is_local(reports):
-        return _write_local(fs, local_path(reports), reports, wh, outcome, opts, hour_states, read_summary)
+        return _write_local(
+            fs, local_path(reports), reports, wh, outcome, opts, hour_states, read_summary
+        )
     with tempfile.TemporaryDirectory(prefix="audit-pages-") as tmp:
         out = _write_local(fs, Path(tmp), reports, wh, outcome, opts, hour_states, read_summary)
         for name in (HOURS_DIR, "index.html", "assets"):
@@ -378,15 +466,33 @@ def write_reports(fs: HadoopFS, reports: str, wh: str, outcome: AuditOutcome, op
         return out
 
 
-def _write_local(fs: HadoopFS, local: Path, reports: str, wh: str, outcome: AuditOutcome, opts: AuditOptions, hour_states: Any, read_summary: Any) -> dict[str, str]:
+def _write_local(
+    fs: HadoopFS,
+    local: Path,
+    reports: str,
+    wh: str,
+    outcome: AuditOutcome,
+    opts: AuditOptions,
+    hour_states: Any,
+    read_summary: Any,
+) -> dict[str, str]:
     install(local)
     (local / HOURS_DIR).mkdir(parents=True, exist_ok=True)
-    states = hour_states(fs, wh, outcome.plan.topics, [parse_hour(h) for h in outcome.summaries], opts.now, opts.grace_ms)
+    states = hour_states(
+        fs,
+        wh,
+        outcome.plan.topics,
+        [parse_hour(h) for h in outcome.summaries],
+        opts.now,
+        opts.grace_ms,
+    )
     out = {}
     for hour in outcome.summaries:
         page = local / HOURS_DIR / f"{hour}.html"
         mine = [s for s in states if format_hour(s.hour) == hour]
-        page.write_text(hour_page(hour, outcome, outcome.quality, mine, opts, page, local), encoding="utf-8")
+        page.write_text(
+            hour_page(hour, outcome, outcome.quality, mine, opts, page, local), encoding="utf-8"
+        )
         out[hour] = join(reports, HOURS_DIR, f"{hour}.html")
     summaries = []
     for entry in fs.list(layout.results_root(wh)):

@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 
-def window_status(produced: int, loaded_rows: int, loaded_unique: int, window_end_ms: int, now_ms: int, grace_ms: int) -> str:
+def window_status(
+    produced: int,
+    loaded_rows: int,
+    loaded_unique: int,
+    window_end_ms: int,
+    now_ms: int,
+    grace_ms: int,
+) -> str:
     """The status of one window (see the module doc); the vectorized form is `statuses`."""
     missing = produced - loaded_unique
     if missing > 0:
@@ -93,7 +100,11 @@ def build_results(
         ],
         columns=["topic", "audit_hour", "window"],
     )
-    frame = grid.merge(loaded[["topic", "window", "loaded_rows", "loaded_unique"]], on=["topic", "window"], how="left")
+    frame = grid.merge(
+        loaded[["topic", "window", "loaded_rows", "loaded_unique"]],
+        on=["topic", "window"],
+        how="left",
+    )
     for tier, column in TIERS.items():
         sums = counted[counted["tier"] == tier][["topic", "window_start", "count"]].rename(
             columns={"window_start": "window", "count": column}
@@ -108,8 +119,16 @@ def build_results(
     frame["status"] = statuses(frame, now_ms, grace_ms)
     frame["window_start"] = pd.to_datetime(frame["window"], unit="ms", utc=True)
     frame["window_end"] = pd.to_datetime(frame["window"] + WINDOW_MS, unit="ms", utc=True)
-    frame["audited_at"] = pd.Timestamp(now).tz_convert("UTC") if pd.Timestamp(now).tzinfo else pd.Timestamp(now, tz="UTC")
-    return frame[[*RESULT_COLUMNS, "audit_hour", "window"]].sort_values(["audit_hour", "topic", "window"]).reset_index(drop=True)
+    frame["audited_at"] = (
+        pd.Timestamp(now).tz_convert("UTC")
+        if pd.Timestamp(now).tzinfo
+        else pd.Timestamp(now, tz="UTC")
+    )
+    return (
+        frame[[*RESULT_COLUMNS, "audit_hour", "window"]]
+        .sort_values(["audit_hour", "topic", "window"])
+        .reset_index(drop=True)
+    )
 
 
 def result_schema() -> StructType:
@@ -118,7 +137,11 @@ def result_schema() -> StructType:
     types = {"topic": StringType(), "status": StringType()}
     times = {"window_start", "window_end", "audited_at"}
     fields = [
-        StructField(c, types.get(c, TimestampType() if c in times else LongType()), nullable=c not in ("topic", "window_start"))
+        StructField(
+            c,
+            types.get(c, TimestampType() if c in times else LongType()),
+            nullable=c not in ("topic", "window_start"),
+        )
         for c in RESULT_COLUMNS
     ]
     return StructType([*fields, StructField("audit_hour", StringType(), False)])
@@ -127,7 +150,9 @@ def result_schema() -> StructType:
 def topic_statuses(results: pd.DataFrame) -> dict[str, dict[str, dict[str, int]]]:
     """audit hour -> topic -> status -> windows."""
     out: dict[str, dict[str, dict[str, int]]] = {}
-    for (hour, topic, status), n in results.groupby(["audit_hour", "topic", "status"]).size().items():
+    for (hour, topic, status), n in (
+        results.groupby(["audit_hour", "topic", "status"]).size().items()
+    ):
         out.setdefault(str(hour), {}).setdefault(str(topic), {})[str(status)] = int(n)
     return out
 

@@ -91,11 +91,15 @@ class _Clock:
 
     def stop(self) -> None:
         if self._step is not None:
-            self.timings[self._step] = self.timings.get(self._step, 0.0) + time.perf_counter() - self._start
+            self.timings[self._step] = (
+                self.timings.get(self._step, 0.0) + time.perf_counter() - self._start
+            )
             self._step = None
 
 
-def run_audit(spark: SparkSession, opts: AuditOptions, progress: Callable[[str], None] | None = None) -> AuditOutcome:
+def run_audit(
+    spark: SparkSession, opts: AuditOptions, progress: Callable[[str], None] | None = None
+) -> AuditOutcome:
     """Audit `opts.hours` of `opts.warehouse` (see the module doc)."""
     timings: dict[str, float] = {}
     clock = _Clock(timings, progress)
@@ -114,12 +118,17 @@ def run_audit(spark: SparkSession, opts: AuditOptions, progress: Callable[[str],
     for load in event_loads:
         held, untimed = event_hours(counts.profile, load.topic, load.load_hour)
         add_found_inputs(plan, load.topic, load.load_hour, held)
-        indexes.append(LoadIndex(load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, untimed))
+        indexes.append(
+            LoadIndex(
+                load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, untimed
+            )
+        )
 
     clock.step("audit events")
     audit_loads = plan.loads_read(layout.AUDIT_TOPIC)
     inputs_read = {
-        h: {lh for lh, read in plan.inputs.get(h, {}).get(layout.AUDIT_TOPIC, {}).items() if read} for h in hours
+        h: {lh for lh, read in plan.inputs.get(h, {}).get(layout.AUDIT_TOPIC, {}).items() if read}
+        for h in hours
     }
     events = read_audit_events(
         spark,
@@ -132,17 +141,26 @@ def run_audit(spark: SparkSession, opts: AuditOptions, progress: Callable[[str],
     for load in audit_loads:
         held = events.index.get(load.hour_name, {})
         add_found_inputs(plan, layout.AUDIT_TOPIC, load.load_hour, held)
-        indexes.append(LoadIndex(load.topic, load.load_hour, load.committed_at, load.rows_sha256, held))
+        by_topic = events.index_by_topic.get(load.hour_name, {})
+        indexes.append(
+            LoadIndex(
+                load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, 0, by_topic
+            )
+        )
 
     clock.step("reconcile")
-    results = build_results(plan.topics, hours, counts.windows, events.sums, opts.now, opts.grace_ms)
+    results = build_results(
+        plan.topics, hours, counts.windows, events.sums, opts.now, opts.grace_ms
+    )
     registered = None
     if opts.schema_registry:
         from .schema_ids import registered_ids
 
         registered = registered_ids(opts.schema_registry, plan.topics)
     hour_loads = [load for load in event_loads if load.load_hour in set(hours)]
-    profiles = load_profiles(hour_loads, counts.profile, counts.within_load, opts.lateness_ms, opts.skew_ms, registered)
+    profiles = load_profiles(
+        hour_loads, counts.profile, counts.within_load, opts.lateness_ms, opts.skew_ms, registered
+    )
     summaries = _summaries(plan, results, profiles, events, counts, opts)
 
     clock.step("write results")
@@ -200,14 +218,18 @@ def _summaries(
             "bad_audit_events": int(sum(bad.values())),
             "bad_audit_reasons": dict(sorted(bad.items())),
             "bad_audit_examples": _jsonable(events.bad_examples.get(name, [])),
-            "topic_hours": _jsonable(hour_profiles.astype(object).where(hour_profiles.notna(), None).to_dict("records")),
+            "topic_hours": _jsonable(
+                hour_profiles.astype(object).where(hour_profiles.notna(), None).to_dict("records")
+            ),
             "dedup_key": counts.exact_keys,
         }
     return out
 
 
 def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
+    return json.loads(
+        json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    )
 
 
 def _write(
@@ -225,10 +247,13 @@ def _write(
         to_spark(spark, results).coalesce(1).write.partitionBy("audit_hour").parquet(staging)
     for name, summary in summaries.items():
         staged = join(staging, f"audit_hour={name}")
-        fs.write_text(join(staged, layout.SUMMARY_FILE), json.dumps(summary, indent=1, sort_keys=True))
+        fs.write_text(
+            join(staged, layout.SUMMARY_FILE), json.dumps(summary, indent=1, sort_keys=True)
+        )
         fs.replace_dir(staged, layout.results_dir(wh, parse_hour(name)))
     fs.delete(staging)
     for index in indexes:
         fs.write_text(
-            layout.index_file(wh, index.topic, index.load_hour), json.dumps(index.to_json(), indent=1, sort_keys=True)
+            layout.index_file(wh, index.topic, index.load_hour),
+            json.dumps(index.to_json(), indent=1, sort_keys=True),
         )

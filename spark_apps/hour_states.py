@@ -113,23 +113,34 @@ def _state(
         recorded = {i["load_hour"]: i for i in summary.get("inputs", {}).get(source, [])}
         loads = scans[source]
         for load_name, was in recorded.items():
-            current = next((ld for lh, ld in loads.loads.items() if format_hour(lh) == load_name), None)
+            current = next(
+                (ld for lh, ld in loads.loads.items() if format_hour(lh) == load_name), None
+            )
             if current is None:
-                reopened.append(f"load {source} {load_name} that the audit read is no longer committed")
-            elif (current.committed_at, current.rows_sha256) != (was["committed_at"], was["rows_sha256"]):
-                reopened.append(f"load {source} {load_name} was committed again at {current.committed_at}")
+                reopened.append(
+                    f"load {source} {load_name} that the audit read is no longer committed"
+                )
+            elif (current.committed_at, current.rows_sha256) != (
+                was["committed_at"],
+                was["rows_sha256"],
+            ):
+                reopened.append(
+                    f"load {source} {load_name} was committed again at {current.committed_at}"
+                )
         for load_hour, committed in sorted(loads.loads.items()):
             if format_hour(load_hour) in recorded:
                 continue
             index = loads.current_index(load_hour)
-            held = index.event_hours.get(name, 0) if index is not None else 0
+            held = index.holds(name, topic) if index is not None else 0
             if held:
                 what = "audit counts" if source == layout.AUDIT_TOPIC else "events"
                 reopened.append(
                     f"load {source} {format_hour(load_hour)} (committed {committed.committed_at}) holds {held} late {what} of this hour"
                 )
             elif index is None and can_hold(load_hour, hour, grace_ms):
-                pending.append(f"pending: load {source} {format_hour(load_hour)} may hold events of this hour and is not audited yet")
+                pending.append(
+                    f"pending: load {source} {format_hour(load_hour)} may hold events of this hour and is not audited yet"
+                )
     past_grace = now >= hour + timedelta(milliseconds=HOUR_MS + grace_ms)
     done = bool(statuses) and set(statuses) <= DONE
     closed = not reopened and not pending and done and past_grace

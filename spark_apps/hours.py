@@ -69,7 +69,9 @@ def parse_duration_ms(text: str) -> int:
     """`2h`, `90m`, `30s`, `1d`, `1500ms`, `0` -> milliseconds (a bare number is seconds)."""
     match = _DURATION_RE.match(text.strip())
     if not match:
-        raise ValueError(f"a duration is a number and a unit (ms, s, m, h, d), e.g. 2h or 90m; got {text!r}")
+        raise ValueError(
+            f"a duration is a number and a unit (ms, s, m, h, d), e.g. 2h or 90m; got {text!r}"
+        )
     number, unit = match.groups()
     return int(float(number) * _UNIT_MS[unit or "s"])
 

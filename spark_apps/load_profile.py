@@ -80,8 +80,12 @@ def load_profiles(
             unregistered = None
         else:
             known = registered.get(load.topic, set())
-            unregistered = int(part[part["schema_id"].notna() & ~part["schema_id"].isin(list(known))]["rows"].sum())
-        repeats = within_load[(within_load["topic"] == load.topic) & (within_load["load_hour"] == name)]
+            unregistered = int(
+                part[part["schema_id"].notna() & ~part["schema_id"].isin(list(known))]["rows"].sum()
+            )
+        repeats = within_load[
+            (within_load["topic"] == load.topic) & (within_load["load_hour"] == name)
+        ]
         total = n + load.bad_records
         rows.append(
             {
@@ -118,12 +122,16 @@ def _instant(ms: object) -> str | None:
     return str(pd.Timestamp(int(ms), unit="ms", tz="UTC").isoformat()).replace("+00:00", "Z")
 
 
-def event_hours(profile: pd.DataFrame, topic: str, load_hour: datetime) -> tuple[dict[str, int], int]:
+def event_hours(
+    profile: pd.DataFrame, topic: str, load_hour: datetime
+) -> tuple[dict[str, int], int]:
     """A load's index: rows per event hour, and rows without an event time."""
     part = profile[(profile["topic"] == topic) & (profile["load_hour"] == format_hour(load_hour))]
     timed = part[part["window"].notna()]
     hours = (timed["window"] - timed["window"] % HOUR_MS).astype("int64")
     by_hour = timed.assign(hour=hours).groupby("hour")["rows"].sum()
-    named = {format_hour(datetime.fromtimestamp(int(h) / 1000, tz=UTC)): int(n) for h, n in by_hour.items()}
+    named = {
+        format_hour(datetime.fromtimestamp(int(h) / 1000, tz=UTC)): int(n)
+        for h, n in by_hour.items()
+    }
     return named, int(part[part["window"].isna()]["rows"].sum())
-

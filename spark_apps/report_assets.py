@@ -50,7 +50,9 @@ def install(reports_dir: Path) -> Path:
     """Copy the vendored files to `<reports_dir>/assets/` (again only when they changed)."""
     target = reports_dir / ASSETS_DIR
     source_manifest = (ASSETS_SOURCE / "MANIFEST.json").read_bytes()
-    if (target / "MANIFEST.json").exists() and (target / "MANIFEST.json").read_bytes() == source_manifest:
+    if (target / "MANIFEST.json").exists() and (
+        target / "MANIFEST.json"
+    ).read_bytes() == source_manifest:
         return target
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(ASSETS_SOURCE, target)
@@ -78,7 +80,9 @@ def rewrite_html(text: str, page: Path, reports_dir: Path, site_dir: Path | None
             return tag
         href = url.group(2)
         if href in mapping:
-            tag = tag.replace(url.group(0), f'{url.group(1)}="{asset_href(page, reports_dir, mapping[href])}"')
+            tag = tag.replace(
+                url.group(0), f'{url.group(1)}="{asset_href(page, reports_dir, mapping[href])}"'
+            )
             return _SRI.sub("", tag)  # checked when vendored; file:// pages cannot do CORS
         if kind == "img" and site_dir is not None and _GX_LOGO.match(href):
             logo = os.path.relpath(site_dir / "static" / "images" / "logo-long.png", page.parent)

@@ -11,7 +11,9 @@ import json
 from collections.abc import Iterable
 
 
-def registered_ids(connect: str, subjects: Iterable[str], timeout: float = 10.0) -> dict[str, set[int]]:
+def registered_ids(
+    connect: str, subjects: Iterable[str], timeout: float = 10.0
+) -> dict[str, set[int]]:
     """subject -> the ids of its versions (an empty set for a subject the registry lacks)."""
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoNodeError

@@ -42,7 +42,9 @@ HEADER_FIELDS = [
     pa.field("load_hour", pa.string()),
 ]
 # A page-view-like event: the header, then the event's own fields.
-EVENT_SCHEMA = pa.schema([*HEADER_FIELDS, pa.field("page", pa.string()), pa.field("user_id", pa.int64())])
+EVENT_SCHEMA = pa.schema(
+    [*HEADER_FIELDS, pa.field("page", pa.string()), pa.field("user_id", pa.int64())]
+)
 # AuditCount (DESIGN §3.5); its `topic` field is `event_topic` in rows (the row's `topic` is `_audit`).
 AUDIT_SCHEMA = pa.schema(
     [
@@ -89,7 +91,9 @@ def write_load(
     if errors:
         err_dir = root / "_errors" / topic / f"load_hour={name}"
         err_dir.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(errors, schema=ERROR_SCHEMA), err_dir / "part-00000.parquet")
+        pq.write_table(
+            pa.Table.from_pylist(errors, schema=ERROR_SCHEMA), err_dir / "part-00000.parquet"
+        )
     digest = hashlib.sha256()
     for column in ("producer_id", "seq"):
         digest.update(repr(table.column(column).to_pylist()).encode())
@@ -97,7 +101,13 @@ def write_load(
         "topic": topic,
         "load_hour": name,
         "partitions": [
-            {"broker_id": 0, "partition": 0, "start_offset": 0, "end_offset": table.num_rows * 100, "messages": table.num_rows}
+            {
+                "broker_id": 0,
+                "partition": 0,
+                "start_offset": 0,
+                "end_offset": table.num_rows * 100,
+                "messages": table.num_rows,
+            }
         ],
         "rows": table.num_rows,
         "duplicates_dropped": duplicates_dropped,
@@ -166,7 +176,14 @@ class Traffic:
         """Events at `times_ms`, each loaded in its own hour (or `arrival`); counted when asked."""
         made = []
         for t in times_ms:
-            event = Event(topic, t, producer_id, self.next_seq(producer_id), arrival or hour_of_ms(t), schema_id=schema_id)
+            event = Event(
+                topic,
+                t,
+                producer_id,
+                self.next_seq(producer_id),
+                arrival or hour_of_ms(t),
+                schema_id=schema_id,
+            )
             made.append(event)
         self.events.extend(made)
         if counted:
@@ -186,7 +203,16 @@ class Traffic:
                     continue
                 published = window + WINDOW_MS + 5_000
                 self.counts.append(
-                    Count(topic, tier, window, part, counter_id, self.next_seq(counter_id), published, hour_of_ms(published))
+                    Count(
+                        topic,
+                        tier,
+                        window,
+                        part,
+                        counter_id,
+                        self.next_seq(counter_id),
+                        published,
+                        hour_of_ms(published),
+                    )
                 )
 
     def add_count(self, **kw: Any) -> Count:
@@ -260,10 +286,24 @@ class Traffic:
             for topic in topics:
                 events = [e for e in self.events if e.topic == topic and e.arrival == hour]
                 facts = self.load_facts.get((topic, hour), {})
-                write_load(root, topic, hour, self.event_table(topic, events, hour), committed_at=committed, **facts)
+                write_load(
+                    root,
+                    topic,
+                    hour,
+                    self.event_table(topic, events, hour),
+                    committed_at=committed,
+                    **facts,
+                )
             counts = [c for c in self.counts if c.arrival == hour]
             facts = self.load_facts.get((AUDIT_TOPIC, hour), {})
-            write_load(root, AUDIT_TOPIC, hour, self.audit_table(counts, hour), committed_at=committed, **facts)
+            write_load(
+                root,
+                AUDIT_TOPIC,
+                hour,
+                self.audit_table(counts, hour),
+                committed_at=committed,
+                **facts,
+            )
 
 
 def uniform_times(hour: datetime, n: int, offset_ms: int = 0) -> list[int]:

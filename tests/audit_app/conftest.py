@@ -1,55 +1,18 @@
-"""Fixtures of the audit's tests: the shared SparkSession, warehouses of synthetic events.
+"""Fixtures of the audit's tests (the SparkSession is the suite's one, tests/fixtures_spark.py).
 
-spark       (session) the suite's one SparkSession: the shared builder of the Spark tests
-            (spark_apps.session, issue 11) when it is there, else the same settings here;
-            getOrCreate() either way, so the suite never holds two sessions.
 chromium    chromium(url, *flags) -> stdout: Debian's headless Chromium, a fresh profile.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    try:
-        from spark_apps.session import build_session  # type: ignore[import-not-found]
-    except ImportError:
-        build_session = None
-    if build_session is not None:
-        session = build_session("logbroker tests", master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
-    else:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        from pyspark.sql import SparkSession
-
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("logbroker tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate()
-        )
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 @pytest.fixture

@@ -68,19 +68,36 @@ def faulty(root: Path) -> Path:
     tr = traffic()
     # lost: 4 events of p-a in page_views 10:10-10:20 never reach the warehouse
     start = at(f.lost_window)
-    gone = [e for e in tr.events if e.topic == f.lost_topic and e.producer_id == "p-a" and start <= e.event_ms < start + WINDOW_MS]
+    gone = [
+        e
+        for e in tr.events
+        if e.topic == f.lost_topic
+        and e.producer_id == "p-a"
+        and start <= e.event_ms < start + WINDOW_MS
+    ]
     for e in gone[: f.lost]:
         tr.events.remove(e)
     # duplicates: 3 events of ad_clicks 11:20 are loaded again by the next hour's load
     start = at(f.dup_window)
-    again = [e for e in tr.events if e.topic == f.dup_topic and start <= e.event_ms < start + WINDOW_MS][: f.duplicates]
+    again = [
+        e for e in tr.events if e.topic == f.dup_topic and start <= e.event_ms < start + WINDOW_MS
+    ][: f.duplicates]
     tr.events += [dataclasses.replace(e, arrival=parse_hour("2026-11-22T12")) for e in again]
     # a mirror tail re-sent: the mirror counts searches 11 and the tail twice; the load drops it
-    mirrored = [e for e in tr.events if e.topic == f.mirror_topic and HOURS[1] <= parse_hour_of(e.event_ms) < HOURS[2]]
+    mirrored = [
+        e
+        for e in tr.events
+        if e.topic == f.mirror_topic and HOURS[1] <= parse_hour_of(e.event_ms) < HOURS[2]
+    ]
     tr.count("mirror-1", "mirror", mirrored + mirrored[-f.resent :], deltas=1)
     tr.load_facts[(f.mirror_topic, HOURS[1])] = {"duplicates_dropped": f.resent}
     # a producer killed before it published its counts
-    tr.produce("p-killed", f.killed_topic, [at(f.killed_window) + i * 1000 for i in range(f.unaccounted)], counted=False)
+    tr.produce(
+        "p-killed",
+        f.killed_topic,
+        [at(f.killed_window) + i * 1000 for i in range(f.unaccounted)],
+        counted=False,
+    )
     # bad audit events of hour 10
     tr.add_count(topic="page_views", window_start=at("10:20"), count=-3)
     tr.add_count(topic="page_views", window_start=at("10:05"), count=2)
@@ -88,9 +105,15 @@ def faulty(root: Path) -> Path:
     tr.add_count(topic="no_such_topic", window_start=at("10:30"), count=2)
     tr.add_count(topic="page_views", window_start=at("10:30"), count=2, tier="warehouse")
     first = tr.add_count(topic="page_views", window_start=at("10:40"), count=1, producer_id="hand2")
-    tr.add_count(topic="page_views", window_start=at("10:40"), count=2, producer_id="hand2", seq=first.seq)
+    tr.add_count(
+        topic="page_views", window_start=at("10:40"), count=2, producer_id="hand2", seq=first.seq
+    )
     # an audit event delivered twice (same header, same count): summed once
-    real = next(c for c in tr.counts if c.topic == "page_views" and c.tier == "producer" and c.window_start == at("10:50"))
+    real = next(
+        c
+        for c in tr.counts
+        if c.topic == "page_views" and c.tier == "producer" and c.window_start == at("10:50")
+    )
     tr.counts.append(dataclasses.replace(real, arrival=parse_hour("2026-11-22T12")))
     # two _audit records of the 11:00 load that the load could not decode
     tr.load_facts[(AUDIT_TOPIC, HOURS[1])] = {

@@ -29,12 +29,16 @@ from .scenarios import FAULTS, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, fault
 pytestmark = pytest.mark.slow
 
 
-def audit(spark: Any, root: Path, hours: list[Any] = HOURS, now: Any = LATE, **kw: Any) -> AuditOutcome:
+def audit(
+    spark: Any, root: Path, hours: list[Any] = HOURS, now: Any = LATE, **kw: Any
+) -> AuditOutcome:
     return run_audit(spark, AuditOptions(warehouse=as_uri(str(root)), hours=hours, now=now, **kw))
 
 
 def row(outcome: AuditOutcome, topic: str, hhmm: str) -> pd.Series:
-    rows = outcome.results[(outcome.results["topic"] == topic) & (outcome.results["window"] == at(hhmm))]
+    rows = outcome.results[
+        (outcome.results["topic"] == topic) & (outcome.results["window"] == at(hhmm))
+    ]
     assert len(rows) == 1
     return rows.iloc[0]
 
@@ -94,11 +98,18 @@ def test_clean_run_report_says_so(clean_run: tuple[Path, AuditOutcome]) -> None:
 def test_lost_events_exact_and_lost_after_grace(faulty_run: tuple[Path, AuditOutcome]) -> None:
     _, out = faulty_run
     lost = row(out, FAULTS.lost_topic, FAULTS.lost_window)
-    assert (lost.produced, lost.loaded_unique, lost.missing, lost.status) == (PER_WINDOW, PER_WINDOW - FAULTS.lost, FAULTS.lost, "lost")
+    assert (lost.produced, lost.loaded_unique, lost.missing, lost.status) == (
+        PER_WINDOW,
+        PER_WINDOW - FAULTS.lost,
+        FAULTS.lost,
+        "lost",
+    )
     assert out.totals("missing") == FAULTS.lost
 
 
-def test_lost_is_incomplete_within_the_grace(spark: Any, faulty_run: tuple[Path, AuditOutcome], tmp_path: Path) -> None:
+def test_lost_is_incomplete_within_the_grace(
+    spark: Any, faulty_run: tuple[Path, AuditOutcome], tmp_path: Path
+) -> None:
     root, _ = faulty_run
     copy = tmp_path / "wh"
     shutil.copytree(root, copy)
@@ -110,18 +121,30 @@ def test_lost_is_incomplete_within_the_grace(spark: Any, faulty_run: tuple[Path,
 def test_duplicates_in_the_warehouse_exact(faulty_run: tuple[Path, AuditOutcome]) -> None:
     _, out = faulty_run
     dup = row(out, FAULTS.dup_topic, FAULTS.dup_window)
-    assert (dup.loaded_rows, dup.loaded_unique, dup.duplicates) == (PER_WINDOW + FAULTS.duplicates, PER_WINDOW, FAULTS.duplicates)
+    assert (dup.loaded_rows, dup.loaded_unique, dup.duplicates) == (
+        PER_WINDOW + FAULTS.duplicates,
+        PER_WINDOW,
+        FAULTS.duplicates,
+    )
     assert dup.status == "complete"  # every event is there; the duplicates are their own finding
     assert out.totals("duplicates") == FAULTS.duplicates
 
 
-def test_mirror_tail_resent_counted_and_warehouse_exactly_once(faulty_run: tuple[Path, AuditOutcome]) -> None:
+def test_mirror_tail_resent_counted_and_warehouse_exactly_once(
+    faulty_run: tuple[Path, AuditOutcome],
+) -> None:
     _, out = faulty_run
-    hour = out.results[(out.results["topic"] == FAULTS.mirror_topic) & (out.results["audit_hour"] == "2026-11-22T11")]
+    hour = out.results[
+        (out.results["topic"] == FAULTS.mirror_topic)
+        & (out.results["audit_hour"] == "2026-11-22T11")
+    ]
     assert int(hour["mirrored"].sum() - hour["produced"].sum()) == FAULTS.resent
     assert (hour["duplicates"] == 0).all() and (hour["loaded_unique"] == hour["produced"]).all()
     assert set(hour["status"]) == {"complete"}
-    profile = out.profiles[(out.profiles["topic"] == FAULTS.mirror_topic) & (out.profiles["load_hour"] == "2026-11-22T11")]
+    profile = out.profiles[
+        (out.profiles["topic"] == FAULTS.mirror_topic)
+        & (out.profiles["load_hour"] == "2026-11-22T11")
+    ]
     assert int(profile["duplicates_dropped"].iloc[0]) == FAULTS.resent
 
 
@@ -146,7 +169,9 @@ def test_bad_audit_events_reported_with_reasons(faulty_run: tuple[Path, AuditOut
     assert reasons["two events with one header (producer_id, seq) and different counts"] == 1
     assert all("offset" in ex and "load_hour" in ex for ex in ten["bad_audit_examples"])
     eleven = out.summaries["2026-11-22T11"]
-    assert eleven["bad_audit_reasons"] == {"undecodable: unknown schema id 999": FAULTS.undecodable_hour11}
+    assert eleven["bad_audit_reasons"] == {
+        "undecodable: unknown schema id 999": FAULTS.undecodable_hour11
+    }
     # the audit event delivered twice was summed once: page_views 10:50 is complete
     assert row(out, "page_views", "10:50").status == "complete"
 
@@ -156,12 +181,24 @@ def test_expectations_fail_on_the_faulty_windows(faulty_run: tuple[Path, AuditOu
     assert out.quality is not None and not out.quality.success
     failures = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T10"]}
     status = failures[("audit_results", "status")]
-    assert status.rows == [{"status": "lost", "topic": FAULTS.lost_topic, "window_start": "2026-11-22T10:10Z"}]
+    assert status.rows == [
+        {"status": "lost", "topic": FAULTS.lost_topic, "window_start": "2026-11-22T10:10Z"}
+    ]
     assert failures[("audit_results", "missing")].rows[0]["missing"] == FAULTS.lost
     assert ("audit_events", "events") in failures
-    dup = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T11"]}[("audit_results", "duplicates")]
-    assert dup.rows == [{"duplicates": FAULTS.duplicates, "topic": FAULTS.dup_topic, "window_start": "2026-11-22T11:20Z"}]
-    unacc = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T12"]}[("audit_results", "unaccounted")]
+    dup = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T11"]}[
+        ("audit_results", "duplicates")
+    ]
+    assert dup.rows == [
+        {
+            "duplicates": FAULTS.duplicates,
+            "topic": FAULTS.dup_topic,
+            "window_start": "2026-11-22T11:20Z",
+        }
+    ]
+    unacc = {(f.suite, f.column): f for f in out.quality.failures["2026-11-22T12"]}[
+        ("audit_results", "unaccounted")
+    ]
     assert unacc.unexpected_count == 1
 
 
@@ -188,7 +225,9 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
     late.write(root, [fourteen], TOPICS)
     uncommitted = audit(spark, root, hours=[fourteen], now=LATE, quality=False)
     assert uncommitted.results["loaded_rows"].sum() == 0  # the hour without checkpoint: not read
-    assert {s.topic: s.state for s in hour_states(LocalFS(), wh, TOPICS, [fourteen], LATE)}["page_views"] == "open"
+    assert {s.topic: s.state for s in hour_states(LocalFS(), wh, TOPICS, [fourteen], LATE)}[
+        "page_views"
+    ] == "open"
     # now it commits; the audit of 14:00 reads it and indexes it: 10:00 is reopened
     late.load_facts = {}
     late.write(root, [fourteen], TOPICS)
@@ -200,7 +239,11 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
     # the re-audit reads the 14:00 load: the window holds one more event, and the hour closes
     again = audit(spark, root, hours=[HOURS[0]], quality=False)
     window = row(again, "page_views", "10:00")
-    assert (window.produced, window.loaded_unique, window.status) == (PER_WINDOW + 1, PER_WINDOW + 1, "complete")
+    assert (window.produced, window.loaded_unique, window.status) == (
+        PER_WINDOW + 1,
+        PER_WINDOW + 1,
+        "complete",
+    )
     state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
     assert state["page_views"].state == "closed" and not state["page_views"].reopened
 
@@ -208,15 +251,34 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
 # -- the command ---------------------------------------------------------------------------------
 
 
-def test_cli_summary_line_and_fail_on(spark: Any, faulty_run: tuple[Path, AuditOutcome], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_summary_line_and_fail_on(
+    spark: Any,
+    faulty_run: tuple[Path, AuditOutcome],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     root, _ = faulty_run
     copy = tmp_path / "wh"
     shutil.copytree(root, copy)
-    args = ["--warehouse", str(copy), "--hours", "2026-11-22T10..2026-11-22T12", "--now", "2026-11-22T16:00:00Z", "--no-quality", "--quiet"]
+    args = [
+        "--warehouse",
+        str(copy),
+        "--hours",
+        "2026-11-22T10..2026-11-22T12",
+        "--now",
+        "2026-11-22T16:00:00Z",
+        "--no-quality",
+        "--quiet",
+    ]
     assert audit_cli.main(args) == 0  # findings are results
     line = capsys.readouterr().out.strip()
-    assert line.startswith("audit 2026-11-22T10..2026-11-22T12: 54 windows (52 complete, 1 lost, 1 unaccounted)")
-    assert f"missing {FAULTS.lost}; duplicates {FAULTS.duplicates}; unaccounted {FAULTS.unaccounted}" in line
+    assert line.startswith(
+        "audit 2026-11-22T10..2026-11-22T12: 54 windows (52 complete, 1 lost, 1 unaccounted)"
+    )
+    assert (
+        f"missing {FAULTS.lost}; duplicates {FAULTS.duplicates}; unaccounted {FAULTS.unaccounted}"
+        in line
+    )
     assert audit_cli.main([*args, "--fail-on", "lost,unaccounted"]) == audit_cli.EXIT_FAILED_CHECKS
     assert "1 lost windows, 1 unaccounted windows" in capsys.readouterr().err
 
@@ -224,22 +286,33 @@ def test_cli_summary_line_and_fail_on(spark: Any, faulty_run: tuple[Path, AuditO
 # -- what a person opens --------------------------------------------------------------------------
 
 
-def test_report_page_renders_styled_with_the_failed_window(faulty_run: tuple[Path, AuditOutcome], chromium: Any, tmp_path: Path) -> None:
+def test_report_page_renders_styled_with_the_failed_window(
+    faulty_run: tuple[Path, AuditOutcome], chromium: Any, tmp_path: Path
+) -> None:
     from .screenshots import screenshot_path
 
     _, out = faulty_run
     page = out.report_pages["2026-11-22T10"]
     dom = chromium(page, "--dump-dom")
     assert 'data-styled="yes"' in dom  # bootstrap's stylesheet applied (computed style)
-    assert 'data-scripts="yes"' in dom and 'data-chart="yes"' in dom  # jQuery, bootstrap-table, vega ran
+    assert (
+        'data-scripts="yes"' in dom and 'data-chart="yes"' in dom
+    )  # jQuery, bootstrap-table, vega ran
     assert 'class="marks"' in dom  # the chart's SVG, drawn by vega
     failed = dom[dom.index('id="failed-windows"') :]
     failed = failed[: failed.index("</table>")]
-    assert "page_views" in failed and "10:10" in failed and "status-lost" in failed and f"<strong>{FAULTS.lost}</strong>" in failed
+    assert (
+        "page_views" in failed
+        and "10:10" in failed
+        and "status-lost" in failed
+        and f"<strong>{FAULTS.lost}</strong>" in failed
+    )
     chromium(page, f"--screenshot={screenshot_path('audit-hour.png', tmp_path)}")
 
 
-def test_data_docs_page_renders_styled_offline_with_the_failed_window(faulty_run: tuple[Path, AuditOutcome], chromium: Any, tmp_path: Path) -> None:
+def test_data_docs_page_renders_styled_offline_with_the_failed_window(
+    faulty_run: tuple[Path, AuditOutcome], chromium: Any, tmp_path: Path
+) -> None:
     from .screenshots import screenshot_path
 
     root, out = faulty_run
