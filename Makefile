@@ -47,6 +47,7 @@ typecheck: setup
 .PHONY: screenshots
 screenshots: setup
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/airflow/test_ui_live.py -q
+	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/audit_app/test_audit.py -q -k renders
 
 lint: setup typecheck
 	$(BIN)/ruff check .

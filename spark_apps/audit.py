@@ -10,7 +10,6 @@ Run `--help` for the options; docs/audit.md explains the results.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,24 +169,16 @@ def _fail_on(text: str) -> set[str]:
 
 
 def _spark():  # type: ignore[no-untyped-def]
-    """The active SparkSession (tests, Airflow tasks), or a new one (spark-submit: its master;
-    plain python: local[2])."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    """The active SparkSession (tests, Airflow tasks), or the project's session (spark-submit:
+    its master; plain python: local[2]); True when this run made it and must stop it."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
-    builder = SparkSession.builder.appName("logbroker-audit")
-    from pyspark import SparkConf
+    from spark_apps.session import build_session
 
-    if not SparkConf().contains("spark.master"):
-        builder = (
-            builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-        )
-    return builder.getOrCreate(), True
+    return build_session("logbroker-audit", master="local[2]"), True
 
 
 def summary_line(hours: list[datetime], outcome, reports: str | None) -> str:  # type: ignore[no-untyped-def]

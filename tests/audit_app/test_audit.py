@@ -270,8 +270,10 @@ def test_cli_summary_line_and_fail_on(
         "--no-quality",
         "--quiet",
     ]
-    assert audit_cli.main(args) == 0  # findings are results
-    line = capsys.readouterr().out.strip()
+    # findings are results (exit 0) unless --fail-on names them
+    assert audit_cli.main([*args, "--fail-on", "lost,unaccounted"]) == audit_cli.EXIT_FAILED_CHECKS
+    captured = capsys.readouterr()
+    line = captured.out.strip()
     assert line.startswith(
         "audit 2026-11-22T10..2026-11-22T12: 54 windows (52 complete, 1 lost, 1 unaccounted)"
     )
@@ -279,8 +281,7 @@ def test_cli_summary_line_and_fail_on(
         f"missing {FAULTS.lost}; duplicates {FAULTS.duplicates}; unaccounted {FAULTS.unaccounted}"
         in line
     )
-    assert audit_cli.main([*args, "--fail-on", "lost,unaccounted"]) == audit_cli.EXIT_FAILED_CHECKS
-    assert "1 lost windows, 1 unaccounted windows" in capsys.readouterr().err
+    assert "1 lost windows, 1 unaccounted windows" in captured.err
 
 
 # -- what a person opens --------------------------------------------------------------------------

@@ -1,0 +1,261 @@
+"""Benchmark: the audit of one day of 10-minute windows (DESIGN §3.5), and where its time goes.
+
+    .venv/bin/python bench/audit_bench.py                                  # 20 topics, 10M events
+    .venv/bin/python bench/audit_bench.py --events 1000000 --topics 20      # a quick run
+
+The warehouse is generated directly in the §3.6 layout (Parquet rows with the header columns
+and two event fields, checkpoints, and the `_audit` topic's AuditCount deltas of 8 audited
+producers): this measures the audit, not the load. On local[2] it measures, in one run:
+
+  audit_day        spark_apps.audit_run.run_audit over the 24 hours (results, indexes, GX
+                   checkpoints, Data Docs, report pages), with its steps timed
+  audit_hour       the same for one hour of the day (what the hourly DAG runs), steps timed
+  copy_hour        spark.read.parquet(<one hour of every topic>).write.parquet(): a floor of
+                   any load of that hour (a load also reads brokers, decodes Avro, dedups)
+
+and compares the audit's cost per hour with the load's rows/s from bench/results/
+spark_load.json (bench/spark_load.py) when it is there, and with copy_hour always.
+Results: bench/results/audit.json and audit.png (the plot needs matplotlib:
+.venv/bin/pip install -r bench/requirements.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from spark_apps.audit_layout import AUDIT_TOPIC  # noqa: E402
+from spark_apps.audit_run import AuditOptions, run_audit  # noqa: E402
+from spark_apps.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour  # noqa: E402
+from spark_apps.synthetic_warehouse import AUDIT_SCHEMA, EVENT_SCHEMA, write_load  # noqa: E402
+from spark_apps.warehouse_fs import as_uri  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+DAY = parse_hour("2026-11-22T00")
+PRODUCERS = [f"web-{i:02d}-2f0c9e1a-7b7d-4c55-9a3e-{i:012d}" for i in range(8)]
+
+
+def generate(root: Path, topics: int, events: int, seed: int = 7) -> dict[str, Any]:
+    """One day of `events` events over `topics` topics, every one loaded and counted."""
+    rng = np.random.default_rng(seed)
+    per_load = events // (topics * 24)
+    seq_next = np.zeros(len(PRODUCERS), dtype=np.int64)
+    audit_rows: dict[int, list[dict[str, Any]]] = {h: [] for h in range(25)}
+    started = time.perf_counter()
+    for h in range(24):
+        hour = DAY + timedelta(hours=h)
+        start = hour_ms(hour)
+        for t in range(topics):
+            topic = f"topic_{t:02d}"
+            times = start + np.sort(rng.integers(0, HOUR_MS, per_load))
+            producer = rng.integers(0, len(PRODUCERS), per_load)
+            seq = np.empty(per_load, dtype=np.int64)
+            for p in range(len(PRODUCERS)):
+                mask = producer == p
+                n = int(mask.sum())
+                seq[mask] = seq_next[p] + np.arange(n)
+                seq_next[p] += n
+            table = pa.table(
+                {
+                    "topic": pa.array(np.full(per_load, topic)),
+                    "broker_id": pa.array(np.zeros(per_load, dtype=np.int32)),
+                    "partition": pa.array((np.arange(per_load) % 8).astype(np.int32)),
+                    "offset": pa.array(np.arange(per_load, dtype=np.int64) * 160),
+                    "index": pa.array(np.zeros(per_load, dtype=np.int32)),
+                    "event_time": pa.array(
+                        times.astype("datetime64[ms]"), pa.timestamp("ms", tz="UTC")
+                    ),
+                    "server": pa.array(np.full(per_load, "web-1")),
+                    "producer_id": pa.array(np.array(PRODUCERS)[producer]),
+                    "seq": pa.array(seq),
+                    "schema_id": pa.array(np.ones(per_load, dtype=np.int64)),
+                    "load_hour": pa.array(np.full(per_load, hour.strftime("%Y-%m-%dT%H"))),
+                    "page": pa.array(np.full(per_load, "/jobs")),
+                    "user_id": pa.array(rng.integers(0, 1_000_000, per_load)),
+                },
+                schema=EVENT_SCHEMA,
+            )
+            write_load(root, topic, hour, table, committed_at=hour + timedelta(hours=1, minutes=5))
+            windows = (times - times % WINDOW_MS).astype(np.int64)
+            keys, counts = np.unique(np.stack([producer, windows]), axis=1, return_counts=True)
+            for (p, w), n in zip(keys.T, counts, strict=True):
+                arrival = int((w + WINDOW_MS + 5_000 - hour_ms(DAY)) // HOUR_MS)
+                audit_rows[arrival].append(
+                    {"p": int(p), "topic": topic, "window": int(w), "count": int(n)}
+                )
+    for h, rows in audit_rows.items():
+        hour = DAY + timedelta(hours=h)
+        table = pa.Table.from_pylist(
+            [
+                {
+                    "topic": AUDIT_TOPIC, "broker_id": 0, "partition": 0, "offset": i * 90, "index": 0,
+                    "event_time": r["window"] + WINDOW_MS, "server": "web-1", "producer_id": PRODUCERS[r["p"]],
+                    "seq": int(seq_next[r["p"]]) + i, "schema_id": 100, "load_hour": hour.strftime("%Y-%m-%dT%H"),
+                    "event_topic": r["topic"], "tier": "producer", "window_start": r["window"],
+                    "window_ms": WINDOW_MS, "count": r["count"],
+                }
+                for i, r in enumerate(rows)
+            ],
+            schema=AUDIT_SCHEMA,
+        )  # fmt: skip
+        write_load(
+            root, AUDIT_TOPIC, hour, table, committed_at=hour + timedelta(hours=1, minutes=5)
+        )
+    return {
+        "events": per_load * topics * 24,
+        "per_load": per_load,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--topics", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    from spark_apps.session import build_session
+
+    work = Path(tempfile.mkdtemp(prefix="audit-bench-"))
+    try:
+        wh_path = work / "wh"
+        print(f"generating {args.events:,} events, {args.topics} topics, 24 hours ...", flush=True)
+        made = generate(wh_path, args.topics, args.events)
+        wh = as_uri(str(wh_path))
+        spark = build_session("audit bench", master="local[2]")
+        spark.sparkContext.setLogLevel("ERROR")
+        hours = [DAY + timedelta(hours=h) for h in range(24)]
+        now = DAY + timedelta(days=1, hours=3)
+        # warm the JVM (first query compiles) on one hour, audit results discarded
+        run_audit(spark, AuditOptions(warehouse=wh, hours=hours[:1], now=now, quality=False))
+        shutil.rmtree(wh_path / "_audit_results", ignore_errors=True)
+
+        t = time.perf_counter()
+        day = run_audit(spark, AuditOptions(warehouse=wh, hours=hours, now=now))
+        day_s = time.perf_counter() - t
+        print(
+            f"audit_day   {day_s:8.1f} s  {made['events'] / day_s:>12,.0f} rows/s  {day.timings}",
+            flush=True,
+        )
+        shutil.rmtree(
+            wh_path / "_audit_results" / "_index", ignore_errors=True
+        )  # the hourly run reads its load
+
+        t = time.perf_counter()
+        hour = run_audit(spark, AuditOptions(warehouse=wh, hours=[hours[12]], now=now))
+        hour_s = time.perf_counter() - t
+        rows_hour = made["per_load"] * args.topics
+        print(
+            f"audit_hour  {hour_s:8.1f} s  {rows_hour / hour_s:>12,.0f} rows/s  {hour.timings}",
+            flush=True,
+        )
+
+        dirs = [
+            str(wh_path / f"topic_{i:02d}" / "load_hour=2026-11-22T12") for i in range(args.topics)
+        ]
+        t = time.perf_counter()
+        spark.read.parquet(*dirs).write.mode("overwrite").parquet(str(work / "copy"))
+        copy_s = time.perf_counter() - t
+        print(f"copy_hour   {copy_s:8.1f} s  {rows_hour / copy_s:>12,.0f} rows/s", flush=True)
+        spark.stop()
+
+        reconcile_day = sum(
+            v
+            for k, v in day.timings.items()
+            if k not in ("expectations and data docs", "report pages")
+        )
+        result: dict[str, Any] = {
+            "command": " ".join(sys.argv),
+            "events": made["events"],
+            "topics": args.topics,
+            "windows": len(day.results),
+            "generate_s": made["seconds"],
+            "audit_day": {
+                "seconds": day_s,
+                "rows_per_s": made["events"] / day_s,
+                "steps_s": day.timings,
+            },
+            "audit_day_reconcile_per_hour_s": reconcile_day / 24,
+            "audit_hour": {
+                "seconds": hour_s,
+                "rows": rows_hour,
+                "rows_per_s": rows_hour / hour_s,
+                "steps_s": hour.timings,
+            },
+            "copy_hour": {"seconds": copy_s, "rows_per_s": rows_hour / copy_s},
+            "statuses": day.status_counts(),
+        }
+        load = RESULTS / "spark_load.json"
+        if load.exists():
+            loaded = json.loads(load.read_text())
+            rate = _load_rate(loaded)
+            if rate:
+                load_hour_s = rows_hour / rate
+                result["load_rows_per_s"] = rate
+                result["audit_hour_vs_load_hour"] = (day_s / 24) / load_hour_s
+        result["audit_hour_vs_copy_hour"] = (day_s / 24) / copy_s
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "audit.json").write_text(json.dumps(result, indent=1) + "\n")
+        plot(result, args.out / "audit.png")
+        print(
+            json.dumps({k: v for k, v in result.items() if "vs" in k or k == "statuses"}),
+            flush=True,
+        )
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _load_rate(loaded: dict[str, Any]) -> float | None:
+    """The hourly load's rows/s in spark_load.json (its largest size)."""
+    best = None
+    for value in loaded.values() if isinstance(loaded, dict) else []:
+        if isinstance(value, dict) and "logbroker_load" in value:
+            best = value["logbroker_load"].get("rows_per_s", best)
+    if best is None and isinstance(loaded.get("logbroker_load"), dict):
+        best = loaded["logbroker_load"].get("rows_per_s")
+    return float(best) if best else None
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no plot: pip install -r bench/requirements.txt)")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title in (
+        (axes[0], "audit_day", "audit of one day"),
+        (axes[1], "audit_hour", "audit of one hour"),
+    ):
+        steps = result[key]["steps_s"]
+        ax.barh(list(steps), list(steps.values()), color="#4c78a8")
+        ax.set_title(f"{title}: {result[key]['seconds']:.1f} s")
+        ax.set_xlabel("seconds")
+        ax.invert_yaxis()
+    fig.suptitle(f"{result['events']:,} events, {result['topics']} topics, local[2]")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
