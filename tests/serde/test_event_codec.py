@@ -165,3 +165,19 @@ def test_ids_are_looked_up_once(codec, zk_client):
     finally:
         del codec.registry.schema
     assert asked == [1]
+
+
+def test_decode_batch_keeps_ids_and_errors_by_position(codec):
+    good = codec.encode("page_views", record(seq=3))
+    payloads = [good, b"{}", framing.frame(42, b""), good[:-2], good]
+    batch = codec.decode_batch(payloads, where=lambda i: f"page_views 0-0 offset {i * 100}")
+    assert batch.records[0] == batch.records[4] == record(seq=3)
+    assert batch.records[1:4] == [None, None, None]
+    assert batch.schema_ids == [1, None, 42, 1, 1]
+    assert sorted(batch.errors) == [1, 2, 3]
+    assert str(batch.errors[1]).startswith(
+        "page_views 0-0 offset 100: payload of 2 bytes is too short"
+    )
+    assert str(batch.errors[2]).startswith("page_views 0-0 offset 200: unknown schema id 42")
+    assert str(batch.errors[3]).startswith("page_views 0-0 offset 300: truncated event")
+    assert isinstance(batch.errors[2], UnknownSchemaError)

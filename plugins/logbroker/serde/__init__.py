@@ -28,7 +28,7 @@ Avro itself is fastavro's: nothing here encodes or decodes Avro data by hand exc
 and no Spark.
 """
 
-from .codec import DecodedEvent, EventCodec, EventWriter
+from .codec import DecodedBatch, DecodedEvent, EventCodec, EventWriter
 from .errors import (
     DecodeError,
     EncodeError,
@@ -58,6 +58,7 @@ __all__ = [
     "MAGIC",
     "PREFIX_SIZE",
     "DecodeError",
+    "DecodedBatch",
     "DecodedEvent",
     "EncodeError",
     "EventCodec",

@@ -8,17 +8,17 @@ Reading: the id in the frame picks the writer's schema (from the registry once p
 from this codec's dict); an optional reader schema resolves old data to a newer shape by Avro's
 rules (added fields get their defaults, promotions apply, removed fields are skipped). Records
 come back as plain dicts of Avro's underlying types: a `timestamp-millis` is an int (UTC ms),
-exactly what was written. `decode_many` is the bulk path (Spark's reader, the consumer): one
-dict lookup per payload for the schema, no parsing, no registry round trip after the first
-payload of each id; with `errors="keep"` a bad payload becomes its SerdeError in place of a
-record instead of stopping the batch.
+exactly what was written. `decode_batch` is the bulk path (Spark's reader, the consumer): at
+most one dict lookup per payload for the schema, no parsing, no registry round trip after the
+first payload of each id; a bad payload's SerdeError is kept by position and the rest are read.
+`decode_many` is the same as a list (records, or errors in place with `errors="keep"`).
 """
 
 from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, overload
 
 from fastavro import schemaless_reader, schemaless_writer
@@ -47,6 +47,15 @@ _READ_ERRORS = (
 class DecodedEvent(NamedTuple):
     schema_id: int
     record: dict[str, Any]
+
+
+class DecodedBatch(NamedTuple):
+    """What `decode_batch` read: per position a record or None, a schema id or None (not an
+    event), and the bad positions' errors."""
+
+    records: list[dict[str, Any] | None]
+    schema_ids: list[int | None]
+    errors: dict[int, SerdeError]
 
 
 def _at(where: str) -> str:
@@ -195,42 +204,82 @@ class EventCodec:
         errors="raise": the first bad payload raises (the message says its index);
         errors="keep": a bad payload's SerdeError stands in its place and the rest are read.
         """
-        keep = errors == "keep"
-        schemas = self._schemas
+        if not isinstance(payloads, Sequence):
+            payloads = list(payloads)
+        batch = self.decode_batch(payloads, reader, stop_at_error=errors == "raise")
+        if errors == "raise" and batch.errors:
+            raise batch.errors[min(batch.errors)]
+        return [
+            record if record is not None else batch.errors[i]
+            for i, record in enumerate(batch.records)
+        ]
+
+    def decode_batch(
+        self,
+        payloads: Sequence[bytes | memoryview],
+        reader: EventSchema | None = None,
+        where: Callable[[int], str] | None = None,
+        *,
+        stop_at_error: bool = False,
+    ) -> DecodedBatch:
+        """Decode many payloads; the bulk path (Spark's reader, consumers).
+
+        Per payload: its record (None if bad), its schema id (None if not an event), and for
+        the bad ones their SerdeError by position. `where(i)` names payload i in errors
+        (default "payload <i>"), e.g. "page_views 0-1 offset 1234". One dict lookup per
+        payload for its schema, none when it has the previous payload's id.
+        """
+        n = len(payloads)
+        records: list[dict[str, Any] | None] = [None] * n
+        ids: list[int | None] = [None] * n
+        errors: dict[int, SerdeError] = {}
+        name = where or _payload_name
         reader_parsed = None if reader is None else reader.reader
         unknown: dict[int, SerdeError] = {}  # ask the registry once per unknown id per call
-        out: list[dict[str, Any] | SerdeError] = []
-        append = out.append
-        for index, payload in enumerate(payloads):
+        last_id, last_schema = -1, None
+        for index in range(n):
+            payload = payloads[index]
             try:
                 if len(payload) < PREFIX_SIZE or payload[0] != 0:
-                    schema_id_of(payload, f"payload {index}")  # raises FramingError
+                    schema_id_of(payload, name(index))  # raises FramingError
                 schema_id = int.from_bytes(payload[1:PREFIX_SIZE], "big")
-                schema = schemas.get(schema_id)
-                if schema is None:
-                    if schema_id in unknown:
-                        raise unknown[schema_id]
-                    try:
-                        schema = self.schema(schema_id, f"payload {index}")
-                    except SerdeError as exc:
-                        unknown[schema_id] = exc
-                        raise
+                ids[index] = schema_id
+                if schema_id == last_id:
+                    schema = last_schema
+                else:
+                    schema = self._schemas.get(schema_id)
+                    if schema is None:
+                        if schema_id in unknown:
+                            raise type(unknown[schema_id])(
+                                f"{name(index)}: unknown schema id {schema_id}"
+                            )
+                        try:
+                            schema = self.schema(schema_id, name(index))
+                        except SerdeError as exc:
+                            unknown[schema_id] = exc
+                            raise
+                    last_id, last_schema = schema_id, schema
+                assert schema is not None
                 stream = io.BytesIO(payload)
                 stream.seek(PREFIX_SIZE)
                 try:
                     record = schemaless_reader(stream, schema.reader, reader_parsed)
                 except _READ_ERRORS as exc:
                     raise _unreadable(
-                        payload, schema_id, schema, reader, f"payload {index}", exc
+                        payload, schema_id, schema, reader, name(index), exc
                     ) from None
                 if stream.tell() != len(payload):
-                    raise _left_over(payload, schema_id, stream.tell(), f"payload {index}")
-                append(record)  # type: ignore[arg-type]
+                    raise _left_over(payload, schema_id, stream.tell(), name(index))
+                records[index] = record  # type: ignore[assignment]
             except SerdeError as exc:
-                if not keep:
-                    raise
-                append(exc)
-        return out
+                errors[index] = exc
+                if stop_at_error:
+                    break
+        return DecodedBatch(records, ids, errors)
+
+
+def _payload_name(index: int) -> str:
+    return f"payload {index}"
 
 
 def _read(
