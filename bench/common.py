@@ -1,8 +1,9 @@
 """What the benchmark's engine (run.py), its workers (worker.py) and the systems share.
 
 Nothing here is imported by the library: bench/ is a harness beside the project, not part
-of it. Times are `time.perf_counter()`, which on Linux is CLOCK_MONOTONIC, one clock for
-every process on the machine (the workers' timestamps can be compared).
+of it. Throughput is timed with `time.perf_counter()`; the one-way latency with
+`time.monotonic_ns()` (CLOCK_MONOTONIC: one clock for every process of the machine, so a
+producer's send time and a consumer's receive time compare).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -63,10 +65,87 @@ def cycled(items: Sequence[T], n: int) -> Iterator[T]:
     return itertools.islice(itertools.cycle(items), n)
 
 
-def numbered(i: int, size: int) -> bytes:
-    """A payload that starts with its sequence number (for the latency workload)."""
-    head = b"%012d" % i
-    return head + _FILL[size][len(head) :]
+# -- one-way latency (the 2014 post's end-to-end latency) -----------------------------------
+#
+# A producer process and a consumer process; the consumer is already waiting on the system
+# (XREAD BLOCK, a push consumer, a STOMP subscription, a waiting FETCH) before each send.
+# The producer stamps the payload with time.monotonic_ns() just before its send call; the
+# consumer subtracts it from its own monotonic_ns() the moment its client hands the payload
+# over. CLOCK_MONOTONIC is one clock for every process of a Linux machine, so the two
+# readings compare. One message in flight: the consumer acknowledges each message over a
+# Unix socket (untimed) and the producer sends the next one a short pause after that, so that
+# the consumer has asked the system for the next message again by then.
+
+STAMP = struct.Struct(">qq")  # sequence number, send time (monotonic ns)
+ONE_WAY_PAUSE_S = 0.0003  # after an ack: the consumer is back waiting before the next send
+
+
+def stamped(template: bytearray, seq: int) -> bytes:
+    """The payload for message `seq`, stamped with the time now (call just before send)."""
+    STAMP.pack_into(template, 0, seq, time.monotonic_ns())
+    return bytes(template)
+
+
+def stamp_template(size: int) -> bytearray:
+    return bytearray(_FILL[size])
+
+
+def one_way_consumer(
+    total: int,
+    warmup: int,
+    receive: Callable[[], bytes | memoryview | tuple[bytes, int]],
+    ack_path: str,
+    ready: Callable[[], None],
+) -> dict[str, list[float]]:
+    """The consumer's side: `receive` blocks until the next message is handed over (or
+    returns (payload, monotonic_ns) read in the callback a client's own thread called)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(ack_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(ack_path)
+    listener.listen(1)
+    ready()  # subscribed and listening: the engine starts the producer now
+    listener.settimeout(120)
+    ack, _ = listener.accept()
+    ack.settimeout(None)
+    now = time.monotonic_ns
+    unpack = STAMP.unpack_from
+    out: list[float] = []
+    try:
+        for i in range(total):
+            got = receive()
+            t1 = now()
+            # a client that hands messages to a callback in its own thread: the callback's time
+            data, t1 = got if isinstance(got, tuple) else (got, t1)
+            seq, t0 = unpack(data, 0)
+            if seq != i:
+                raise BenchError(f"latency: expected message {i}, got {seq}")
+            if i >= warmup:
+                out.append((t1 - t0) / 1e6)
+            ack.send(b"k")
+    finally:
+        ack.close()
+        listener.close()
+    return {"latencies_ms": out}
+
+
+def one_way_producer(
+    total: int, size: int, send: Callable[[bytes], object], ack_path: str
+) -> dict[str, int]:
+    """The producer's side: one stamped message at a time, the next after the consumer's ack."""
+    ack = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ack.connect(ack_path)
+    template = stamp_template(size)
+    pause = ONE_WAY_PAUSE_S
+    try:
+        for i in range(total):
+            send(stamped(template, i))
+            if not ack.recv(1):
+                raise BenchError("latency: the consumer went away")
+            time.sleep(pause)
+    finally:
+        ack.close()
+    return {"messages": total}
 
 
 class _Fill(dict[int, bytes]):
@@ -76,34 +155,6 @@ class _Fill(dict[int, bytes]):
 
 
 _FILL = _Fill()
-
-
-def number_of(data: bytes | memoryview) -> int:
-    return int(bytes(data[:12]))
-
-
-def round_trips(
-    n: int,
-    size: int,
-    warmup: int,
-    send: Callable[[bytes], object],
-    receive: Callable[[], bytes | memoryview],
-) -> dict[str, list[float]]:
-    """The latency workload's loop, the same for every system: one numbered message in
-    flight, timed from `send` until `receive` has it back; the first `warmup` don't count."""
-    clock = time.perf_counter
-    out: list[float] = []
-    for i in range(warmup + n):
-        data = numbered(i, size)
-        t0 = clock()
-        send(data)
-        got = receive()
-        t1 = clock()
-        if number_of(got) != i:
-            raise BenchError(f"latency: expected message {i}, got {number_of(got)}")
-        if i >= warmup:
-            out.append((t1 - t0) * 1000)
-    return {"latencies_ms": out}
 
 
 _PAGES = (

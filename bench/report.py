@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 PEERS = ("rabbitmq", "activemq", "redis")
-SYSTEM_ORDER = ("logbroker", "rabbitmq", "activemq", "redis", "tcp")
+SYSTEM_ORDER = ("logbroker", "rabbitmq", "activemq", "redis", "redis_c", "tcp")
 COLORS = {
     "logbroker": "#1f77b4",
     "rabbitmq": "#ff7f0e",
     "activemq": "#2ca02c",
     "redis": "#d62728",
+    "redis_c": "#e377c2",
     "tcp": "#7f7f7f",
 }
 WORKLOADS = (

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         "group_consume",
         "produce_json",
         "consume_json",
+        "latency_consume",
     )
     if needs_ready:
         params["ready"] = ready

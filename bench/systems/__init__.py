@@ -26,6 +26,7 @@ Worker side (worker.py, a fresh process per measured workload):
 
 `ready()` is called once the client is connected and set up, just before the clock starts;
 in workloads with two processes at once it blocks until the engine says go to both.
+`module.WORKLOADS` (optional) names the only workloads a system runs (redis_c, a reference).
 `module.BATCHING` says, per batch size, what "a batch" means for that system's client.
 """
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-NAMES = ("logbroker", "rabbitmq", "activemq", "redis", "tcp")
+NAMES = ("logbroker", "rabbitmq", "activemq", "redis", "redis_c", "tcp")
 PEERS = ("rabbitmq", "activemq", "redis")
 
 

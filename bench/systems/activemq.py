@@ -19,6 +19,7 @@ Client: stomp.py (STOMP 1.2), queues, `persistent: true`.
 
 from __future__ import annotations
 
+import queue
 import shutil
 import subprocess
 import threading
@@ -33,9 +34,10 @@ from common import (
     batches,
     cycled,
     free_port,
+    one_way_consumer,
+    one_way_producer,
     payloads,
     port_open,
-    round_trips,
     spawn,
     stop_pid,
     wait_for,
@@ -186,8 +188,11 @@ class _Listener:
         self.last_body: bytes = b""
         self.arrived = threading.Event()
         self.error: str | None = None
+        self.handoff: queue.SimpleQueue[tuple[bytes, int]] | None = None
 
     def on_message(self, frame: Any) -> None:
+        if self.handoff is not None:
+            self.handoff.put((frame.body, time.monotonic_ns()))
         self.count += 1
         body = frame.body
         self.bytes += len(body)
@@ -309,27 +314,36 @@ class Client:
             raise BenchError(f"activemq: consumed {count} of {n}")
         return {"messages": count, "seconds": t1 - t0, "payload_bytes": nbytes}
 
-    def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
-        pub, _ = self._connect()
+    def latency_consume(
+        self, topic: str, total: int, warmup: int, ack_path: str, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The one-way latency's consumer: a STOMP subscription; stomp.py calls on_message in
+        its receiver thread, which is where the application gets the message (timed there)."""
         sub, listener = self._connect()
         dest = self._dest(topic)
         rid = "subscribed"
         listener.receipts[rid] = threading.Event()
+        arrivals: queue.SimpleQueue[tuple[bytes, int]] = queue.SimpleQueue()
+        listener.handoff = arrivals
         sub.subscribe(dest, id="1", ack="auto", receipt=rid)
-        listener.receipts[rid].wait(30)
+        if not listener.receipts[rid].wait(30):
+            raise BenchError("activemq: no receipt for the subscription")
+
+        def receive() -> tuple[bytes, int]:
+            try:
+                return arrivals.get(timeout=30)
+            except queue.Empty:
+                raise BenchError(f"activemq: a message did not arrive ({listener.error})") from None
+
+        return one_way_consumer(total, warmup, receive, ack_path, ready)
+
+    def latency_produce(self, topic: str, total: int, size: int, ack_path: str) -> dict[str, Any]:
+        pub, _ = self._connect()
+        dest = self._dest(topic)
         headers = {"persistent": "true"}
-        arrived = listener.arrived
-
-        def send(data: bytes) -> None:
-            arrived.clear()
-            pub.send(dest, data, headers=headers)
-
-        def receive() -> bytes:
-            if not arrived.wait(30):
-                raise BenchError(f"activemq: a message did not arrive ({listener.error})")
-            return listener.last_body  # type: ignore[no-any-return]
-
-        return round_trips(n, size, warmup, send, receive)
+        return one_way_producer(
+            total, size, lambda data: pub.send(dest, data, headers=headers), ack_path
+        )
 
     def group_consume(
         self,

@@ -9,7 +9,8 @@ Client: the project's own clients, as a user would call them.
            (batch 1) or one `send` of a list of 50 (batch 50: one message set, one request);
            the clock stops when the broker's latest offset shows every message appended.
   consume  SimpleConsumer, fetch size = 1000 messages of the set's entry size (~205 KiB).
-  latency  send one message, then FETCH_WAIT for it (the broker answers on the append).
+  latency  one way: a producer process sends, a consumer process waits at the end of the log
+           (SimpleConsumer.iter_messages with stop_at_end=False: a pipelined FETCH_WAIT)
   group    GroupConsumer (ZooKeeper rebalancing, FETCH_WAIT fetchers), one stream a process.
 """
 
@@ -20,7 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, batches, cycled, payload, payloads, round_trips
+from common import (
+    BenchError,
+    batches,
+    cycled,
+    one_way_consumer,
+    one_way_producer,
+    payload,
+    payloads,
+)
 
 ENTRY_OVERHEAD = 10  # int32 size, magic 1, attributes, CRC32
 GROUP_TOPIC = "grp"
@@ -211,27 +220,24 @@ class Client:
         t1 = time.perf_counter()
         return {"messages": count, "seconds": t1 - t0, "payload_bytes": nbytes, "fetches": fetches}
 
-    def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
-        from logbroker.protocol.message_set import iter_messages
-        from logbroker.protocol.requests import FetchRequest
-
+    def latency_consume(
+        self, topic: str, total: int, warmup: int, ack_path: str, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The one-way latency's consumer: SimpleConsumer.iter_messages waiting at the end of
+        the log (FETCH_WAIT, pipelined: the next waiting fetch is sent before a message is
+        handed over)."""
         producer = self._producer()
-        consumer = self._consumer()
-        producer.send(topic, payload(size))  # creates the topic
-        self._wait_stored(consumer, topic, size + ENTRY_OVERHEAD)
-        offset = self._latest(consumer, topic)
+        consumer = self._consumer(fetch_size=64 * 1024)
+        producer.send(topic, payload(64))  # creates the topic
+        self._wait_stored(consumer, topic, 64 + ENTRY_OVERHEAD)
+        start = self._latest(consumer, topic)
+        messages = consumer.iter_messages(topic, 0, start, stop_at_end=False, max_wait_ms=10_000)
+        return one_way_consumer(total, warmup, lambda: next(messages).payload, ack_path, ready)
 
-        def receive() -> bytes:
-            nonlocal offset
-            while True:  # a waiting fetch: answered as soon as the message is appended
-                result = consumer.fetch_wait([FetchRequest(topic, 0, offset, 64 * 1024)], 1000)[0]
-                if isinstance(result, Exception):
-                    raise result
-                for m in iter_messages(result.data, offset):
-                    offset = m.next_offset
-                    return m.payload
-
-        return round_trips(n, size, warmup, lambda data: producer.send(topic, data), receive)
+    def latency_produce(self, topic: str, total: int, size: int, ack_path: str) -> dict[str, Any]:
+        producer = self._producer()
+        send = producer.send
+        return one_way_producer(total, size, lambda data: send(topic, data), ack_path)
 
     def group_consume(
         self,

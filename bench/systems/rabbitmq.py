@@ -15,7 +15,8 @@ Client: pika, the default exchange, routing key = queue name, delivery_mode 2.
            would add a synchronous commit). No confirms in either: like 0.7's producer.
            The clock stops when the queue holds every message (queue.declare passive).
   consume  basic_qos(prefetch_count=1000), basic_consume with auto_ack, BlockingConnection
-  latency  publish on one connection, basic_consume callback on another
+  latency  one way: a producer process publishes, a consumer process's basic_consume
+           callback receives
   group    competing consumers on the one queue (RabbitMQ's way to share a queue)
 """
 
@@ -35,9 +36,10 @@ from common import (
     batches,
     cycled,
     free_port,
+    one_way_consumer,
+    one_way_producer,
     payloads,
     port_open,
-    round_trips,
     spawn,
     stop_pid,
     wait_for,
@@ -334,13 +336,15 @@ class Client:
             raise BenchError(f"rabbitmq: consumed {count} of {n}")
         return {"messages": count, "seconds": t1 - t0, "payload_bytes": nbytes}
 
-    def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
-        _pc, pub = self._blocking()
+    def latency_consume(
+        self, topic: str, total: int, warmup: int, ack_path: str, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The one-way latency's consumer: a push consumer (basic_consume, auto_ack); pika's
+        BlockingConnection calls the callback inside process_data_events, in this thread."""
         cconn, sub = self._blocking()
-        self._declare(pub, topic)
+        self._declare(sub, topic)
         got: list[bytes] = []
         sub.basic_consume(topic, lambda _c, _m, _p, body: got.append(body), auto_ack=True)
-        props = self.props
         process = cconn.process_data_events
 
         def receive() -> bytes:
@@ -351,9 +355,13 @@ class Client:
                 raise BenchError("latency: more than one message in flight")
             return body
 
-        return round_trips(
-            n, size, warmup, lambda data: pub.basic_publish("", topic, data, props), receive
-        )
+        return one_way_consumer(total, warmup, receive, ack_path, ready)
+
+    def latency_produce(self, topic: str, total: int, size: int, ack_path: str) -> dict[str, Any]:
+        _pc, pub = self._blocking()
+        props = self.props
+        publish = pub.basic_publish
+        return one_way_producer(total, size, lambda data: publish("", topic, data, props), ack_path)
 
     def group_consume(
         self,

@@ -5,11 +5,13 @@ everysec --save ""`: the AOF is the persistence (the closest relative of a 0.7 l
 also fsyncs on a timer); RDB snapshots are off so that no fork writes the whole dataset in
 the middle of a measurement. Everything else is Redis' default, AOF rewrites included.
 
-Client: redis-py, one XADD per message with the field "d" = the payload.
+Client: redis-py with hiredis (its C reply parser, which redis-py uses whenever it is
+installed and recommends: redis.utils.HIREDIS_AVAILABLE must be true or redis is skipped),
+one XADD per message with the field "d" = the payload.
   produce  batch 1: `xadd` per message (one round trip each); batch 50: a non-transactional
            `pipeline()` of 50 XADDs, one round trip per 50
   consume  XREAD COUNT 1000 from the last id
-  latency  XADD, then XREAD BLOCK on a second connection
+  latency  one way: a producer process XADDs, a consumer process waits in XREAD BLOCK
   group    XREADGROUP ... NOACK (auto-acknowledge), COUNT 1000, one consumer per process
 """
 
@@ -27,9 +29,10 @@ from common import (
     batches,
     cycled,
     free_port,
+    one_way_consumer,
+    one_way_producer,
     payload,
     payloads,
-    round_trips,
     spawn,
     stop_pid,
     wait_for,
@@ -53,9 +56,12 @@ def available() -> tuple[bool, str]:
     if not shutil.which("redis-server"):
         return False, "redis-server is not installed (bash bench/install-peers.sh)"
     try:
-        import redis  # noqa: F401
+        import redis.utils
     except ImportError:
         return False, "redis-py is not installed (bash bench/install-peers.sh)"
+    if not redis.utils.HIREDIS_AVAILABLE:
+        # Without it redis-py parses every reply in Python and measures itself, not Redis.
+        return False, "hiredis is not installed for redis-py (bash bench/install-peers.sh)"
     return True, ""
 
 
@@ -65,9 +71,15 @@ def versions() -> dict[str, str]:
     out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
     return {
         "server": out.split(" sha=")[0].strip(),
-        "client": f"redis-py {redis.__version__}",
+        "client": f"redis-py {redis.__version__} with hiredis {_hiredis_version()}",
         "debian": _dpkg("redis-server"),
     }
+
+
+def _hiredis_version() -> str:
+    import hiredis
+
+    return str(hiredis.__version__)
 
 
 def _dpkg(package: str) -> str:
@@ -203,21 +215,25 @@ class Client:
             last = entries[-1][0]
         return {"messages": count, "seconds": time.perf_counter() - t0, "payload_bytes": nbytes}
 
-    def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
-        producer, consumer = self._conn(), self._conn()
-        last = producer.xadd(topic, {b"d": payload(size)})
+    def latency_consume(
+        self, topic: str, total: int, warmup: int, ack_path: str, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The one-way latency's consumer: XREAD BLOCK 0 COUNT 1 from the last id seen."""
+        r = self._conn()
+        last = r.xadd(topic, {b"d": payload(64)})
 
         def receive() -> bytes:
             nonlocal last
-            reply = None
-            while not reply:
-                reply = consumer.xread({topic: last}, count=1, block=1000)
-            last, got = reply[0][1][0]
-            return got[b"d"]  # type: ignore[no-any-return]
+            reply = r.xread({topic: last}, count=1, block=0)
+            last, fields = reply[0][1][0]
+            return fields[b"d"]  # type: ignore[no-any-return]
 
-        return round_trips(
-            n, size, warmup, lambda data: producer.xadd(topic, {b"d": data}), receive
-        )
+        return one_way_consumer(total, warmup, receive, ack_path, ready)
+
+    def latency_produce(self, topic: str, total: int, size: int, ack_path: str) -> dict[str, Any]:
+        r = self._conn()
+        xadd = r.xadd
+        return one_way_producer(total, size, lambda data: xadd(topic, {b"d": data}), ack_path)
 
     def group_consume(
         self,

@@ -8,8 +8,8 @@ exchange for the workload, and the client sends or receives them with sendall/re
            messages at batch 50); the server reads them all and answers one byte at the end
   consume  the client asks for 1000 messages' worth of bytes (~205 KiB, a fetch) and the
            server sends that many bytes of a real message set, until n messages came
-  latency  one message's frame to the server and back (echo): two hops, as producer ->
-           broker -> consumer
+  latency  one way, no server: the producer process's socket straight to the consumer
+           process (a 4-byte size and the 200-byte message)
   growth   (the machine's limit for workload 6: TCP stores nothing) the same 50-message
            sets appended to one file in the work directory with os.write, fsynced by a
            second thread every 10,000 messages (the broker's log.flush.interval): what the
@@ -31,7 +31,18 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import LOOPBACK, BenchError, free_port, payload, port_open, spawn, stop_pid, wait_for
+from common import (
+    LOOPBACK,
+    BenchError,
+    free_port,
+    one_way_consumer,
+    one_way_producer,
+    payload,
+    port_open,
+    spawn,
+    stop_pid,
+    wait_for,
+)
 
 ENTRY_OVERHEAD = 10
 _Q = struct.Struct(">q")
@@ -215,22 +226,42 @@ class Client:
         sock.sendall(_I.pack(0))
         return {"messages": count, "seconds": t1 - t0}
 
-    def latency(self, topic: str, n: int, size: int, warmup: int) -> dict[str, Any]:
-        sock = self._connect(b"E")
-        body = payload(frame_size(1, size, topic) - 4)
-        frame = _I.pack(len(body)) + body
-        buf = bytearray(len(frame))
-        view = memoryview(buf)
-        clock = time.perf_counter
-        out = []
-        for i in range(warmup + n):
-            t0 = clock()
-            sock.sendall(frame)
-            _read_exactly(sock, view, len(frame))
-            t1 = clock()
-            if i >= warmup:
-                out.append((t1 - t0) * 1000)
-        return {"latencies_ms": out}
+    def latency_consume(
+        self, topic: str, total: int, warmup: int, ack_path: str, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """One way with nothing between: the producer process's socket straight to this one
+        (no server hop, no storage): the floor under every system's one-way latency."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind((LOOPBACK, 0))
+        listener.listen(1)
+        Path(ack_path + ".port").write_text(str(listener.getsockname()[1]))
+        conns: list[socket.socket] = []
+        head = memoryview(bytearray(4))
+
+        def receive() -> bytes:
+            if not conns:
+                conn, _ = listener.accept()
+                _tune(conn)
+                conns.append(conn)
+                self._socks.append(conn)
+            _read_exactly(conns[0], head, 4)
+            (n,) = _I.unpack(head)
+            buf = bytearray(n)
+            _read_exactly(conns[0], memoryview(buf), n)
+            return buf
+
+        try:
+            return one_way_consumer(total, warmup, receive, ack_path, ready)
+        finally:
+            listener.close()
+
+    def latency_produce(self, topic: str, total: int, size: int, ack_path: str) -> dict[str, Any]:
+        port = int(Path(ack_path + ".port").read_text())
+        sock = socket.create_connection((LOOPBACK, port), timeout=60)
+        _tune(sock)
+        self._socks.append(sock)
+        head = _I.pack(size)
+        return one_way_producer(total, size, lambda data: sock.sendall(head + data), ack_path)
 
     def drop(self, topic: str) -> None:
         pass

@@ -1,7 +1,7 @@
 """The benchmark's quick mode keeps bench/ working: it runs, and writes the records it should.
 
 Nothing here is about speed: no number is compared with anything. The peers (RabbitMQ,
-ActiveMQ, Redis) are measured only where bench/install-peers.sh installed them; nothing is
+ActiveMQ, Redis, and Redis driven by redis-benchmark) are measured only where bench/install-peers.sh installed them; nothing is
 installed here.
 """
 
@@ -50,7 +50,8 @@ def installed_peers() -> set[str]:
     try:
         import systems
 
-        return {name for name in systems.PEERS if systems.load(name).available()[0]}
+        names = (*systems.PEERS, "redis_c")
+        return {name for name in names if systems.load(name).available()[0]}
     finally:
         sys.path.remove(str(BENCH))
 
@@ -89,8 +90,16 @@ def test_quick_run_writes_every_record(tmp_path: Path) -> None:
     assert found["logbroker"] == {**COMMON, **STORED, **LOGBROKER_ONLY}
     growth = {w: u for w, u in STORED.items() if w.startswith("growth")}
     assert found["tcp"] == {**COMMON, **growth}  # growth: plain file appends
-    for peer in expected - {"logbroker", "tcp"}:
+    for peer in expected - {"logbroker", "tcp", "redis_c"}:
         assert found[peer] == {**COMMON, **STORED}
+    if "redis_c" in expected:  # the C client's reference row: throughput and disk only
+        assert set(found["redis_c"]) == {
+            "produce_batch1",
+            "produce_batch50",
+            "consume",
+            "disk_bytes_per_message",
+            "disk_overhead_per_message",
+        }
 
     run = json.loads((out / "run.json").read_text())
     assert run["run_id"] == records[0]["run_id"] and run["errors"] == []
