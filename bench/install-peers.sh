@@ -5,8 +5,8 @@
 #
 # Debian packages: rabbitmq-server (3.10, with Erlang and epmd), activemq (5.17, KahaDB),
 # redis-server (7.0, with redis-tools: redis-benchmark, the C client of the redis_c reference
-# row). The Python clients come from bench/requirements.txt (redis-py with hiredis). The benchmark starts its own copies of these servers on 127.0.0.1 with
-# data in a work directory; the system services that apt would start are kept from starting
+# row). The Python clients come from bench/requirements.txt (redis-py with hiredis). The
+# benchmark starts its own copies of these servers on 127.0.0.1 with data in a work directory; the system services that apt would start are kept from starting
 # (a policy-rc.d that says "no" for the duration of the install) and, if they run anyway,
 # are stopped afterwards. Idempotent: installed packages are skipped.
 set -euo pipefail
