@@ -837,6 +837,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="servers' data (default: a new directory under $TMPDIR)",
     )
+    p.add_argument(
+        "--latency-messages",
+        type=int,
+        default=None,
+        help="messages timed by the one-way latency workload (default 10000; quick 200)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the servers' data")
     p.add_argument(
         "--profile",
@@ -854,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     args.reps = args.reps or cfg["reps"]
+    if args.latency_messages:
+        cfg["latency"] = args.latency_messages
     args.growth_gb = cfg["growth_gb"] if args.growth_gb is None else args.growth_gb
     args.growth_peer_gb = (
         cfg["growth_peer_gb"] if args.growth_peer_gb is None else (args.growth_peer_gb)

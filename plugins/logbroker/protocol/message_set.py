@@ -233,7 +233,9 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
     UnknownMagicError, UnknownCodecError) naming the offset of the first damaged entry.
     """
     # The consumer's hot loop: one pass over an immutable copy, payloads sliced out of it,
-    # headers read inline (this runs once per message a consumer sees).
+    # headers read inline (this runs once per message a consumer sees). Literals instead of
+    # the module's constants and locals for everything: each global lookup is a dict lookup
+    # per message.
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     length = len(data)
     unpack_int = _INT32.unpack_from
@@ -241,27 +243,26 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
     unpack_magic1 = ENTRY_MAGIC1.unpack_from
     crc32 = zlib.crc32
     make = tuple.__new__
+    message = Message
+    last_header = length - 10  # a magic-1 entry's header (size, magic, attributes, crc) fits
     pos = 0
     while pos + ENTRY_OVERHEAD <= length:
-        # Fast path: a whole, uncompressed magic-1 entry (what nearly every entry is),
-        # its header read in one call.
-        if pos + ENTRY_OVERHEAD + MAGIC1_HEADER <= length:
+        # Fast path: whole, uncompressed magic-1 entries (what nearly every entry is), each
+        # header read in one call; anything else drops to the general path below.
+        while pos <= last_header:
             size, magic, attributes, crc = unpack_magic1(data, pos)
-            end = pos + ENTRY_OVERHEAD + size
-            if (
-                magic == 1
-                and not attributes & CODEC_MASK
-                and size >= MAGIC1_HEADER
-                and end <= length
-            ):
-                payload = data[pos + 10 : end]
-                if crc32(payload) != crc:
-                    raise CorruptMessageError(
-                        f"CRC mismatch in the entry at offset {base_offset + pos}"
-                    )
-                yield make(Message, (base_offset + pos, base_offset + end, payload, 1, attributes))
-                pos = end
-                continue
+            end = pos + 4 + size
+            if magic != 1 or attributes & 3 or size < 6 or end > length:
+                break
+            payload = data[pos + 10 : end]
+            if crc32(payload) != crc:
+                raise CorruptMessageError(
+                    f"CRC mismatch in the entry at offset {base_offset + pos}"
+                )
+            yield make(message, (base_offset + pos, base_offset + end, payload, 1, attributes))
+            pos = end
+        if pos + ENTRY_OVERHEAD > length:
+            return
         (size,) = unpack_int(data, pos)
         offset = base_offset + pos
         if size < MIN_MESSAGE_SIZE:

@@ -238,7 +238,16 @@ class ClientConnection(asyncio.Protocol):
 
     async def _send_async(self, outcome: object) -> None:
         try:
-            response: Response = await outcome if inspect.isawaitable(outcome) else outcome  # type: ignore[assignment]
+            response: Response
+            if inspect.isawaitable(outcome):
+                response = await outcome
+                if self.closed or self.transport is None or self.transport.is_closing():
+                    return
+                # Straight out, as an immediate answer goes (os.sendfile): loop.sendfile
+                # would cost several more loop turns before a woken fetch's first byte.
+                response = self._send_now(response) or []
+            else:
+                response = outcome  # type: ignore[assignment]
             transport = self.transport
             for part in response:
                 # A transport asyncio is closing (the client went away; connection_lost is
