@@ -144,6 +144,25 @@ def test_waiting_fetch_returns_as_soon_as_data_arrives(broker_factory):
     assert [m.payload for m in got] == [b"second"]
 
 
+def test_waiting_iterator_follows_the_log_message_by_message_and_in_bulk(broker_factory):
+    # stop_at_end=False: small answers (caught up) are handed over before the next waiting
+    # fetch goes out, full ones are pipelined; either way every message comes once, in order
+    broker = broker_factory()
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        p.send("follow", b"m0")
+        with SimpleConsumer(broker.host, broker.port, fetch_size=4096, timeout=60) as c:
+            stream = c.iter_messages("follow", 0, 0, stop_at_end=False, max_wait_ms=600_000)
+            assert next(stream).payload == b"m0"
+            for i in range(1, 4):  # one at a time, each sent while the iterator waits
+                p.send("follow", b"m%d" % i)
+                assert next(stream).payload == b"m%d" % i
+            bulk = [b"b%03d" % i for i in range(500)]  # many fetches of 4096 bytes
+            p.send("follow", bulk)
+            got = [next(stream).payload for _ in bulk]
+            stream.close()
+    assert got == bulk
+
+
 def test_async_producer_batches_and_flushes(broker_factory):
     broker = broker_factory()
     producer = Producer(broker_list=f"{broker.host}:{broker.port}")

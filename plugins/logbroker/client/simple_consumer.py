@@ -197,7 +197,9 @@ class SimpleConsumer:
     ) -> Iterator[Message]:
         """Every message from `offset` on; stops at the end of the log unless told to wait.
 
-        Fetches are pipelined: the next one is on its way while this one is decoded.
+        Fetches are pipelined: the next one is on its way while this one is decoded, except
+        when a waiting fetch (stop_at_end=False) brought back less than half its size: caught
+        up with the producer, the messages are handed over first (lower latency).
         """
         size = self.fetch_size
         wait = 0 if stop_at_end else max_wait_ms
@@ -210,11 +212,18 @@ class SimpleConsumer:
                 data = self._fetch_response(conn.receive(), topic, partition, offset, wait)
                 in_flight = False
                 end = whole_entries_end(data)
-                if end:
+                if end and (not wait or end * 2 >= size):
                     conn.send(
                         self._fetch_request(topic, partition, offset + end, self.fetch_size, wait)
                     )
                     in_flight = True
+                    yield from iter_messages(memoryview(data)[:end], offset)
+                    offset, size = offset + end, self.fetch_size
+                    continue
+                if end:
+                    # Caught up with a waiting fetch (a small answer): the messages go to the
+                    # application first and the next fetch after them, so that its send is
+                    # not in the way of the message (the broker waits for new data anyway).
                     yield from iter_messages(memoryview(data)[:end], offset)
                     offset, size = offset + end, self.fetch_size
                     continue
