@@ -16,7 +16,10 @@ Worker side (worker.py, a fresh process per measured workload):
     client = module.Client(endpoint)
     client.produce(topic, n, size, batch, ready)          -> {"messages", "seconds"}
     client.consume(topic, n, batch_bytes, ready)          -> {"messages", "seconds", ...}
-    client.latency(topic, n, size, warmup)                -> {"latencies_ms": [...]}
+    client.latency_consume(topic, total, warmup, ack_path, ready)
+                                                          -> {"latencies_ms": [...]}
+    client.latency_produce(topic, total, size, ack_path)  (the one-way latency's two
+                                                          processes: common.one_way_*)
     client.group_consume(topic, group, members, expect, idle_s, ready)
                                                           -> {"messages", "seconds"}
     client.load(topic, n, size, partitions)               (not timed: preloads a topic)
