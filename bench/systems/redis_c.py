@@ -45,6 +45,10 @@ CONSUMING = "redis-benchmark XRANGE - + COUNT 1000 (C client, hiredis reader)"
 def available() -> tuple[bool, str]:
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         return False, "redis-server / redis-benchmark are not installed (bench/install-peers.sh)"
+    try:
+        import redis  # noqa: F401  (versions() and drop() use redis-py)
+    except ImportError:
+        return False, "redis-py is not installed (bash bench/install-peers.sh)"
     return True, ""
 
 
