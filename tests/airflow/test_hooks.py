@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -71,8 +72,15 @@ def test_end_offsets_lag_and_the_mirror_trigger(cluster) -> None:  # type: ignor
     with hook.producer() as producer:
         for i in range(20):
             producer.send("events", [b"m%03d" % i], key=str(i))
-    targets = hook.end_offsets(["events"])
-    assert sum(targets["events"].values()) == 20 * (10 + 4)  # 10 bytes of header per message
+    # a broker registers a new topic in ZooKeeper just after its first append: wait for both
+    deadline = time.monotonic() + 30
+    while True:
+        targets = hook.end_offsets(["events"])
+        total = sum(targets.get("events", {}).values())
+        if total == 20 * (10 + 4) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert total == 20 * (10 + 4)  # 10 bytes of header per message
     assert hook.committed_offsets("mirror-x") == {}
 
     trigger = MirrorCaughtUpTrigger(cluster.connect, "mirror-x", targets, poll_interval=0.2)
