@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,14 @@ def test_cluster_page_lists_brokers_topics_and_sizes(  # type: ignore[no-untyped
             {"conn_type": "logbroker", "host": "127.0.0.1:1/nothing", "extra": {"timeout_s": 1}}
         ),
     )
-    page = TestClient(create_app(pipeline_settings(tmp_path), require_login=False)).get("/cluster")
+    client = TestClient(create_app(pipeline_settings(tmp_path), require_login=False))
+    # the broker registers the new topic in ZooKeeper just after its first append: wait for it
+    deadline = time.monotonic() + 30
+    while True:
+        page = client.get("/cluster")
+        if ">page_views<" in page.text or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert page.status_code == 200
     live = page.text.split('data-cluster="analysis"')[0]
     assert re.search(r"0 at 127\.0\.0\.1:\d+, 1 at 127\.0\.0\.1:\d+", live)
