@@ -85,13 +85,7 @@ class PeakMemory(threading.Thread):
 
 def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
     """n events to the topic (batches of 500) and as JSON lines; returns payload bytes."""
-    import io
-
-    import fastavro
-
-    parsed = fastavro.parse_schema(PAGE_VIEW)
-    schema_id = cluster.schema_ids[topic]
-    prefix = bytes([0]) + schema_id.to_bytes(4, "big")
+    writer = cluster.codec().writer(topic)  # logbroker.serde: the subject's latest schema
     total = 0
     from logbroker.client.producer import Producer
 
@@ -110,9 +104,7 @@ def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
                 "referrer": None if seq % 3 else "https://search.example.com/?q=logs",
                 "tags": ["news", "tech"][: seq % 3],
             }
-            body = io.BytesIO()
-            fastavro.schemaless_writer(body, parsed, record)
-            payload = prefix + body.getvalue()
+            payload = writer.encode(record)
             total += len(payload)
             batch.append(payload)
             out.write(json.dumps(record) + "\n")

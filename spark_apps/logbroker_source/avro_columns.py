@@ -18,8 +18,10 @@
 The reader schema of a topic is the latest version of the subject named after it (DESIGN.md
 §3.4); each event is decoded with its writer's schema (by id) resolved to it, so old
 versions read as the new one. Several topics: the union of their fields by name (a field
-name with two types is an error). A batch of payloads is decoded in bulk by logbroker.serde,
-then turned into Arrow columns, one list per column.
+name with two types is an error). A batch of payloads is decoded in bulk by logbroker.serde
+(logical types read as their base types), then turned into Arrow columns, one list per
+column; top-level timestamp, date and decimal fields become those Spark types, nested ones
+keep their base types (long, int, bytes).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from pyspark.sql.types import (
 )
 
 from ..ranges import Chunk, PartitionRange
-from .events import EventDecoding, reader_schemas
+from .events import EventDecoding, ReaderSchema, reader_schemas
 from .options import SourceOptions
 from .raw_columns import position_arrays
 
@@ -87,8 +89,12 @@ class AvroColumnError(ValueError):
     """An event schema has a field this source cannot make a column of: named, with why."""
 
 
-def spark_type(node: Any, named: dict[str, DataType], where: str) -> DataType:
-    """The Spark type of an Avro schema node (`named` collects named types as it goes)."""
+def spark_type(node: Any, named: dict[str, DataType], where: str, top: bool = False) -> DataType:
+    """The Spark type of an Avro schema node (`named` collects named types as it goes).
+
+    Logical types are kept for top-level fields only (timestamp, date, decimal columns);
+    nested ones are their base types, as serde's reader returns them.
+    """
     if isinstance(node, str):
         if node in _PRIMITIVES:
             return _PRIMITIVES[node]
@@ -105,10 +111,10 @@ def spark_type(node: Any, named: dict[str, DataType], where: str) -> DataType:
             raise AvroColumnError(
                 f"{where}: a union of {len(branches)} non-null types cannot be one column"
             )
-        return spark_type(branches[0], named, where)
+        return spark_type(branches[0], named, where, top)
     if not isinstance(node, dict):
         raise AvroColumnError(f"{where}: not an Avro schema: {node!r}")
-    kind, logical = node.get("type"), node.get("logicalType")
+    kind, logical = node.get("type"), node.get("logicalType") if top else None
     if logical in ("timestamp-millis", "timestamp-micros"):
         return TimestampType()
     if logical == "date":
@@ -149,7 +155,9 @@ def event_fields(schema: dict[str, Any], topic: str) -> list[StructField]:
                 f"topic {topic!r}: the field {f['name']!r} has the name of a fixed column "
                 f"({', '.join(sorted(FIXED_NAMES))})"
             )
-        out.append(StructField(f["name"], spark_type(f["type"], named, f"{topic}.{f['name']}")))
+        out.append(
+            StructField(f["name"], spark_type(f["type"], named, f"{topic}.{f['name']}", top=True))
+        )
     return out
 
 
@@ -167,8 +175,37 @@ def merge_fields(per_topic: dict[str, list[StructField]]) -> list[StructField]:
     return [f for f, _ in merged.values()]
 
 
-def build_schema(readers: dict[str, dict[str, Any]], permissive: bool) -> StructType:
-    fields = merge_fields({t: event_fields(s, t) for t, s in readers.items()})
+def top_level_conversions(readers: dict[str, ReaderSchema]) -> dict[str, Any]:
+    """field -> how serde's base-type value becomes the column's: 1000 (ms -> us) or a
+    decimal scale; fields that need nothing are absent."""
+    out: dict[str, Any] = {}
+    for reader in readers.values():
+        for f in reader.definition["fields"][1:]:
+            node = f["type"]
+            if isinstance(node, list):
+                node = next((b for b in node if b != "null"), node)
+            if isinstance(node, dict):
+                if node.get("logicalType") == "timestamp-millis":
+                    out[f["name"]] = 1000
+                elif node.get("logicalType") == "decimal":
+                    out[f["name"]] = ("decimal", int(node.get("scale", 0)))
+    return out
+
+
+def _convert(values: list[Any], how: Any) -> list[Any]:
+    if how == 1000:
+        return [None if v is None else v * 1000 for v in values]
+    import decimal
+
+    scale = how[1]
+    return [
+        None if v is None else decimal.Decimal(int.from_bytes(v, "big", signed=True)).scaleb(-scale)
+        for v in values
+    ]
+
+
+def build_schema(readers: dict[str, ReaderSchema], permissive: bool) -> StructType:
+    fields = merge_fields({t: event_fields(s.definition, t) for t, s in readers.items()})
     return StructType(
         POSITION_COLUMNS + HEADER_COLUMNS + fields + (ERROR_COLUMNS if permissive else [])
     )
@@ -183,7 +220,7 @@ class AvroDecoder:
     """Turns a chunk of one partition's messages into an Arrow batch of event rows."""
 
     options: SourceOptions
-    readers: dict[str, dict[str, Any]]
+    readers: dict[str, ReaderSchema]
     schema: StructType
 
     @classmethod
@@ -207,6 +244,7 @@ class AvroDecoder:
         self._event_fields = [
             f.name for f in self.schema.fields[10:] if f.name not in ("_error", "_value")
         ]
+        self._conversions = top_level_conversions(self.readers)
         self._decoding: dict[str, EventDecoding] = {}
 
     def _decoding_for(self, topic: str) -> EventDecoding:
@@ -246,7 +284,10 @@ class AvroDecoder:
         arrays = position_arrays(r, offsets, indexes)
         arrays += self._header_arrays(records, schema_ids)
         for name, field in zip(self._event_fields, self._arrow.types[10:], strict=False):
-            arrays.append(pa.array([None if x is None else x.get(name) for x in records], field))
+            values = [None if x is None else x.get(name) for x in records]
+            if name in self._conversions:
+                values = _convert(values, self._conversions[name])
+            arrays.append(pa.array(values, field))
         if mode == "PERMISSIVE":
             n = len(records)
             reasons: list[str | None] = [None] * n

@@ -1,25 +1,21 @@
 """Test support for the Spark tests: a small two-broker analysis cluster with a registry,
 framed Avro events (DESIGN.md §3.4), and an independent rows_sha256.
 
-The registry nodes are written here as §3.4 lays them out (/ids/<id>, /subjects/<s>/<v>);
-events are framed by hand (magic 0, schema id, fastavro's binary encoding).
+Schemas are registered and events encoded by logbroker.serde (SchemaRegistry, EventCodec).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import shutil
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import fastavro
-
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.serde import EventCodec, SchemaRegistry
 from logbroker.testing.broker import BrokerProcess
 from logbroker.testing.zookeeper import ZkTarget, ZooKeeperServer
 
@@ -57,22 +53,17 @@ class AnalysisCluster:
     brokers: list[BrokerProcess]
     schema_ids: dict[str, int] = field(default_factory=dict)
     seq: int = 0
+    _codec: EventCodec | None = None
+
+    def codec(self) -> EventCodec:
+        if self._codec is None:
+            self._codec = EventCodec(SchemaRegistry(self.registry.connect))
+        return self._codec
 
     def register(self, subject: str, schema: dict[str, Any]) -> int:
-        client = self.registry.client()
-        client.start(timeout=10)
-        try:
-            client.ensure_path("/ids")
-            client.ensure_path(f"/subjects/{subject}")
-            schema_id = len(client.get_children("/ids")) + 1
-            client.create(f"/ids/{schema_id}", json.dumps(schema).encode())
-            version = len(client.get_children(f"/subjects/{subject}")) + 1
-            client.create(f"/subjects/{subject}/{version:010d}", str(schema_id).encode())
-        finally:
-            client.stop()
-            client.close()
-        self.schema_ids[subject] = schema_id
-        return schema_id
+        version = self.codec().registry.register(subject, schema)
+        self.schema_ids[subject] = version.id
+        return version.id
 
     def event(self, topic: str, producer_id: str = "p-1", seq: int | None = None) -> bytes:
         if seq is None:
@@ -89,9 +80,7 @@ class AnalysisCluster:
             "referrer": None if seq % 3 else "https://example.com/",
             "tags": ["a", "b"][: seq % 3],
         }
-        body = io.BytesIO()
-        fastavro.schemaless_writer(body, fastavro.parse_schema(PAGE_VIEW), record)
-        return struct.pack(">BI", 0, self.schema_ids[topic]) + body.getvalue()
+        return self.codec().encode(topic, record)
 
     def produce(
         self, topic: str, payloads: list[bytes], codec: str = "none", batch: int = 50
@@ -101,6 +90,8 @@ class AnalysisCluster:
                 producer.send(topic, payloads[i : i + batch])
 
     def stop(self) -> None:
+        if self._codec is not None:
+            self._codec.registry.close()
         for b in self.brokers:
             b.stop(timeout=15)
 

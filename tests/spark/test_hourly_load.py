@@ -127,7 +127,7 @@ def test_bad_records_go_to_errors_and_too_many_fail(spark, cluster, tmp_path):
     reasons = sorted(e.reason for e in errors)
     assert len(errors) == 3
     assert any("not an event" in r for r in reasons)
-    assert any(f"unknown schema id {schema_id + 900}" in r for r in reasons)
+    assert any("unknown schema id" in r and str(schema_id + 900) in r for r in reasons)
     assert any("undecodable" in r for r in reasons)
     assert all(e.offset >= 0 and e.value for e in errors)  # the position and the payload kept
     assert b'{"json": "not avro"}' in {bytes(e.value) for e in errors}
