@@ -8,7 +8,18 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import bench, broker, consume, formatter, lag, offsets, produce, schemas, topics
+from .commands import (
+    bench,
+    broker,
+    consume,
+    formatter,
+    lag,
+    mirror,
+    offsets,
+    produce,
+    schemas,
+    topics,
+)
 
 EPILOG = """\
 examples:
@@ -20,11 +31,12 @@ examples:
   logbroker lag --zookeeper 127.0.0.1:2181/live --group my-group
   logbroker schemas register --zookeeper 127.0.0.1:2181/registry \\
       --subject page_views --file include/schemas/page_views.avsc
+  logbroker mirror --consumer.config live.properties --producer.config analysis.properties --whitelist ".*"
 
 Every subcommand has its own --help with examples.
 """
 
-SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag, schemas, bench)
+SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag, schemas, mirror, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

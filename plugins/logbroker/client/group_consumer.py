@@ -106,6 +106,10 @@ class GroupConsumer:
     `rebalance_retries_max`, `rebalance_backoff_ms` (0.7 used zk.synctime.ms),
     `fetcher_backoff_ms`, `zk_session_timeout_ms`, `zk_connection_timeout_ms`,
     `socket_timeout_ms`, and `fetch_wait_max_ms` (how long a FETCH_WAIT may wait for data).
+    `shallow_iterator_enable` (shallow.iterator.enable, Kafka 0.8's key for its mirror maker):
+    streams hand out top-level entries without decompressing them; a message's `payload` is
+    then the whole stored message (magic, attributes, CRC, payload: a compressed wrapper
+    stays one message), ready to be written into another message set unchanged.
     `clock` (monotonic seconds) and `sleep` are what every deadline and back-off of the
     consumer goes through: tests pass fake ones.
 
@@ -134,6 +138,7 @@ class GroupConsumer:
         zk_connection_timeout_ms: int = 6000,
         socket_timeout_ms: int = 30000,
         fetch_wait_max_ms: int = 100,
+        shallow_iterator_enable: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
@@ -181,6 +186,7 @@ class GroupConsumer:
             zk_session_timeout_ms=zk_session_timeout_ms,
             socket_timeout_ms=socket_timeout_ms,
             fetch_wait_max_ms=fetch_wait_max_ms,
+            shallow_iterator=shallow_iterator_enable,
             stats=self.stats,
             clock=clock,
             sleep=sleep,
@@ -219,6 +225,10 @@ class GroupConsumer:
         kwargs: dict[str, Any] = {k: int(props[p]) for p, k in ints.items() if p in props}
         if "autocommit.enable" in props:
             kwargs["autocommit_enable"] = props["autocommit.enable"].strip().lower() == "true"
+        if "shallow.iterator.enable" in props:
+            kwargs["shallow_iterator_enable"] = (
+                props["shallow.iterator.enable"].strip().lower() == "true"
+            )
         if "autooffset.reset" in props:
             kwargs["autooffset_reset"] = props["autooffset.reset"].strip()
         if props.get("consumerid"):
@@ -274,9 +284,15 @@ class GroupConsumer:
         self._coordinator.start(subscription, feeds, feed_of)
         return [MessageStream(self._context, i, None, feed) for i, feed in enumerate(feeds)]
 
-    def commit_offsets(self) -> None:
-        """Write the consumed offset of every owned partition that changed since the last commit."""
-        self._coordinator.commit_offsets()
+    def commit_offsets(self, offsets: Mapping[tuple[str, str], int] | None = None) -> None:
+        """Write the consumed offset of every owned partition that changed since the last commit.
+
+        With `offsets` ((topic, partition name) -> offset), write those offsets instead, for
+        the partitions among them that this consumer still owns: for an application that
+        commits only what it has finished with (the mirror: what the target acknowledged),
+        not everything the streams handed out.
+        """
+        self._coordinator.commit_offsets(offsets)
 
     def owned_partitions(self) -> dict[str, list[str]]:
         """topic -> the partitions this consumer owns now (sorted names)."""

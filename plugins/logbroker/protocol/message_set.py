@@ -224,6 +224,34 @@ def iter_entries(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, me
         pos = end
 
 
+def iter_stored_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, int, bytes]]:
+    """Shallow iteration with CRC checks: (offset, next offset, the message as stored).
+
+    The message is the entry without its size prefix (magic, attributes, CRC, payload); a
+    compressed wrapper is one message, its payload not decompressed, so that a copier (the
+    mirror) can write it into another set unchanged. Stops quietly at a partial trailing
+    entry; raises CorruptMessageError or UnknownMagicError naming the offset of a damaged one.
+    """
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    crc32 = zlib.crc32
+    unpack_crc = _CRC.unpack_from
+    for offset, view in iter_entries(data, base_offset):
+        magic = view[0]
+        if magic == 1:
+            if len(view) < MAGIC1_HEADER:
+                raise CorruptMessageError(
+                    f"magic 1 entry at offset {offset} is only {len(view)} bytes"
+                )
+            crc_at = 2
+        elif magic == 0:
+            crc_at = 1
+        else:
+            raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
+        if crc32(view[crc_at + 4 :]) != unpack_crc(view, crc_at)[0]:
+            raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+        yield offset, offset + ENTRY_OVERHEAD + len(view), view.tobytes()
+
+
 def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
     """Deep iteration through compressed wrappers, recursively, checking every CRC.
 

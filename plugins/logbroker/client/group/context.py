@@ -57,6 +57,7 @@ class ConsumerContext:
     zk_session_timeout_ms: int
     socket_timeout_ms: int
     fetch_wait_max_ms: int
+    shallow_iterator: bool = False  # hand out top-level (wrapper) messages as stored
     stats: GroupConsumerStats = field(default_factory=GroupConsumerStats)
     # Streams handing messages out vs. commits, offset resets and releases: a message is
     # either delivered and its offset counted as consumed, or neither.

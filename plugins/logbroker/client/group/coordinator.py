@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
@@ -88,7 +89,7 @@ class Coordinator:
             if not self._thread.is_alive():
                 break
 
-    def commit_offsets(self) -> None:
+    def commit_offsets(self, offsets: Mapping[tuple[str, str], int] | None = None) -> None:
         """The consumer's `commit_offsets()`."""
         with self._zk_lock:
             if self._closed:
@@ -97,6 +98,7 @@ class Coordinator:
                 self.membership.commit(
                     list(self.rebalancer.registry.values()),
                     check_owner=self.membership.session_lost,
+                    offsets=offsets,
                 )
             except KazooException as exc:
                 raise ZooKeeperUnavailableError(f"committing offsets failed: {exc!r}") from exc

@@ -9,7 +9,8 @@ the stream's `next()`, and that partition is not fetched again until the next re
 A partition without a start offset, or whose offset the broker answers OffsetOutOfRange for
 (logged), starts at the broker's earliest or latest offset (`autooffset_reset`); any other
 fetch error pauses that partition for `fetcher_backoff_ms`, and a round that fails as a whole
-(the broker cannot be reached) pauses the fetcher as long.
+(the broker cannot be reached) pauses the fetcher as long. With `shallow_iterator` the chunks
+hold the top-level messages as stored (a compressed wrapper is one message, not decompressed).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import threading
 
 from ...protocol.errors import InvalidMessageError, LogbrokerError, OffsetOutOfRangeError
-from ...protocol.message_set import first_entry_size, iter_messages
+from ...protocol.message_set import first_entry_size, iter_messages, iter_stored_messages
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 from ..brokers import BrokerEndpoint
 from ..connection import BrokerUnavailableError
@@ -114,10 +115,16 @@ class Fetcher:
         offset = p.fetch_offset
         assert offset is not None
         try:
-            messages = [
-                GroupMessage(p.topic, p.name, m.offset, m.next_offset, m.payload)
-                for m in iter_messages(data, offset)
-            ]
+            if self.context.shallow_iterator:
+                messages = [
+                    GroupMessage(p.topic, p.name, entry_offset, next_offset, stored)
+                    for entry_offset, next_offset, stored in iter_stored_messages(data, offset)
+                ]
+            else:
+                messages = [
+                    GroupMessage(p.topic, p.name, m.offset, m.next_offset, m.payload)
+                    for m in iter_messages(data, offset)
+                ]
         except InvalidMessageError as exc:
             self._stall(p, exc)
             return

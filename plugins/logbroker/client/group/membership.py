@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -186,14 +187,25 @@ class GroupMembership:
             except NodeExistsError:
                 self.client.set(path, value)
 
-    def commit(self, infos: list[OwnedPartition], *, check_owner: bool) -> None:
-        """Write the consumed offsets that changed (0.7's commitOffsets)."""
+    def commit(
+        self,
+        infos: list[OwnedPartition],
+        *,
+        check_owner: bool,
+        offsets: Mapping[tuple[str, str], int] | None = None,
+    ) -> None:
+        """Write the consumed offsets that changed (0.7's commitOffsets), or the given
+        `offsets` ((topic, partition name) -> offset) of the partitions among `infos`."""
         with self.context.deliver_lock:
+            chosen = (
+                [(info, info.consumed_offset) for info in infos]
+                if offsets is None
+                else [(info, offsets.get((info.topic, info.name))) for info in infos]
+            )
             pending = [
-                (info, info.consumed_offset)
-                for info in infos
-                if info.consumed_offset is not None
-                and info.consumed_offset != info.committed_offset
+                (info, offset)
+                for info, offset in chosen
+                if offset is not None and offset != info.committed_offset
             ]
         written = 0
         for info, offset in pending:

@@ -188,6 +188,47 @@ class MessageStream:
             self._chunk = item
             self._position = 0
 
+    def next_chunk(self, timeout_s: float) -> list[GroupMessage]:
+        """The rest of the current chunk: messages of one partition, in order, handed out at
+        once (its consumed offset moves to the last one's `next_offset`), for an application
+        that works in batches. [] when nothing came within `timeout_s` or the stream ended
+        (see `ended`). Errors are raised as from `next()`.
+        """
+        context = self.context
+        deadline = context.clock() + timeout_s
+        while True:
+            chunk = self._chunk
+            if chunk is not None:
+                with context.deliver_lock:
+                    info = chunk.info
+                    messages = chunk.messages[self._position :]
+                    self._chunk = None
+                    if not info.released and messages:
+                        info.consumed_offset = messages[-1].next_offset
+                        context.stats.messages_delivered += len(messages)
+                        return messages
+            if self._closed:
+                return []
+            wait = min(_POLL_S, deadline - context.clock())
+            try:
+                item = self._feed.get(timeout=max(0.0, wait))
+            except queue.Empty:
+                if context.clock() >= deadline:
+                    return []
+                continue
+            if item is _CLOSED:
+                self._closed = True
+                return []
+            if isinstance(item, BaseException):
+                raise item
+            self._chunk = item
+            self._position = 0
+
+    @property
+    def ended(self) -> bool:
+        """Whether the consumer closed: the stream hands out nothing any more."""
+        return self._closed
+
     def __repr__(self) -> str:
         what = self.topic if self.topic is not None else "filter"
         return f"MessageStream({what}#{self.index})"

@@ -1,0 +1,135 @@
+"""What the mirror may have sent past its committed offsets, so that a restart can say it.
+
+ZooKeeper layout (in the SOURCE cluster, beside the group's 0.7 nodes):
+
+    /consumers/<group>/mirror/sent/<topic>/<brokerId>-<partId>   persistent, decimal offset
+
+Before a batch is sent to the target, the mirror writes (asynchronously) the source offset
+its messages end at; it counts the batch as acknowledged only after both the target's
+answer and that write came back. So `sent >= everything acknowledged`, and after a kill -9
+the messages between a partition's committed offset and its `sent` mark are all that can
+have reached the target without being committed: the "uncommitted tail" that the restarted
+mirror sends again (its duplicates). `resume_tail` counts it at start, for the log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from ..client.cluster import Cluster
+from ..coordination import paths
+from ..protocol.errors import LogbrokerError
+from ..protocol.message_set import iter_messages
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[str, str]  # (topic, "<brokerId>-<partId>")
+
+
+def sent_path(group: str, topic: str, name: str) -> str:
+    return f"{paths.consumer_group_path(group)}/mirror/sent/{topic}/{name}"
+
+
+class SentMarks:
+    """Writes the `sent` marks of one mirror (through the consumer's ZooKeeper session)."""
+
+    def __init__(self, client: KazooClient, group: str) -> None:
+        self.client = client
+        self.group = group
+        self._existing: set[PartitionKey] = set()
+
+    def mark(self, ends: Mapping[PartitionKey, int]) -> list[Any]:
+        """Start writing each partition's mark; returns what `wait` waits for."""
+        pending = []
+        for (topic, name), offset in ends.items():
+            path = sent_path(self.group, topic, name)
+            value = str(offset).encode()
+            if (topic, name) not in self._existing:
+                try:
+                    self.client.create(path, value, makepath=True)
+                except NodeExistsError:
+                    pass
+                else:
+                    self._existing.add((topic, name))
+                    continue
+                self._existing.add((topic, name))
+            pending.append(self.client.set_async(path, value))
+        return pending
+
+    @staticmethod
+    def wait(pending: Iterable[Any], timeout_s: float = 30.0) -> None:
+        for result in pending:
+            result.get(timeout=timeout_s)
+
+
+class ResumeTail(NamedTuple):
+    """What a restart sends again: messages (counted through compression) and bytes."""
+
+    partitions: int
+    messages: int
+    bytes: int
+
+
+def resume_tail(source: Cluster, group: str) -> ResumeTail:
+    """Count the messages between each partition's committed offset and its `sent` mark."""
+    zk = source.zk
+    root = f"{paths.consumer_group_path(group)}/mirror/sent"
+    partitions = messages = size = 0
+    for topic in _children(zk, root):
+        for name in _children(zk, f"{root}/{topic}"):
+            sent = _read_int(zk, f"{root}/{topic}/{name}")
+            broker_id, partition = paths.parse_partition_name(name)
+            committed = _read_int(
+                zk, paths.consumer_offset_path(group, topic, broker_id, partition)
+            )
+            if sent is None or sent <= (committed or 0):
+                continue
+            start = committed or 0
+            partitions += 1
+            size += sent - start
+            try:
+                messages += _count_messages(source, topic, broker_id, partition, start, sent)
+            except LogbrokerError as exc:
+                log.warning("cannot count the tail of %s/%s: %s", topic, name, exc)
+    return ResumeTail(partitions, messages, size)
+
+
+def _count_messages(
+    source: Cluster, topic: str, broker_id: int, partition: int, start: int, end: int
+) -> int:
+    consumer = source.consumer(broker_id)
+    count = 0
+    offset = start
+    while offset < end:
+        fetched = consumer.fetch(topic, partition, offset, max(end - offset, 1024))
+        last = offset
+        for m in iter_messages(fetched.data, offset):
+            if m.offset >= end:
+                return count
+            count += 1
+            last = m.next_offset
+        if last == offset:
+            break  # nothing more there (retention took it, or a partial entry)
+        offset = last
+    return count
+
+
+def _children(zk: KazooClient, path: str) -> list[str]:
+    try:
+        return sorted(zk.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def _read_int(zk: KazooClient, path: str) -> int | None:
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return None
+    text = data.decode("utf-8", "replace").strip()
+    return int(text) if text.lstrip("-").isdigit() else None

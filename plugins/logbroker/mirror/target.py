@@ -1,0 +1,245 @@
+"""The mirror's side of the target cluster: acknowledged writes of message sets as they came.
+
+One `TargetWriter` per mirror stream (a broker connection serves one request at a time);
+they share one `TargetCluster` (where the target's brokers and partitions are). A write is
+a list of `OutgoingSet`s, each the stored bytes of whole source messages (compressed
+wrappers untouched) for one topic; the writer maps each to a target partition
+(`partition_map`), sends one PRODUCE_ACK request per target broker and returns only when
+every set was acknowledged. A failed request (broker unreachable, connection broken, an
+error code) is retried, the partition looked up again each time, with a doubling back-off
+(`retry.backoff.ms` up to `retry.backoff.max.ms`); when one write has gone on failing for
+`delivery.timeout.ms` the writer raises TargetUnavailableError naming the broker and topic.
+A retried request may have been appended before the failure: the target may then hold
+duplicates (at-least-once), never a gap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from kazoo.client import KazooClient
+
+from ..client.brokers import BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
+from ..client.connection import BrokerConnection, BrokerUnavailableError
+from ..protocol.errors import LogbrokerError
+from ..protocol.requests import AckedProduceRequest, CreateTopicRequest, ProduceRequest
+from ..protocol.responses import decode_acked_produce_response, decode_metadata_response
+from .partition_map import target_partition
+from .settings import TargetSettings
+
+log = logging.getLogger(__name__)
+
+
+class TargetUnavailableError(LogbrokerError):
+    """The target could not take a write for longer than `delivery.timeout.ms`."""
+
+
+class OutgoingSet(NamedTuple):
+    """Whole source messages of one source partition, as one message set for the target."""
+
+    topic: str
+    source_partition: str  # "<brokerId>-<partId>" of the source
+    data: bytes  # entries (int32 size + stored message), wrappers untouched
+    messages: int  # top-level messages (a compressed wrapper counts once)
+
+
+class TargetCluster:
+    """The target's brokers and partitions, shared by the writers; creates each topic once
+    on every live broker with the source's partition count (so that partitions map 1:1)."""
+
+    def __init__(self, settings: TargetSettings) -> None:
+        self.settings = settings
+        self.describe = settings.zk_connect or settings.broker_list or "?"
+        self._zk: KazooClient | None = None
+        self.brokers: BrokerSource
+        if settings.zk_connect:
+            timeout = settings.socket_timeout_ms / 1000
+            self._zk = KazooClient(hosts=settings.zk_connect, timeout=timeout)
+            try:
+                self._zk.start(timeout=timeout)
+            except BaseException:
+                self._zk.stop()
+                self._zk.close()
+                raise
+            self.brokers = ZooKeeperBrokers(self._zk)
+        else:
+            assert settings.broker_list is not None
+            self.brokers = StaticBrokers(settings.broker_list, 1)
+        self._lock = threading.Lock()
+        self._created: dict[str, int] = {}  # topic -> partitions per broker asked for
+
+    def wanted_partitions(self, topic: str) -> int | None:
+        with self._lock:
+            return self._created.get(topic)
+
+    def created(self, topic: str, partitions: int) -> None:
+        with self._lock:
+            self._created[topic] = partitions
+
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+
+
+class TargetWriter:
+    """Acknowledged writes for one mirror stream; see the module's docstring."""
+
+    def __init__(
+        self,
+        cluster: TargetCluster,
+        *,
+        partitions_per_topic: Callable[[str], int],
+        on_retry: Callable[[str], None] = lambda topic: None,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`partitions_per_topic(topic)`: the source's partition count, to create the topic
+        with; `on_retry(topic)` counts a failed request; `stop` cuts a back-off short (the
+        write then fails with TargetUnavailableError at once)."""
+        self.cluster = cluster
+        self.settings = cluster.settings
+        self.partitions_per_topic = partitions_per_topic
+        self.on_retry = on_retry
+        self.stop = stop if stop is not None else threading.Event()
+        self.clock = clock
+        self._connections: dict[int, tuple[tuple[str, int], BrokerConnection]] = {}
+
+    def write(self, sets: list[OutgoingSet]) -> None:
+        """Return once every set is acknowledged; TargetUnavailableError after the limit."""
+        pending = list(sets)
+        first_failure: float | None = None
+        backoff = self.settings.retry_backoff_ms / 1000
+        while pending:
+            failures: list[tuple[OutgoingSet, int | None, str]] = []
+            by_broker: dict[int, list[tuple[OutgoingSet, BrokerPartition]]] = defaultdict(list)
+            for s in pending:
+                targets = self._partitions(s.topic)
+                if not targets:
+                    failures.append(
+                        (s, None, f"no live broker in the target cluster {self.cluster.describe}")
+                    )
+                    continue
+                bp = target_partition(s.source_partition, targets)
+                by_broker[bp.broker_id].append((s, bp))
+            for broker_id, group in by_broker.items():
+                try:
+                    self._send(broker_id, group)
+                except (BrokerUnavailableError, LogbrokerError, OSError) as exc:
+                    failures += [(s, broker_id, str(exc)) for s, _ in group]
+            if not failures:
+                return
+            now = self.clock()
+            if first_failure is None:
+                first_failure = now
+            s, failed_broker, reason = failures[0]
+            for failed, _, _ in failures:
+                self.on_retry(failed.topic)
+            waited_ms = (now - first_failure) * 1000
+            if waited_ms >= self.settings.delivery_timeout_ms or self.stop.is_set():
+                raise TargetUnavailableError(
+                    f"the target cluster ({self.cluster.describe}) did not take topic "
+                    f"{s.topic!r} from {self._broker_name(failed_broker)} for {waited_ms / 1000:.1f} s "
+                    f"(delivery.timeout.ms={self.settings.delivery_timeout_ms}): {reason}"
+                )
+            log.warning(
+                "target %s, topic %s: %s; %d sets retried in %.2f s",
+                self._broker_name(failed_broker),
+                s.topic,
+                reason,
+                len(failures),
+                backoff,
+            )
+            self.stop.wait(backoff)
+            backoff = min(backoff * 2, self.settings.retry_backoff_max_ms / 1000)
+            pending = [f for f, _, _ in failures]
+
+    def close(self) -> None:
+        for _, conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _broker_name(self, broker_id: int | None) -> str:
+        if broker_id is None:
+            seen = ", ".join(
+                f"{b} ({h}:{p})" for b, ((h, p), _) in sorted(self._connections.items())
+            )
+            return (
+                f"any broker (none is live; last seen: broker {seen})"
+                if seen
+                else "any broker (none is live)"
+            )
+        known = self._connections.get(broker_id)
+        if known is not None:
+            return f"broker {broker_id} ({known[0][0]}:{known[0][1]})"
+        endpoint = self.cluster.brokers.brokers().get(broker_id)
+        return f"broker {broker_id}" + (f" ({endpoint.address})" if endpoint else "")
+
+    def _partitions(self, topic: str) -> list[BrokerPartition]:
+        wanted = self.cluster.wanted_partitions(topic)
+        live = self.cluster.brokers.brokers()
+        if wanted is None and live:
+            wanted = self._create(topic, live)
+        listed = self.cluster.brokers.partitions(topic)
+        if wanted:
+            extra = {BrokerPartition(b, p) for b in live for p in range(wanted)}
+            return sorted(set(listed) | extra)
+        return listed
+
+    def _create(self, topic: str, live: Mapping[int, object]) -> int | None:
+        """Create `topic` with the source's partition count on every live target broker."""
+        partitions = max(1, self.partitions_per_topic(topic))
+        for broker_id in sorted(live):
+            try:
+                body = self._connection(broker_id).request(CreateTopicRequest(topic, partitions))
+                meta = decode_metadata_response(body).topics[0]
+                if meta.error:
+                    log.warning(
+                        "target broker %s refused to create %s: code %s",
+                        broker_id,
+                        topic,
+                        meta.error,
+                    )
+                    return None
+            except (LogbrokerError, OSError) as exc:
+                log.warning("creating %s on target broker %s: %s", topic, broker_id, exc)
+                return None  # asked again with the next write
+        log.info("topic %s: %d partitions per target broker", topic, partitions)
+        self.cluster.created(topic, partitions)
+        return partitions
+
+    def _connection(self, broker_id: int) -> BrokerConnection:
+        endpoint = self.cluster.brokers.brokers().get(broker_id)
+        if endpoint is None:
+            raise BrokerUnavailableError(f"target broker {broker_id} is not live")
+        address = (endpoint.host, endpoint.port)
+        known = self._connections.get(broker_id)
+        if known is not None and known[0] == address:
+            return known[1]
+        if known is not None:
+            known[1].close()
+        conn = BrokerConnection(
+            endpoint.host, endpoint.port, timeout=self.settings.socket_timeout_ms / 1000
+        )
+        self._connections[broker_id] = (address, conn)
+        return conn
+
+    def _send(self, broker_id: int, group: list[tuple[OutgoingSet, BrokerPartition]]) -> None:
+        request = AckedProduceRequest(
+            self.settings.fsync,
+            tuple(ProduceRequest(s.topic, bp.partition, s.data) for s, bp in group),
+        )
+        answers = decode_acked_produce_response(self._connection(broker_id).request(request))
+        for (s, bp), answer in zip(group, answers, strict=True):
+            if answer.error:
+                raise LogbrokerError(
+                    f"target broker {broker_id} refused {s.messages} messages for "
+                    f"{s.topic}-{bp.partition} (error code {answer.error})"
+                )
