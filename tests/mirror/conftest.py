@@ -84,6 +84,8 @@ class TwoClusters:
     def create_topic(self, topic: str, partitions: int) -> None:
         with Cluster(self.live.connect) as cluster:
             cluster.create_topic(topic, partitions)
+            # registration in ZooKeeper follows the creation: wait for it
+            wait_until(lambda: topic in cluster.topics(), what="registration")
 
     def produce(
         self, topic: str, payloads: list[bytes], codec: str = "none", per_set: int = 50
