@@ -140,10 +140,14 @@ class TwoClusters:
         """Every payload of `topic` in the target, partition by partition, in order."""
         return [p for payloads in self.target_partitions(topic).values() for p in payloads]
 
-    def target_partitions(self, topic: str) -> dict[str, list[bytes]]:
+    def source_payloads(self, topic: str) -> list[bytes]:
+        parts = self.target_partitions(topic, self.live.connect)
+        return [p for payloads in parts.values() for p in payloads]
+
+    def target_partitions(self, topic: str, connect: str | None = None) -> dict[str, list[bytes]]:
         """partition name -> the payloads of `topic` there, in order (through compression)."""
         found: dict[str, list[bytes]] = {}
-        with Cluster(self.analysis.connect) as cluster:
+        with Cluster(connect or self.analysis.connect) as cluster:
             for row in cluster.describe(topic):
                 out = found.setdefault(row.name, [])
                 consumer = cluster.consumer(row.broker_id)

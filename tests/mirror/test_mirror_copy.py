@@ -152,3 +152,31 @@ def test_bad_arguments_and_configs_are_refused_with_exit_2(two_clusters, tmp_pat
         )
         == 2
     )
+
+
+def test_payloads_that_are_not_events_are_forwarded_untouched_and_counted(two_clusters):
+    import urllib.request
+
+    from logbroker.testing.zookeeper import find_free_port
+
+    c = two_clusters
+    c.create_topic("raw", 1)
+    odd = [b"", b"\x00", b"\x00\x00\x00\x00\x07", b"not an event", *_payloads("r", 96)]
+    c.produce("raw", odd, per_set=10)
+    port = find_free_port()
+    mirror = c.start_mirror("--whitelist", "raw", "--metrics.port", str(port))
+    wait_until(lambda: c.target_count("raw") == 100, what="the payloads copied")
+
+    def metric(name: str) -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        for line in text.splitlines():
+            if line.startswith(name + '{topic="raw"}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    wait_until(lambda: metric("logbroker_mirror_undecodable_total") == 100, what="the count")
+    assert metric("logbroker_mirror_events_total") == 0
+    assert metric("logbroker_mirror_messages_total") == 100
+    mirror.signal(signal.SIGTERM)
+    assert mirror.wait() == 0, mirror.output()
+    assert sorted(c.target_payloads("raw")) == sorted(odd)  # untouched

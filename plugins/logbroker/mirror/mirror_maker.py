@@ -73,6 +73,9 @@ class EventCounter:
     def add(self, counted: object) -> None:
         """The batch was acknowledged: its events count as mirrored."""
 
+    def tick(self) -> None:
+        """Called every commit interval: publish the windows that closed."""
+
     def close(self) -> None:
         """Publish what is counted and not yet published."""
 
@@ -193,6 +196,7 @@ class MirrorMaker:
         next_lag = self.clock()
         while not self._stop.wait(min(self.commit_interval_s, 0.5)):
             self._commit(consumer)
+            self.events.tick()
             if self.until_caught_up and self._caught_up(ends, starts):
                 log.info("caught up with the %d source partitions' ends at start", len(ends))
                 self._stop.set()

@@ -1,0 +1,106 @@
+"""Counting the events the mirror forwards, for the audit (tier "mirror", DESIGN §3.5).
+
+For each partition's batch of stored messages the mirror reads every payload's event time
+with `serde.header.read_timestamp` (the header's first varint, no schema needed); a
+compressed wrapper is decompressed into a copy for that (what is forwarded stays the
+wrapper). After the target acknowledged the batch, its timestamps go to an
+`audit.AuditPublisher(tier="mirror")`, which publishes AuditCount deltas to `_audit` on the
+target when a window closes, and on close. Payloads that are not framed events (or whose
+header cannot be read) are counted as undecodable: forwarded all the same. `_audit` itself
+is never counted (its events are counts).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ..audit import AUDIT_TOPIC, AuditPublisher
+from ..protocol import compression
+from ..protocol.errors import InvalidMessageError, LogbrokerError
+from ..protocol.message import CODEC_MASK
+from ..protocol.message_set import iter_messages
+from ..serde.errors import SerdeError
+from ..serde.header import read_timestamp
+from .metrics import MirrorMetrics
+from .mirror_maker import EventCounter
+
+log = logging.getLogger(__name__)
+
+
+def payloads_of(stored: bytes) -> list[bytes]:
+    """The payloads a stored message carries: itself, or a compressed set's inner ones."""
+    magic = stored[0]
+    if magic == 1:
+        codec = stored[1] & CODEC_MASK
+        payload = stored[6:]
+    else:
+        codec, payload = 0, stored[5:]
+    if not codec:
+        return [payload]
+    inner = compression.decompress(codec, payload)
+    return [m.payload for m in iter_messages(inner)]
+
+
+class AuditedEvents(EventCounter):
+    """Counts forwarded events for an AuditPublisher (None: counts only the metrics)."""
+
+    def __init__(
+        self,
+        publisher: AuditPublisher | None,
+        metrics: MirrorMetrics,
+        closers: list[Callable[[], object]] | None = None,
+    ) -> None:
+        """`closers` run after the last publish (the publisher's producer and registry)."""
+        self.publisher = publisher
+        self.metrics = metrics
+        self.closers = closers or []
+
+    def count(self, topic: str, stored_messages: list[bytes]) -> tuple[object, int]:
+        timestamps: list[int] = []
+        undecodable = 0
+        if topic == AUDIT_TOPIC:
+            return (topic, timestamps), 0
+        for stored in stored_messages:
+            try:
+                payloads = payloads_of(stored)
+            except InvalidMessageError as exc:  # the target will refuse it too, and say so
+                log.warning("%s: a stored message cannot be opened for counting: %s", topic, exc)
+                undecodable += 1
+                continue
+            for payload in payloads:
+                try:
+                    timestamps.append(read_timestamp(payload))
+                except SerdeError:
+                    undecodable += 1
+        return (topic, timestamps), undecodable
+
+    def add(self, counted: object) -> None:
+        assert isinstance(counted, tuple)
+        topic: str = counted[0]
+        timestamps: list[int] = counted[1]
+        if not timestamps:
+            return
+        self.metrics.events.labels(topic).inc(len(timestamps))
+        if self.publisher is not None:
+            try:
+                self.publisher.count(topic, timestamps)
+            except LogbrokerError as exc:  # the counts stay and go with the next publish
+                log.warning("publishing the mirror's audit counts failed: %s", exc)
+
+    def tick(self) -> None:
+        if self.publisher is not None:
+            try:
+                self.publisher.publish_closed()
+            except LogbrokerError as exc:
+                log.warning("publishing the mirror's audit counts failed: %s", exc)
+
+    def close(self) -> None:
+        try:
+            if self.publisher is not None:
+                self.publisher.close()
+        except LogbrokerError as exc:
+            log.error("the mirror's last audit counts were not published: %s", exc)
+        finally:
+            for close in self.closers:
+                close()
