@@ -1,0 +1,116 @@
+"""docker-compose.yaml and the Dockerfile: valid, and true to the repository.
+
+No Docker engine runs on these machines (docs/deploy.md says what was and was not run), so
+the file is validated by docker-compose v1 itself (`config -q` needs no engine) and checked
+against the repository: every path it mounts or names under /app, every config file, every
+`logbroker` subcommand and every variable it takes from .env must exist.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yaml"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return loaded
+
+
+def test_docker_compose_validates_it() -> None:
+    binary = shutil.which("docker-compose")
+    assert binary, "docker-compose (Debian's v1) is installed by scripts/install-system-deps.sh"
+    done = subprocess.run(
+        [binary, "-f", str(COMPOSE), "config", "-q"],
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "POSTGRES_PASSWORD": "x",
+            "AIRFLOW_ADMIN_PASSWORD": "x",
+            "AIRFLOW__API_AUTH__JWT_SECRET": "x",
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_service_has_what_it_needs(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    expected = {
+        "zk1", "zk2", "zk3", "live-broker-0", "live-broker-1", "analysis-broker-0",
+        "analysis-broker-1", "mirror", "postgres", "airflow-api-server", "airflow-scheduler",
+        "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker-1",
+        "spark-worker-2", "namenode", "datanode-1", "datanode-2",
+    }  # fmt: skip
+    assert expected <= set(services)
+    for name, service in services.items():
+        assert "image" in service, name
+        stateful = name.startswith(("zk", "live-broker", "analysis-broker", "postgres",
+                                    "namenode", "datanode", "spark-worker"))  # fmt: skip
+        if stateful:
+            assert any(":" in v and not v.startswith(".") for v in service.get("volumes", [])), (
+                f"{name} keeps state: it needs a named volume"
+            )
+    for name in ("zk1", "live-broker-0", "analysis-broker-0", "postgres", "airflow-api-server",
+                 "spark-master", "namenode"):  # fmt: skip
+        assert "healthcheck" in services[name], name
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strings(v)]
+    return []
+
+
+def test_every_path_it_names_exists(compose: dict[str, Any]) -> None:
+    texts = _strings(compose["services"])
+    # bind mounts from the repository
+    for text in texts:
+        match = re.match(r"^\./([^:]+):", text)
+        if match:
+            assert (ROOT / match.group(1)).exists(), f"mounted path ./{match.group(1)} is missing"
+    # files of ours inside the image: /app is the repository
+    named = {m for t in texts for m in re.findall(r"/app/[\w./-]+", t)}
+    assert named, "expected configs under /app/include"
+    for path in named:
+        assert (ROOT / path.removeprefix("/app/")).exists(), f"{path} is not in the repository"
+
+
+def test_logbroker_commands_exist(compose: dict[str, Any]) -> None:
+    from logbroker.cli import build_parser
+
+    subcommands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    for name, service in compose["services"].items():
+        command = service.get("command") or []
+        if command[:1] == ["logbroker"]:
+            assert command[1] in subcommands, f"{name}: logbroker {command[1]} does not exist"
+
+
+def test_dockerfile_copies_what_exists() -> None:
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), f"Dockerfile copies {source}, which is missing"
+
+
+def test_secrets_come_from_env_file(compose: dict[str, Any]) -> None:
+    used = set(re.findall(r"\$\{(\w+)", COMPOSE.read_text()))
+    documented = set(re.findall(r"^(\w+)=", (ROOT / ".env.example").read_text(), re.M))
+    assert used <= documented, f"not in .env.example: {sorted(used - documented)}"
+    for text in _strings(compose["services"]):
+        assert not re.search(r"(PASSWORD|SECRET)\w*[=:]\s*[^$\s{]", text), text
