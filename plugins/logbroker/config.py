@@ -126,6 +126,20 @@ class BrokerConfig:
     max_message_size: int = field(
         default=1000000, metadata=_key("max.message.size", "largest payload accepted", 0)
     )
+    max_inflated_set_size: int = field(
+        default=-1,
+        metadata=_key(
+            "max.inflated.set.size",
+            "bytes one compressed set may inflate to; -1 = 8 x max.message.size",
+        ),
+    )
+    max_inflated_request_size: int = field(
+        default=-1,
+        metadata=_key(
+            "max.inflated.request.size",
+            "bytes all compressed sets of one request may inflate to; -1 = 32 x max.message.size",
+        ),
+    )
     socket_send_buffer: int = field(
         default=100 * 1024,
         metadata=_key(
@@ -267,6 +281,18 @@ class BrokerConfig:
 
     def partitions_for(self, topic: str) -> int:
         return int(self.topic_partition_count_map.get(topic, self.num_partitions))
+
+    @property
+    def inflated_set_limit(self) -> int:
+        """max.inflated.set.size, or its default: 8 x max.message.size."""
+        size = self.max_inflated_set_size
+        return size if size > 0 else 8 * self.max_message_size
+
+    @property
+    def inflated_request_limit(self) -> int:
+        """max.inflated.request.size, or its default: 32 x max.message.size."""
+        size = self.max_inflated_request_size
+        return size if size > 0 else 32 * self.max_message_size
 
     @property
     def log_path(self) -> Path:

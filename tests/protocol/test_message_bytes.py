@@ -17,12 +17,17 @@ import pytest
 from logbroker.protocol import compression, errors
 from logbroker.protocol.errors import (
     CorruptMessageError,
+    InflatedSizeTooLargeError,
     InvalidMessageError,
+    MessageSizeTooLargeError,
     UnknownCodecError,
     UnknownMagicError,
+    error_code,
 )
 from logbroker.protocol.message import Message, decode_message, encode_message
 from logbroker.protocol.message_set import (
+    PRODUCE_MAX_NESTING,
+    InflateBudget,
     MessageSet,
     build_message_set,
     first_entry_size,
@@ -204,7 +209,7 @@ def test_empty_payload_magic0_is_five_bytes() -> None:
     )
     assert encode_message(b"", magic=0) == expected
     assert decode_message(expected[4:]) == (0, 0, b"")
-    assert validate(expected) == (9, 1, 1, 0, None, 9)
+    assert validate(expected) == (9, 1, 1, 0, None, 9, 0)
     assert list(iter_messages(expected)) == [Message(0, 9, b"", 0, 0)]
 
 
@@ -219,7 +224,7 @@ def test_empty_payload_magic1_is_six_bytes() -> None:
     )
     assert encode_message(b"") == expected
     assert decode_message(expected[4:]) == (1, 0, b"")
-    assert validate(expected) == (10, 1, 1, 0, None, 10)
+    assert validate(expected) == (10, 1, 1, 0, None, 10, 0)
     assert list(iter_messages(expected)) == [Message(0, 10, b"", 1, 0)]
 
 
@@ -282,7 +287,7 @@ def test_message_set_magic1_bytes_and_offsets() -> None:
         Message(11, 23, b"bc", 1, 0),
         Message(23, 36, b"def", 1, 0),
     ]
-    assert validate(buffer) == (36, 3, 3, 3, None, 36)
+    assert validate(buffer) == (36, 3, 3, 3, None, 36, 0)
 
 
 def test_message_set_offsets_are_absolute() -> None:
@@ -322,7 +327,7 @@ def test_message_set_magic0_bytes_and_offsets() -> None:
         Message(10, 21, b"bc", 0, 0),
         Message(21, 33, b"def", 0, 0),
     ]
-    assert validate(buffer) == (33, 3, 3, 3, None, 33)
+    assert validate(buffer) == (33, 3, 3, 3, None, 33, 0)
 
 
 def test_magic0_and_magic1_entries_mix_in_one_set() -> None:
@@ -336,7 +341,7 @@ def test_magic0_and_magic1_entries_mix_in_one_set() -> None:
 
 def test_empty_message_set() -> None:
     assert build_message_set([]) == b""
-    assert validate(b"") == (0, 0, 0, 0, None, 0)
+    assert validate(b"") == (0, 0, 0, 0, None, 0, 0)
     assert not validate(b"").partial_tail
     assert list(iter_messages(b"")) == []
 
@@ -367,7 +372,7 @@ def test_gzip_wrapper_encode() -> None:
         Message(0, 0, b"hello", 1, 0),
         Message(0, len(buffer), b"world", 1, 0),
     ]
-    assert validate(buffer) == (len(buffer), 1, 2, len(payload), None, len(buffer))
+    assert validate(buffer) == (len(buffer), 1, 2, len(payload), None, len(buffer), 1)
 
 
 # A gzip member holding INNER_HELLO_WORLD in one stored (uncompressed) deflate block, so that
@@ -406,7 +411,7 @@ def test_gzip_wrapper_decode() -> None:
         Message(200, 200, b"hello", 1, 0),  # resumes at the wrapper
         Message(200, 263, b"world", 1, 0),  # the last resumes after it: 200 + 4 + 59
     ]
-    assert validate(buffer) == (63, 1, 2, 53, None, 63)
+    assert validate(buffer) == (63, 1, 2, 53, None, 63, 1)
     assert compression.decompress(compression.GZIP, GZIP_STORED_INNER) == INNER_HELLO_WORLD
 
 
@@ -446,7 +451,7 @@ def test_snappy_wrapper_decode() -> None:
         Message(7, 7, b"hello", 1, 0),
         Message(7, 69, b"world", 1, 0),  # 7 + 4 + 58
     ]
-    assert validate(SNAPPY_WRAPPER) == (62, 1, 2, 52, None, 62)
+    assert validate(SNAPPY_WRAPPER) == (62, 1, 2, 52, None, 62, 1)
 
 
 def test_raw_snappy_without_magic_is_accepted_on_read() -> None:
@@ -468,7 +473,7 @@ def test_raw_snappy_without_magic_is_accepted_on_read() -> None:
     )
     assert _crc32_reference(raw) == 0xF092FEC8
     assert [m.payload for m in iter_messages(buffer)] == [b"hello", b"world"]
-    assert validate(buffer) == (42, 1, 2, 32, None, 42)
+    assert validate(buffer) == (42, 1, 2, 32, None, 42, 1)
     assert compression.snappy_java_decompress(raw) == INNER_HELLO_WORLD
 
 
@@ -541,7 +546,7 @@ def test_next_offset_rule_inside_a_compressed_wrapper() -> None:
         Message(after_wrapper, after_wrapper + 12, b"bc", 1, 0),
     ]
     check = validate(buffer, base)
-    assert check == (len(buffer), 3, 5, len(wrapper) - 10, None, len(buffer))
+    assert check == (len(buffer), 3, 5, len(wrapper) - 10, None, len(buffer), 1)
 
 
 def test_next_offset_rule_for_a_single_message_wrapper() -> None:
@@ -727,13 +732,15 @@ def test_validate_reports_a_damaged_crc_field() -> None:
     assert check.valid_bytes == 11
 
 
-def _wrapper_checks(buffer: bytes, *, fragment: str) -> None:
+def _wrapper_checks(
+    buffer: bytes, *, fragment: str, error: type[InvalidMessageError] = CorruptMessageError
+) -> None:
     check = validate(encode_message(b"a") + buffer, 100)
-    assert isinstance(check.error, CorruptMessageError), check
+    assert isinstance(check.error, error), check
     assert "offset 111" in str(check.error)
     assert fragment in str(check.error)
     assert (check.valid_bytes, check.entries, check.messages) == (11, 1, 1)
-    with pytest.raises(CorruptMessageError, match="offset 111"):
+    with pytest.raises(error, match="offset 111"):
         list(iter_messages(encode_message(b"a") + buffer, 100))
 
 
@@ -773,7 +780,11 @@ def test_validate_reports_a_corrupt_snappy_java_stream(stream: bytes) -> None:
 
 def test_validate_reports_a_snappy_block_claiming_too_much() -> None:
     # varint 0xffffffff0f: 4 GiB claimed by a 6-byte block; refused before inflating.
-    _wrapper_checks(_entry(1, compression.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"), fragment="snappy")
+    _wrapper_checks(
+        _entry(1, compression.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"),
+        fragment="snappy",
+        error=InflatedSizeTooLargeError,
+    )
 
 
 def _gzip_wrapper(inner: bytes) -> bytes:
@@ -839,10 +850,47 @@ def test_validate_and_iter_messages_agree_on_the_nesting_limit() -> None:
 
 def test_validate_bounds_what_a_compressed_set_may_inflate_to() -> None:
     inner = build_message_set([b"\x00" * 10_000] * 10)
-    check = validate(_gzip_wrapper(inner), max_inflated=50_000)
-    assert isinstance(check.error, CorruptMessageError)
+    check = validate(_gzip_wrapper(inner), budget=InflateBudget(50_000, 1 << 30, 1))
+    assert isinstance(check.error, InflatedSizeTooLargeError)
+    assert error_code(check.error) == MessageSizeTooLargeError.code
+    assert "limit of one set (50000 bytes)" in str(check.error)
     assert check.valid_bytes == 0
-    assert validate(_gzip_wrapper(inner), max_inflated=len(inner)).error is None
+    assert (
+        validate(_gzip_wrapper(inner), budget=InflateBudget(len(inner), len(inner), 1)).error
+        is None
+    )
+
+
+def test_one_budget_bounds_what_all_sets_of_a_request_inflate_to() -> None:
+    inner = build_message_set([b"\x00" * 10_000] * 10)  # 100,100 bytes inflated
+    budget = InflateBudget(len(inner), 2 * len(inner) + 10, 1)
+    assert validate(_gzip_wrapper(inner), budget=budget).error is None
+    assert validate(_gzip_wrapper(inner), budget=budget).error is None
+    assert budget.remaining == 10
+    third = validate(_gzip_wrapper(inner), budget=budget)
+    assert isinstance(third.error, InflatedSizeTooLargeError)
+    assert "left of the request's limit (10 bytes)" in str(third.error)
+
+
+def test_a_produce_budget_refuses_nested_compression_that_stored_data_may_hold() -> None:
+    nested = _gzip_wrapper(_gzip_wrapper(encode_message(b"deep")))
+    assert validate(nested).error is None  # an older broker stored it: still readable
+    check = validate(nested, budget=InflateBudget(1 << 20, 1 << 20, PRODUCE_MAX_NESTING))
+    assert isinstance(check.error, CorruptMessageError)
+    assert "nests deeper than 1 level" in str(check.error)
+    assert check.valid_bytes == 0
+
+
+def test_validate_without_inflating_checks_wrappers_and_counts_them() -> None:
+    buffer = encode_message(b"plain") + _gzip_wrapper(encode_message(b"inner"))
+    shallow = validate(buffer, inflate=False)
+    assert (shallow.error, shallow.valid_bytes, shallow.compressed) == (None, len(buffer), 1)
+    assert shallow.messages == 1  # the wrapper's messages are counted by the whole check
+    deep = validate(buffer)
+    assert (deep.messages, deep.compressed) == (2, 1)
+    damaged = bytearray(buffer)
+    damaged[-1] ^= 0xFF  # the wrapper's CRC no longer matches
+    assert isinstance(validate(bytes(damaged), inflate=False).error, CorruptMessageError)
 
 
 def test_validate_largest_payload_is_top_level() -> None:
@@ -856,7 +904,7 @@ def test_validate_accepts_any_buffer_type() -> None:
         bytearray(MAGIC1_SET_A_BC_DEF),
         memoryview(MAGIC1_SET_A_BC_DEF),
     ):
-        assert validate(buffer) == (36, 3, 3, 3, None, 36)
+        assert validate(buffer) == (36, 3, 3, 3, None, 36, 0)
         assert [m.payload for m in iter_messages(buffer)] == [b"a", b"bc", b"def"]
 
 

@@ -205,8 +205,9 @@ def test_round_trip(spec: tuple[list[bytes], int, int], base: int) -> None:
             assert messages[-1].next_offset == base + len(buffer)
     check = validate(buffer, base)
     top_level = len(payloads) if codec == compression.NONE else int(bool(payloads))
+    wrappers = int(codec != compression.NONE and bool(payloads))
     assert check == Validation(
-        len(buffer), top_level, len(payloads), check.largest_payload, None, len(buffer)
+        len(buffer), top_level, len(payloads), check.largest_payload, None, len(buffer), wrappers
     )
     assert not check.partial_tail
 

@@ -28,7 +28,7 @@ import zlib
 
 import cramjam
 
-from .errors import CorruptMessageError, UnknownCodecError
+from .errors import CorruptMessageError, InflatedSizeTooLargeError, UnknownCodecError
 
 NONE = 0
 GZIP = 1
@@ -68,14 +68,17 @@ def compress(codec: int, data: bytes | memoryview) -> bytes:
 def decompress(codec: int, data: bytes | memoryview, max_size: int = 1 << 30) -> bytes:
     """Decompress a wrapper's payload; anything that does not decode is CorruptMessageError.
 
-    `max_size` bounds the output so that a small hostile payload cannot exhaust memory.
+    `max_size` bounds the output so that a small hostile payload cannot exhaust memory: it
+    is checked while inflating (gzip inflates at most `max_size` + 1 bytes; every snappy
+    block's declared length is checked before the block is inflated), and going past it
+    raises InflatedSizeTooLargeError.
     """
     try:
         if codec == GZIP:
             return _gunzip(data, max_size)
         if codec == SNAPPY:
             return snappy_java_decompress(data, max_size)
-    except CorruptMessageError:
+    except (CorruptMessageError, InflatedSizeTooLargeError):
         raise
     except Exception as exc:  # zlib.error, cramjam's DecompressionError, struct.error...
         raise CorruptMessageError(f"{CODEC_NAMES[codec]} payload does not decode: {exc}") from exc
@@ -97,7 +100,7 @@ def _gunzip(data: bytes | memoryview, max_size: int) -> bytes:
         chunk = inflater.decompress(rest, max_size - total + 1)
         total += len(chunk)
         if total > max_size or inflater.unconsumed_tail:
-            raise CorruptMessageError(f"gzip payload inflates past {max_size} bytes")
+            raise InflatedSizeTooLargeError(f"gzip payload inflates past {max_size} bytes")
         if not inflater.eof:
             raise CorruptMessageError("gzip payload is truncated")
         out.append(chunk)
@@ -151,5 +154,7 @@ def _raw_snappy(block: memoryview, max_size: int) -> bytes:
         if block[i] < 0x80:
             break
     if length > max_size:
-        raise CorruptMessageError(f"snappy block claims {length} bytes, over the {max_size} limit")
+        raise InflatedSizeTooLargeError(
+            f"snappy block claims {length} bytes, over the {max_size} bytes left to inflate"
+        )
     return bytes(cramjam.snappy.decompress_raw(block))

@@ -101,6 +101,14 @@ class StorageError(LogbrokerError):
     code = 7
 
 
+class InflatedSizeTooLargeError(MessageSizeTooLargeError, InvalidMessageError):
+    """A compressed set that inflates past its limit (one set, or all sets of one request).
+
+    Code 5, MessageSizeTooLarge, on the wire; an InvalidMessageError for the code that
+    validates, since a set that cannot be inflated within the limit cannot be checked.
+    """
+
+
 class UnknownMagicError(InvalidMessageError):
     """A message whose magic byte is neither 0 nor 1."""
 

@@ -22,7 +22,13 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from . import compression
-from .errors import CorruptMessageError, InvalidMessageError, UnknownCodecError, UnknownMagicError
+from .errors import (
+    CorruptMessageError,
+    InflatedSizeTooLargeError,
+    InvalidMessageError,
+    UnknownCodecError,
+    UnknownMagicError,
+)
 from .message import (
     CODEC_MASK,
     ENTRY_MAGIC0,
@@ -36,12 +42,40 @@ from .message import (
 
 Buffer = bytes | bytearray | memoryview
 
-MAX_NESTING = 4  # compressed sets inside compressed sets: 0.7 recursed without bound
-MAX_INFLATED = 256 * 1024 * 1024  # no compressed set may inflate past this
+# What stored data may hold (recovery and consumers read with these): an older broker
+# accepted compressed sets inside compressed sets, 4 deep, each inflating to 256 MiB.
+MAX_NESTING = 4
+MAX_INFLATED = 256 * 1024 * 1024
+# What a produce may send: 0.7 producers wrapped plain messages once and never nested.
+PRODUCE_MAX_NESTING = 1
 
 _ATTR_CRC = struct.Struct(">BI")
 _CRC = struct.Struct(">I")
 _INT32 = struct.Struct(">i")
+
+
+class InflateBudget:
+    """How far the compressed sets of one request (or one stored buffer) may inflate.
+
+    max_set_bytes   one compressed set inflates to at most this
+    remaining       what all the sets validated with this budget may still inflate to
+    max_depth       compressed sets allowed inside one another (1: a wrapper holds plain
+                    messages only, as every 0.7 producer wrote them)
+
+    Mutable: validating sets one after another with the same budget spends it.
+    """
+
+    __slots__ = ("max_depth", "max_set_bytes", "remaining")
+
+    def __init__(self, max_set_bytes: int, max_total_bytes: int, max_depth: int) -> None:
+        self.max_set_bytes = max_set_bytes
+        self.remaining = max_total_bytes
+        self.max_depth = max_depth
+
+    @classmethod
+    def stored(cls) -> InflateBudget:
+        """The lenient limits for data already stored (recovery, consumers)."""
+        return cls(MAX_INFLATED, 1 << 62, MAX_NESTING)
 
 
 class Validation(NamedTuple):
@@ -54,6 +88,9 @@ class Validation(NamedTuple):
     error           why validation stopped before the end because of damage; None when it
                     reached the end or stopped at a partial trailing entry
     length          bytes looked at
+    compressed      compressed wrappers in the prefix; with `inflate=False` they were
+                    checked (size, CRC, codec) but not inflated, and their messages are
+                    not in `messages`
     """
 
     valid_bytes: int
@@ -62,6 +99,7 @@ class Validation(NamedTuple):
     largest_payload: int
     error: InvalidMessageError | None
     length: int
+    compressed: int = 0
 
     @property
     def partial_tail(self) -> bool:
@@ -70,14 +108,24 @@ class Validation(NamedTuple):
 
 
 def validate(
-    buffer: Buffer, base_offset: int = 0, *, depth: int = 0, max_inflated: int = MAX_INFLATED
+    buffer: Buffer,
+    base_offset: int = 0,
+    *,
+    depth: int = 0,
+    budget: InflateBudget | None = None,
+    inflate: bool = True,
 ) -> Validation:
     """Check every size and CRC, through compression; return the valid prefix.
 
     Stops quietly at a partial trailing entry (its bytes are simply not in `valid_bytes`)
     and stops with `error` set at the first damaged entry: a size under the minimum, an
     unknown magic or codec, a CRC mismatch, or a compressed payload that does not decode
-    into a wholly valid set. `base_offset` only names places in errors.
+    into a wholly valid set, nests deeper or inflates further than `budget` allows
+    (default: `InflateBudget.stored()`). `base_offset` only names places in errors.
+
+    `inflate=False` checks compressed wrappers only as far as their own CRC and codec and
+    counts them in `compressed`: the broker's event loop does that much, and hands the sets
+    that have wrappers to a worker thread for the whole check.
     """
     view = memoryview(buffer)
     if view.ndim != 1 or view.itemsize != 1:
@@ -87,7 +135,7 @@ def validate(
     unpack_attr_crc = _ATTR_CRC.unpack_from
     unpack_crc = _CRC.unpack_from
     crc32 = zlib.crc32
-    pos = entries = messages = largest = 0
+    pos = entries = messages = largest = compressed = 0
     error: InvalidMessageError | None = None
     while pos + ENTRY_OVERHEAD <= length:
         (size,) = unpack_size(view, pos)
@@ -127,41 +175,58 @@ def validate(
             break
         codec = attributes & CODEC_MASK
         if codec:
-            inner_count = _validate_compressed(
-                codec, payload, base_offset + pos, depth, max_inflated
-            )
-            if isinstance(inner_count, InvalidMessageError):
-                error = inner_count
-                break
-            messages += inner_count
+            if not inflate and codec in compression.CODEC_NAMES:
+                compressed += 1
+            else:
+                if budget is None:
+                    budget = InflateBudget.stored()
+                inner_count = _validate_compressed(codec, payload, base_offset + pos, depth, budget)
+                if isinstance(inner_count, InvalidMessageError):
+                    error = inner_count
+                    break
+                messages += inner_count
+                compressed += 1
         else:
             messages += 1
         if end - payload_start > largest:
             largest = end - payload_start
         entries += 1
         pos = end
-    return Validation(pos, entries, messages, largest, error, length)
+    return Validation(pos, entries, messages, largest, error, length, compressed)
 
 
 def _validate_compressed(
-    codec: int, payload: memoryview, offset: int, depth: int, max_inflated: int
+    codec: int, payload: memoryview, offset: int, depth: int, budget: InflateBudget
 ) -> int | InvalidMessageError:
     """Messages inside a compressed wrapper, or the error that makes the wrapper invalid."""
     if codec not in compression.CODEC_NAMES:
         return UnknownCodecError(
             f"unknown compression codec {codec} in the entry at offset {offset}"
         )
-    if depth >= MAX_NESTING:
+    if depth >= budget.max_depth:
         return CorruptMessageError(
-            f"compressed set at offset {offset} nests deeper than {MAX_NESTING} levels"
+            f"compressed set at offset {offset} nests deeper than {budget.max_depth} "
+            f"level{'s' if budget.max_depth > 1 else ''} of compression"
         )
+    limit = min(budget.max_set_bytes, budget.remaining)
     try:
-        inner = compression.decompress(codec, payload, max_inflated)
+        inner = compression.decompress(codec, payload, limit)
+    except InflatedSizeTooLargeError as exc:
+        which = (
+            f"the limit of one set ({budget.max_set_bytes} bytes)"
+            if limit == budget.max_set_bytes
+            else f"what is left of the request's limit ({limit} bytes)"
+        )
+        return InflatedSizeTooLargeError(
+            f"compressed set at offset {offset} inflates past {which}: {exc}"
+        )
     except InvalidMessageError as exc:
         return CorruptMessageError(f"compressed set at offset {offset}: {exc}")
-    check = validate(inner, depth=depth + 1, max_inflated=max_inflated)
+    budget.remaining -= len(inner)
+    check = validate(inner, depth=depth + 1, budget=budget)
     if check.error is not None:
-        return CorruptMessageError(f"compressed set at offset {offset}: {check.error}")
+        kind = type(check.error) if isinstance(check.error, InflatedSizeTooLargeError) else None
+        return (kind or CorruptMessageError)(f"compressed set at offset {offset}: {check.error}")
     if check.valid_bytes != len(inner):
         return CorruptMessageError(
             f"compressed set at offset {offset} ends in a partial entry "
@@ -329,7 +394,8 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
         try:
             inner = compression.decompress(codec, payload, MAX_INFLATED)
         except InvalidMessageError as exc:
-            raise CorruptMessageError(f"compressed set at offset {offset}: {exc}") from exc
+            kind = type(exc) if isinstance(exc, InflatedSizeTooLargeError) else CorruptMessageError
+            raise kind(f"compressed set at offset {offset}: {exc}") from exc
         previous: Message | None = None
         for m in _iter_inner(inner, offset):
             if previous is not None:
@@ -341,7 +407,7 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
 
 def _iter_inner(inner: bytes, wrapper_offset: int) -> Iterator[Message]:
     """Messages of a decompressed set, all resuming at their wrapper."""
-    check = validate(inner, depth=1)  # the wrapper was level 0: nest no deeper than validate
+    check = validate(inner, depth=1)  # the wrapper was level 0: stored data's limits
     if check.error is not None or check.valid_bytes != len(inner) or check.entries == 0:
         reason = check.error or ("partial inner entry" if inner else "empty")
         raise CorruptMessageError(f"compressed set at offset {wrapper_offset}: {reason}")

@@ -146,6 +146,7 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         if self.server is not None:
             await self.server.stop()
+            self.server.handlers.close()
         if self._metrics_server is not None:
             await self._metrics_server.stop()
             self._metrics_server = None

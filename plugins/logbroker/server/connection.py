@@ -264,6 +264,13 @@ class ClientConnection(asyncio.Protocol):
         except (ConnectionError, OSError) as exc:
             self.close(f"sending the response failed: {exc}", cause="send_failed")
             return
+        except StorageError as exc:  # a produce without an answer, written after inflating
+            self._lost_produces(exc)
+            return
+        except LogbrokerError as exc:  # a produce without an answer refused after inflating
+            self.server.metrics.error("rejected")
+            self.close(str(exc))
+            return
         except asyncio.CancelledError:
             self.close("broker shutting down", cause="shutdown")
             raise

@@ -16,6 +16,9 @@ connection; everything else becomes an error code here, at the edge (`error_code
 | METADATA     | code 6 per topic             |                              |                            |
 | CREATE_TOPIC | code 6 in the topic          |                              |                            |
 
+Compressed sets are inflated and checked in a worker thread (`_inflate`), within
+`max.inflated.set.size` per set and `max.inflated.request.size` per request, one level deep:
+PRODUCE(S) past a limit close the connection, PRODUCE_ACK answers code 5 (code 2 for nesting).
 A set that cannot be written (a full disk: StorageError) is never kept in part: PRODUCE_ACK
 answers code 7 for it; PRODUCE(S), which get no answer, have their connection closed so that
 the producer learns that something was lost, and the failure is counted either way.
@@ -25,12 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Union
 
 from ..config import BrokerConfig
 from ..protocol.errors import (
+    InflatedSizeTooLargeError,
     InvalidFetchSizeError,
     InvalidMessageError,
     InvalidTopicError,
@@ -40,7 +46,13 @@ from ..protocol.errors import (
     UnknownError,
     error_code,
 )
-from ..protocol.message_set import Buffer, Validation, validate
+from ..protocol.message_set import (
+    PRODUCE_MAX_NESTING,
+    Buffer,
+    InflateBudget,
+    Validation,
+    validate,
+)
 from ..protocol.requests import (
     EARLIEST_TIME,
     LATEST_TIME,
@@ -81,6 +93,7 @@ _UNANSWERED = (ProduceRequest, MultiProduceRequest)  # 0.7 sends nothing back fo
 Part = Union[bytes, FileRegion]  # noqa: UP007 - a runtime alias
 Response = list[Part]
 Outcome = Response | Awaitable[Response] | None
+_Check = tuple[int, Validation | LogbrokerError]  # a produce's partition and its check
 
 
 class ProduceRejected(LogbrokerError):
@@ -107,6 +120,8 @@ class RequestHandlers:
         self.waiters = waiters
         self._run_blocking = run_blocking or _in_thread
         self._deferred: dict[Log, list[tuple[Buffer, Validation]]] = {}
+        # Compressed sets are inflated and checked here; the loop never inflates.
+        self._inflater = ThreadPoolExecutor(max_workers=2, thread_name_prefix="inflate")
         self._batching = False
         self._dispatch: dict[type, Callable[[object, str], Outcome]] = {
             ProduceRequest: self.produce,  # type: ignore[dict-item]
@@ -166,22 +181,30 @@ class RequestHandlers:
 
     def _check_produce(self, req: ProduceRequest) -> tuple[int, Validation]:
         """The partition to append to and the set's validation; raises LogbrokerError
-        (InvalidTopicError, WrongPartitionError, InvalidMessageError) naming what is wrong."""
+        (InvalidTopicError, WrongPartitionError, InvalidMessageError) naming what is wrong.
+
+        Compressed wrappers are checked here only as far as their CRC (`check.compressed`
+        counts them): inflating runs in a worker thread (`_inflate`), never on the loop."""
         partition = req.partition
         if self.logs.lookup(req.topic, partition) is None:  # an existing log needs no checks
             validate_topic(req.topic)
             if partition == RANDOM_PARTITION:
                 partition = self.logs.choose_partition(req.topic)
             self.logs.check_partition(req.topic, partition)
-        check = validate(req.messages)
+        return partition, self._checked(req, partition, validate(req.messages, inflate=False))
+
+    @staticmethod
+    def _checked(req: ProduceRequest, partition: int, check: Validation) -> Validation:
         if check.error is not None:
-            raise InvalidMessageError(f"produce to {req.topic}-{partition}: {check.error}")
+            error = check.error
+            kind = type(error) if isinstance(error, InflatedSizeTooLargeError) else None
+            raise (kind or InvalidMessageError)(f"produce to {req.topic}-{partition}: {error}")
         if check.valid_bytes == 0 and len(req.messages):
             raise InvalidMessageError(
                 f"produce to {req.topic}-{partition}: the first entry of the "
                 f"{len(req.messages)}-byte message set is incomplete"
             )
-        return partition, check
+        return check
 
     def _too_large(self, req: ProduceRequest, partition: int, check: Validation) -> str | None:
         if check.largest_payload > self.config.max_message_size:
@@ -191,24 +214,87 @@ class RequestHandlers:
             )
         return None
 
+    # -- inflating compressed sets, off the event loop --------------------------------
+
+    async def _inflate(
+        self, produces: Sequence[ProduceRequest], checks: list[_Check]
+    ) -> list[_Check]:
+        """`checks` with every set that holds compressed wrappers checked whole, in a
+        worker thread: other connections are served meanwhile. One budget for the request:
+        a set inflates to `max.inflated.set.size` at most, all of them together to
+        `max.inflated.request.size`, and a wrapper holds plain messages only."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._inflater, self._inflate_all, produces, checks)
+
+    def _inflate_all(
+        self, produces: Sequence[ProduceRequest], checks: list[_Check]
+    ) -> list[_Check]:
+        budget = InflateBudget(
+            self.config.inflated_set_limit,
+            self.config.inflated_request_limit,
+            PRODUCE_MAX_NESTING,
+        )
+        out: list[_Check] = []
+        for req, (partition, check) in zip(produces, checks, strict=True):
+            if isinstance(check, Validation) and check.compressed:
+                try:
+                    check = self._checked(req, partition, validate(req.messages, budget=budget))
+                except LogbrokerError as exc:
+                    check = exc
+            out.append((partition, check))
+        return out
+
+    def close(self) -> None:
+        """Stop the inflating workers (sets being inflated finish, bounded by the limits)."""
+        self._inflater.shutdown(wait=False, cancel_futures=True)
+
+    # -- produce ----------------------------------------------------------------------
+
     def _log_for(self, topic: str, partition: int) -> Log:
         return self.logs.lookup(topic, partition) or self.logs.get_or_create_log(topic, partition)
 
-    def produce(self, req: ProduceRequest, client: str) -> None:
+    def produce(self, req: ProduceRequest, client: str) -> Outcome:
         self.metrics.request("produce")
-        self._produce_all((req,), client, "PRODUCE")
+        return self._produce_all((req,), client, "PRODUCE")
 
-    def multiproduce(self, req: MultiProduceRequest, client: str) -> None:
+    def multiproduce(self, req: MultiProduceRequest, client: str) -> Outcome:
         self.metrics.request("multiproduce")
-        self._produce_all(req.produces, client, "MULTIPRODUCE")
+        return self._produce_all(req.produces, client, "MULTIPRODUCE")
 
-    def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str, kind: str) -> None:
+    def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str, kind: str) -> Outcome:
         # Check every set before appending any, so a rejected request appends nothing.
         try:
-            checked = [(p, *self._check_produce(p)) for p in produces]
+            checked = [self._check_produce(p) for p in produces]
         except LogbrokerError as exc:
             raise ProduceRejected(f"{kind} refused, nothing appended: {exc}") from exc
-        for req, partition, check in checked:
+        if any(check.compressed for _, check in checked):
+            self.flush_appends()  # this connection's earlier produces go first
+            return self._produce_inflated(produces, list(checked), client, kind)
+        self._defer(produces, checked, client)
+        if not self._batching:
+            self.flush_appends()
+        return None
+
+    async def _produce_inflated(
+        self, produces: tuple[ProduceRequest, ...], checks: list[_Check], client: str, kind: str
+    ) -> Response:
+        """A produce with compressed sets: inflated in a worker, then appended. It still
+        gets no answer (an empty response); the connection reads its next request after."""
+        inflated = await self._inflate(produces, checks)
+        for _, check in inflated:
+            if isinstance(check, LogbrokerError):
+                raise ProduceRejected(f"{kind} refused, nothing appended: {check}") from check
+        self._defer(produces, inflated, client)  # type: ignore[arg-type]
+        self.flush_appends()
+        return []
+
+    def _defer(
+        self,
+        produces: Sequence[ProduceRequest],
+        checked: Sequence[tuple[int, Validation]],
+        client: str,
+    ) -> None:
+        for req, (partition, check) in zip(produces, checked, strict=True):
             too_large = self._too_large(req, partition, check)
             if too_large:
                 self.metrics.error("message_too_large", req.topic)
@@ -219,20 +305,39 @@ class RequestHandlers:
             if check.valid_bytes:
                 part_log = self._log_for(req.topic, partition)
                 self._deferred.setdefault(part_log, []).append((req.messages, check))
-        if not self._batching:
-            self.flush_appends()
 
     def acked_produce(self, req: AckedProduceRequest, client: str) -> Outcome:
         self.metrics.request("produce_ack")
+        checks = [self._try_check(p) for p in req.produces]
+        if any(isinstance(c, Validation) and c.compressed for _, c in checks):
+            return self._acked_inflated(req, checks, client)
+        return self._acked_append(req, checks, client)
+
+    def _try_check(self, p: ProduceRequest) -> _Check:
+        try:
+            partition, check = self._check_produce(p)
+            too_large = self._too_large(p, partition, check)  # before inflating anything
+            if too_large:
+                raise MessageSizeTooLargeError(too_large)
+            return partition, check
+        except LogbrokerError as exc:
+            return p.partition, exc
+
+    async def _acked_inflated(
+        self, req: AckedProduceRequest, checks: list[_Check], client: str
+    ) -> Response:
+        outcome = self._acked_append(req, await self._inflate(req.produces, checks), client)
+        if outcome is None:  # never: an acked produce is always answered
+            return []
+        return await outcome if inspect.isawaitable(outcome) else outcome
+
+    def _acked_append(self, req: AckedProduceRequest, checks: list[_Check], client: str) -> Outcome:
         results: list[ProduceResult] = []
         touched: dict[int, Log] = {}
-        for p in req.produces:
-            partition = p.partition
+        for p, (partition, check) in zip(req.produces, checks, strict=True):
             try:
-                partition, check = self._check_produce(p)
-                too_large = self._too_large(p, partition, check)
-                if too_large:
-                    raise MessageSizeTooLargeError(too_large)
+                if isinstance(check, LogbrokerError):
+                    raise check
                 part_log = self._log_for(p.topic, partition)
                 offset, next_offset = part_log.append(p.messages, check)
                 self.metrics.produced(p.topic, check.messages, check.valid_bytes)
