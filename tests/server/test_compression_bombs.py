@@ -160,3 +160,21 @@ def test_other_clients_are_served_while_a_bomb_is_inflated(
         # The loop blocked on the bomb would answer at most the one request read before it.
         assert answered >= 5, f"only {answered} answers while the bomb was inflated"
         assert bomb_answer == [MessageSizeTooLargeError.code]
+
+
+def test_compressed_produces_of_a_client_that_leaves_at_once_are_all_stored(
+    broker: BrokerProcess,
+) -> None:
+    # Each set is inflated in a worker while the next ones wait in the connection's buffer;
+    # the client's EOF arrives meanwhile. 0.7 appended whatever it had read whole: so do we.
+    sets = [build_message_set([b"left %d" % i] * 10, codec=1) for i in range(5)]
+    with socket.create_connection(broker.address, timeout=30) as sock:
+        sock.sendall(b"".join(encode_request(ProduceRequest("leaver", 0, s)) for s in sets))
+    end = sum(map(len, sets))
+    with SimpleConsumer(*broker.address, timeout=30) as consumer:
+        messages = []
+        while not messages or messages[-1].next_offset < end:
+            messages += consumer.fetch_messages("leaver", 0, 0, max_wait_ms=1000)[0][
+                len(messages) :
+            ]
+    assert [m.payload for m in messages] == [b"left %d" % i for i in range(5) for _ in range(10)]

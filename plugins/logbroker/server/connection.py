@@ -29,7 +29,15 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import InvalidRequestError, LogbrokerError, StorageError
-from ..protocol.requests import REQUEST_TYPE_BYTES, decode_produce_fast, decode_request
+from ..protocol.requests import (
+    REQUEST_TYPE_BYTES,
+    AckedProduceRequest,
+    MultiProduceRequest,
+    ProduceRequest,
+    WaitingFetchRequest,
+    decode_produce_fast,
+    decode_request,
+)
 from ..storage.segment import FileRegion
 from .handlers import Response
 
@@ -39,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_PRODUCES = (ProduceRequest, MultiProduceRequest, AckedProduceRequest)
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 
 
@@ -56,6 +65,7 @@ class ClientConnection(asyncio.Protocol):
         self.last_activity = self.loop.time()
         self.partial_since: float | None = None  # when the unfinished frame began
         self._waiting: asyncio.Task[None] | None = None  # a response being waited for
+        self._drain_pending = False  # the client left with whole produces not handled yet
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -72,8 +82,12 @@ class ClientConnection(asyncio.Protocol):
         self.server.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # A client that goes away while a response is on its way may have sent whole
+        # produces after that request: they are appended once it is done (`_drain`).
+        self._drain_pending = not self.closed and self._busy and bool(self._pending)
         self.closed = True
-        self._pending = bytearray()
+        if not self._drain_pending:
+            self._pending = bytearray()
         if self._waiting is not None and not self._waiting.done():
             self._waiting.cancel()  # the client is gone: stop waiting for its answer
         self.server.connection_closed(self)
@@ -199,7 +213,9 @@ class ClientConnection(asyncio.Protocol):
         self._busy = True
         task = self.loop.create_task(self._send_async(outcome))
         server.track(task)
-        if waits:
+        if waits and isinstance(request, WaitingFetchRequest):
+            # Only a waiting fetch is given up when its client goes: a produce whose sets
+            # are being inflated was received whole, and is appended as any other would be.
             self._waiting = task
         return True
 
@@ -238,6 +254,39 @@ class ClientConnection(asyncio.Protocol):
 
     async def _send_async(self, outcome: object) -> None:
         try:
+            await self._send_outcome(outcome)
+        finally:
+            if self._drain_pending:
+                self._drain_pending = False
+                self.server.track(self.loop.create_task(self._drain()))
+
+    async def _drain(self) -> None:
+        """Append the whole produces a departed client sent after its last answered request,
+        as they would have been had it stayed; nothing else of what it sent is handled."""
+        data, self._pending = bytes(self._pending), bytearray()
+        view, pos, handlers = memoryview(data), 0, self.server.handlers
+        while len(data) - pos >= 4:
+            (size,) = _SIZE.unpack_from(data, pos)
+            if not REQUEST_TYPE_BYTES <= size <= self.server.max_request_bytes:
+                return
+            if len(data) - pos - 4 < size:
+                return
+            body = view[pos + 4 : pos + 4 + size]
+            pos += 4 + size
+            try:
+                request = decode_request(body, validate_topics=False)
+                if not isinstance(request, _PRODUCES):
+                    continue
+                outcome = handlers.handle(request, self.client)
+                if inspect.isawaitable(outcome):
+                    await outcome
+                handlers.flush_appends()
+            except LogbrokerError as exc:
+                log.warning("dropped the rest of what %s sent before it left: %s", self.client, exc)
+                return
+
+    async def _send_outcome(self, outcome: object) -> None:
+        try:
             response: Response
             if inspect.isawaitable(outcome):
                 response = await outcome
@@ -269,7 +318,7 @@ class ClientConnection(asyncio.Protocol):
             return
         except LogbrokerError as exc:  # a produce without an answer refused after inflating
             self.server.metrics.error("rejected")
-            self.close(str(exc))
+            self.close(str(exc), cause="rejected")
             return
         except asyncio.CancelledError:
             self.close("broker shutting down", cause="shutdown")
@@ -304,6 +353,7 @@ class ClientConnection(asyncio.Protocol):
     def close(self, reason: str | None = None, cause: str = "other") -> None:
         """Close now; with a `reason`, log it (at most one line per `cause` per
         connection.log.interval.ms, see log_limiter.py)."""
+        self._drain_pending = False  # the broker closes: what is pending is refused
         if self.closed:
             return
         self.closed = True
