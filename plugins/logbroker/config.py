@@ -78,6 +78,23 @@ class BrokerConfig:
     num_partitions: int = field(
         default=1, metadata=_key("num.partitions", "partitions per topic on this broker", 1)
     )
+    max_partitions_per_topic: int = field(
+        default=1024,
+        metadata=_key(
+            "max.partitions.per.topic",
+            "most partitions one topic may have on this broker",
+            1,
+            1 << 20,
+        ),
+    )
+    max_open_segment_files: int = field(
+        default=1000,
+        metadata=_key(
+            "max.open.segment.files",
+            "segment files kept open at once (at most half the descriptor limit)",
+            1,
+        ),
+    )
     topic_partition_count_map: Mapping[str, int] = field(
         default_factory=dict,
         metadata=_key("topic.partition.count.map", "per-topic partitions, 'topic:n,topic:n'"),
@@ -131,6 +148,7 @@ class BrokerConfig:
         metadata=_key(
             "max.inflated.set.size",
             "bytes one compressed set may inflate to; -1 = 8 x max.message.size",
+            -1,
         ),
     )
     max_inflated_request_size: int = field(
@@ -138,6 +156,7 @@ class BrokerConfig:
         metadata=_key(
             "max.inflated.request.size",
             "bytes all compressed sets of one request may inflate to; -1 = 32 x max.message.size",
+            -1,
         ),
     )
     socket_send_buffer: int = field(

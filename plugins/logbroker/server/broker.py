@@ -9,7 +9,10 @@ write the clean-shutdown marker. A broker whose id is taken in ZooKeeper does no
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
+import resource
 import signal
 import time
 from collections.abc import Iterable
@@ -22,7 +25,7 @@ from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
 from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics, MetricsServer, serve_metrics
-from .socket_server import SocketServer
+from .socket_server import SocketServer, descriptor_use
 from .waiters import AppendWaiters
 
 if TYPE_CHECKING:
@@ -59,7 +62,7 @@ class BrokerServer:
         except Exception as exc:
             raise StartupError(
                 f"broker {config.brokerid} could not start: {self._step} failed: "
-                f"{describe_exception(exc)}"
+                f"{describe_exception(exc)}{_descriptor_shortage(exc)}"
             ) from exc
         assert self.address is not None and self.logs is not None
         log.info(
@@ -155,6 +158,30 @@ class BrokerServer:
         if self.logs is not None:
             await loop.run_in_executor(None, self.logs.shutdown)
             self.logs = None
+
+
+def _descriptor_shortage(exc: BaseException) -> str:
+    """Why a start failed, when it is the descriptor limit hiding behind another error (a
+    ZooKeeper client that cannot open its socket reports only that it cannot connect)."""
+    causes: list[BaseException] = []
+    while exc is not None and len(causes) < 10:
+        causes.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    out_of_descriptors = any(
+        isinstance(c, OSError) and c.errno in (errno.EMFILE, errno.ENFILE) for c in causes
+    )
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        used = -1
+    near_limit = soft != resource.RLIM_INFINITY and used >= soft * 0.9
+    if not (out_of_descriptors or near_limit):
+        return ""
+    return (
+        f" (the real cause: the broker is out of file descriptors, {descriptor_use()}; "
+        "raise the limit, e.g. `ulimit -n`, or lower max.open.segment.files)"
+    )
 
 
 async def serve(config: BrokerConfig) -> None:

@@ -237,7 +237,8 @@ class ClientConnection(asyncio.Protocol):
             if transport.get_write_buffer_size() or self._fd < 0:
                 return parts[i:]
             try:
-                sent = os.sendfile(self._fd, part.fileno(), part.position, part.length)
+                file = part.file()  # held: its descriptor stays open during the call
+                sent = os.sendfile(self._fd, file.fileno(), part.position, part.length)
             except (BlockingIOError, InterruptedError):
                 sent = 0
             except OSError as exc:
@@ -305,9 +306,7 @@ class ClientConnection(asyncio.Protocol):
                     return
                 if isinstance(part, FileRegion):
                     if part.length and part.segment is not None:
-                        await self.loop.sendfile(
-                            transport, part.segment.file, part.position, part.length
-                        )
+                        await self.loop.sendfile(transport, part.file(), part.position, part.length)
                 else:
                     transport.write(part)
         except (ConnectionError, OSError) as exc:

@@ -9,8 +9,12 @@ trickle a request for longer than `request.timeout.ms` or stay idle longer than
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
+import resource
 import socket
+from typing import Any
 
 from ..config import BrokerConfig
 from .connection import ClientConnection
@@ -21,6 +25,23 @@ from .metrics import BrokerMetrics
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 0.5
+# asyncio stops accepting for a second when accept() fails for want of descriptors or
+# memory, and reports each failure: one line per this many seconds says how many there were.
+ACCEPT_ERROR_LOG_INTERVAL_S = 60.0
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def descriptor_use() -> str:
+    """'N of M descriptors open' for this process (M: the soft RLIMIT_NOFILE)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        used = len(os.listdir("/proc/self/fd"))
+    except OSError as exc:
+        if exc.errno in _OUT_OF_RESOURCES:
+            return f"every descriptor in use, the limit is {soft}"
+        return "descriptors in use unknown"
+    limit = "no limit" if soft == resource.RLIM_INFINITY else f"a limit of {soft}"
+    return f"{used} descriptors open of {limit}"
 
 
 class SocketServer:
@@ -46,8 +67,12 @@ class SocketServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._accept_errors = 0  # since the last line logged about them
+        self._accept_log_after = 0.0
 
     async def start(self) -> tuple[str, int]:
+        self.loop.set_exception_handler(self._loop_error)
         self._server = await self.loop.create_server(
             lambda: ClientConnection(self),
             host=self.config.hostname,
@@ -81,6 +106,30 @@ class SocketServer:
         if self.config.socket_receive_buffer >= 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.socket_receive_buffer)
 
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """accept() out of descriptors: counted, and logged once per interval with a count."""
+        exc = context.get("exception")
+        if self._stopping and "_start_serving" in repr(context.get("handle")):
+            return  # an accept retry asyncio scheduled (one per failed accept) after close
+        if not (isinstance(exc, OSError) and exc.errno in _OUT_OF_RESOURCES):
+            loop.default_exception_handler(context)
+            return
+        self.metrics.error("accept")
+        self._accept_errors += 1
+        now = loop.time()
+        if now < self._accept_log_after:
+            return
+        log.error(
+            "cannot accept connections: %s (%s); asyncio retries every second; "
+            "%d such errors since the last of these lines, the next in %g s at the earliest",
+            exc.strerror or exc,
+            descriptor_use(),
+            self._accept_errors,
+            ACCEPT_ERROR_LOG_INTERVAL_S,
+        )
+        self._accept_errors = 0
+        self._accept_log_after = now + ACCEPT_ERROR_LOG_INTERVAL_S
+
     def connection_opened(self, conn: ClientConnection) -> None:
         self.connections.add(conn)
         self.metrics.connection_opened()
@@ -110,6 +159,7 @@ class SocketServer:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let responses in flight finish, then close every connection."""
+        self._stopping = True
         if self._server is not None:
             self._server.close()
         if self._sweeper is not None:

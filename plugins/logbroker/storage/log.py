@@ -33,6 +33,7 @@ from pathlib import Path
 from ..protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from ..protocol.message_set import Buffer, Validation, validate
 from ..protocol.requests import EARLIEST_TIME, LATEST_TIME
+from .open_files import OpenFiles
 from .recovery import RecoveryResult, recover_segment
 from .segment import FileRegion, LogSegment, empty_region, parse_segment_file_name
 
@@ -65,6 +66,7 @@ class Log:
         *,
         recover: bool = False,
         request_flush: Callable[[Log], None] | None = None,
+        files: OpenFiles | None = None,
     ) -> None:
         self.directory = directory
         self.topic = topic
@@ -73,6 +75,7 @@ class Log:
         self.clock = clock
         self._lock = threading.Lock()
         self._request_flush = request_flush
+        self.files = files if files is not None else OpenFiles()
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
         self.recovery: RecoveryResult | None = None
@@ -90,9 +93,9 @@ class Log:
             if base is not None and path.is_file():
                 found.append((base, path))
         found.sort()
-        segments = [LogSegment.open(path) for _, path in found]
+        segments = [LogSegment.open(path, self.files) for _, path in found]
         if not segments:
-            segments = [LogSegment.create(self.directory, 0, self.clock())]
+            segments = [LogSegment.create(self.directory, 0, self.clock(), self.files)]
         for earlier, later in itertools.pairwise(segments):
             if earlier.end_offset != later.base_offset:
                 log.warning(
@@ -282,7 +285,7 @@ class Log:
         if old.size == 0:
             return old
         old.flush()
-        new = LogSegment.create(self.directory, old.end_offset, now)
+        new = LogSegment.create(self.directory, old.end_offset, now, self.files)
         self._set_segments((*self._segments, new))
         log.info("%s: rolled a new segment at offset %d", self.name, new.base_offset)
         return new
@@ -294,7 +297,12 @@ class Log:
             self.unflushed_messages = 0
             segment = self._segments[-1]
         if pending or segment.first_append_ms is not None:
-            segment.flush()
+            try:
+                segment.flush()
+            except OSError:
+                with self._lock:  # still unflushed: the next round tries again
+                    self.unflushed_messages += pending
+                raise
         self.last_flush_ms = self.clock()
 
     # -- retention --------------------------------------------------------------------

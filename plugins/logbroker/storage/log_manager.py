@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -29,18 +30,26 @@ from ..config import BrokerConfig
 from ..protocol.errors import WrongPartitionError
 from ..protocol.topics import parse_partition_dir_name, partition_dir_name, validate_topic
 from .log import Clock, Log, LogConfig
+from .open_files import OpenFiles
 from .segment import LogSegment
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
-# One request must not make a broker open millions of files; real topics stay far below.
-MAX_PARTITIONS_PER_TOPIC = 4096
 HOUR_MS = 3600 * 1000
 
 
 def _older_than(cutoff_ms: int) -> Callable[[LogSegment], bool]:
     return lambda segment: segment.last_modified_ms < cutoff_ms
+
+
+def open_files_capacity(configured: int) -> int:
+    """max.open.segment.files, but at most half the descriptor limit: the other half is for
+    client connections, ZooKeeper and everything else the broker opens."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max(1, configured)
+    return max(1, min(configured, soft // 2))
 
 
 def system_clock() -> int:
@@ -67,6 +76,7 @@ class LogManager:
             flush_interval_messages=config.log_flush_interval,
             flush_interval_ms=config.log_default_flush_interval_ms,
         )
+        self.files = OpenFiles(open_files_capacity(config.max_open_segment_files))
         self._logs: dict[tuple[str, int], Log] = {}
         self._create_lock = threading.Lock()
         self._flush_wanted: set[Log] = set()
@@ -100,10 +110,11 @@ class LogManager:
             marker.unlink()
         if clean or not self._logs:  # a new, empty log.dir has nothing to recover
             log.info(
-                "loaded %d logs from %s (%s)",
+                "loaded %d logs from %s (%s); at most %d segment files open at once",
                 len(self._logs),
                 self.log_dir,
                 "clean shutdown" if clean else "no logs yet",
+                self.files.capacity,
             )
         else:
             log.warning(
@@ -124,6 +135,7 @@ class LogManager:
             self.clock,
             recover=recover,
             request_flush=self._want_flush,
+            files=self.files,
         )
         self._logs[(topic, partition)] = part_log
         return part_log
@@ -206,9 +218,10 @@ class LogManager:
         count. Partition directories on disk are what makes a count above the configured one
         stick across restarts."""
         validate_topic(topic)
-        if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+        most = self.config.max_partitions_per_topic
+        if not 1 <= partitions <= most:
             raise WrongPartitionError(
-                f"a topic has 1 to {MAX_PARTITIONS_PER_TOPIC} partitions per broker, "
+                f"a topic has 1 to {most} partitions per broker (max.partitions.per.topic), "
                 f"not {partitions}"
             )
         with self._create_lock:
@@ -240,11 +253,19 @@ class LogManager:
                 and now - part_log.last_flush_ms >= self.log_config.flush_interval_ms
             ):
                 due.add(part_log)
+        failed: list[tuple[Log, OSError]] = []
         for part_log in due:
             try:
                 part_log.flush()
-            except OSError:
-                log.exception("flushing %s failed", part_log.name)
+            except OSError as exc:
+                failed.append((part_log, exc))
+        if failed:  # one line per round, however many logs (they retry next round)
+            log.error(
+                "flushing %d logs failed, %s first: %s; they are tried again next round",
+                len(failed),
+                failed[0][0].name,
+                failed[0][1],
+            )
         return sorted(due, key=lambda lg: lg.name)
 
     def _flusher(self) -> None:

@@ -120,7 +120,8 @@ def _copy_aside(fd: int, start: int, end: int, path: Path) -> None:
 def recover_segment(segment: LogSegment) -> RecoveryResult:
     """Validate the whole segment and cut it after its last whole valid entry, keeping what
     is cut in a `.truncated-<offset>` file beside it."""
-    fd = segment.file.fileno()
+    file = segment.file  # held until recovery is done
+    fd = file.fileno()
     size = segment.size
     valid, reason = scan_valid_prefix(fd, size)
     if valid >= size:

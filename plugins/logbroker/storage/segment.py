@@ -8,10 +8,12 @@ A segment holds message set entries back to back, exactly the bytes producers se
 name is the partition offset of its first byte, so the offset of any entry is
 `base_offset + position in the file`. Only the newest segment of a log is appended to.
 
-The file is opened once, unbuffered, in append mode. A `FileRegion` handed to a reader keeps
-its segment alive, so a segment that retention deletes meanwhile stays readable (the inode
-lives until its descriptor closes, when the last reader drops the segment) and a reader
-never waits for a delete.
+The file is opened when first used, unbuffered, in append mode, and kept in the log
+manager's bounded pool of open files (open_files.py), so a broker with many partitions does
+not hold a descriptor for each. Whoever holds a segment's `SegmentFile` keeps it open, even
+if the pool lets it go meanwhile. A `FileRegion` handed to a reader keeps its segment
+alive, and a segment that retention deletes keeps its file open until its last reader drops
+it (the inode lives until then), so a reader never waits for a delete nor loses its data.
 
 `size` is the end of the last whole append. A write that fails or stops short (a full disk,
 an I/O error, a file size limit) leaves a torn tail after it: the file is cut back to
@@ -24,12 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import os
 from pathlib import Path
 from typing import NamedTuple
 
 from ..protocol.errors import StorageError
+from .open_files import OpenFiles, SegmentFile
 
 SEGMENT_SUFFIX = ".kafka"
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
@@ -60,16 +62,18 @@ class FileRegion(NamedTuple):
     length: int
     offset: int
 
-    def fileno(self) -> int:
+    def file(self) -> SegmentFile:
+        """The open file: keep the object while its descriptor is in use."""
         if self.segment is None:
             raise ValueError("an empty region has no file")
-        return self.segment.file.fileno()
+        return self.segment.file
 
     def read(self) -> bytes:
         if self.length == 0 or self.segment is None:
             return b""
         chunks = []
-        fd, position, remaining = self.fileno(), self.position, self.length
+        file = self.file()
+        fd, position, remaining = file.fileno(), self.position, self.length
         while remaining > 0:
             chunk = os.pread(fd, remaining, position)
             if not chunk:
@@ -100,34 +104,63 @@ class LogSegment:
     """A segment file plus what the log needs to know of it without touching the disk."""
 
     __slots__ = (
+        "__weakref__",
         "base_offset",
-        "file",
+        "files",
         "first_append_ms",
         "last_modified_ms",
+        "open_file",
         "path",
+        "recently_used",
         "size",
         "torn",
     )
 
-    def __init__(self, path: Path, base_offset: int, last_modified_ms: int) -> None:
+    def __init__(
+        self, path: Path, base_offset: int, last_modified_ms: int, size: int, files: OpenFiles
+    ) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.file = io.FileIO(path, "a+")  # O_APPEND: writes land at the end whatever the offset
-        self.size = os.fstat(self.file.fileno()).st_size
+        self.files = files
+        self.open_file: SegmentFile | None = None  # set and cleared by the pool
+        self.recently_used = False  # the pool's second chance
+        self.size = size
         self.last_modified_ms = last_modified_ms
         self.first_append_ms: int | None = None
         self.torn = False  # bytes of a failed write may lie past `size`
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, now_ms: int) -> LogSegment:
-        return cls(directory / segment_file_name(base_offset), base_offset, now_ms)
+    def create(
+        cls, directory: Path, base_offset: int, now_ms: int, files: OpenFiles | None = None
+    ) -> LogSegment:
+        path = directory / segment_file_name(base_offset)
+        segment = cls(path, base_offset, now_ms, 0, files if files is not None else OpenFiles())
+        file = segment.file  # creates the file; held while its descriptor is used
+        segment.size = os.fstat(file.fileno()).st_size
+        return segment
 
     @classmethod
-    def open(cls, path: Path) -> LogSegment:
+    def open(cls, path: Path, files: OpenFiles | None = None) -> LogSegment:
         base = parse_segment_file_name(path.name)
         if base is None:
             raise ValueError(f"{path} is not a segment file")
-        return cls(path, base, int(path.stat().st_mtime * 1000))
+        stat = path.stat()
+        return cls(
+            path,
+            base,
+            int(stat.st_mtime * 1000),
+            stat.st_size,
+            files if files is not None else OpenFiles(),
+        )
+
+    @property
+    def file(self) -> SegmentFile:
+        """The open file (opened through the pool if it is not): hold it while in use."""
+        file = self.open_file
+        if file is None:
+            file = self.files.open(self)
+        self.recently_used = True
+        return file
 
     @property
     def end_offset(self) -> int:
@@ -143,7 +176,8 @@ class LogSegment:
         All or nothing: if the bytes cannot all be written, the file is cut back to its end
         before this call and StorageError is raised; `size` only moves once all are written.
         """
-        fd = self.file.fileno()
+        file = self.file  # held: the descriptor stays open until this returns
+        fd = file.fileno()
         if self.torn:
             self._cut_torn_tail(None)
         pending = buffers
@@ -168,7 +202,8 @@ class LogSegment:
     def _cut_torn_tail(self, cause: OSError | None) -> None:
         """Cut the file back to `size`, the end of the last whole append."""
         try:
-            os.ftruncate(self.file.fileno(), self.size)
+            file = self.file
+            os.ftruncate(file.fileno(), self.size)
         except OSError as exc:
             what = f"writing failed ({cause.strerror or cause}) and " if cause else ""
             raise StorageError(
@@ -179,14 +214,14 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync, and record the modification time so a restart sees the same age."""
-        fd = self.file.fileno()
-        os.fsync(fd)
+        file = self.file
+        os.fsync(file.fileno())
         self.touch()
 
     def touch(self) -> None:
         seconds = self.last_modified_ms / 1000
         with contextlib.suppress(OSError):  # a deleted segment: nothing left to date
-            os.utime(self.file.fileno(), (seconds, seconds))
+            os.utime(self.path, (seconds, seconds))
 
     def region(self, position: int, max_length: int) -> FileRegion:
         """Up to `max_length` bytes from `position` (file-relative), never past the end."""
@@ -196,24 +231,24 @@ class LogSegment:
     def truncate_to(self, size: int) -> int:
         """Cut the file to `size` bytes; returns how many bytes were removed."""
         removed = self.size - size
-        os.ftruncate(self.file.fileno(), size)
+        file = self.file
+        os.ftruncate(file.fileno(), size)
         self.size = size
         self.torn = False
         return removed
 
     def delete(self) -> None:
-        """Unlink the file. Descriptors held by readers keep working until they are done."""
+        """Unlink the file. The segment keeps it open, out of the pool, until the last
+        reader holding the segment lets go: a reader never loses what it was given."""
+        with contextlib.suppress(OSError):  # no descriptor to spare: readers may miss it
+            self.file  # noqa: B018 - opened, and kept open by `open_file`
+        self.files.forget(self, keep_open=True)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
     def close(self) -> None:
-        self.file.close()
-
-    def __del__(self) -> None:
-        # A deleted segment is closed when its last reader lets go of it.
-        file = getattr(self, "file", None)
-        if file is not None:
-            file.close()
+        """Leave the pool; the file closes once no reader holds it."""
+        self.files.forget(self)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.path.name}, size={self.size})"
