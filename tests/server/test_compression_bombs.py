@@ -97,7 +97,6 @@ def test_a_gzip_bomb_is_refused_and_nothing_is_stored(
     assert len(gzip_bomb) < 320_000
     assert acked(broker, "bomb", [gzip_bomb]) == [MessageSizeTooLargeError.code]
     assert latest(broker, "bomb") == 0
-    assert "inflates past the limit of one set (8000000 bytes)" in broker.log_since()
 
 
 def test_nested_compression_is_refused_however_small(
@@ -106,7 +105,6 @@ def test_nested_compression_is_refused_however_small(
     assert len(nested_bomb) < 10_000
     assert acked(broker, "nested", [nested_bomb]) == [InvalidMessageError.code]
     assert latest(broker, "nested") == 0
-    assert "nests deeper than 1 level" in broker.log_since()
 
 
 def test_a_plain_produce_of_a_bomb_closes_the_connection(
