@@ -144,19 +144,28 @@ def spark_type(node: Any, named: dict[str, DataType], where: str, top: bool = Fa
     return result
 
 
+def column_name(field: str) -> str:
+    """The column of an event's own field: its name, or `event_<name>` where the name is a
+    fixed column's (AuditCount's `topic` is `event_topic`: the row's `topic` is `_audit`)."""
+    return f"event_{field}" if field in FIXED_NAMES else field
+
+
 def event_fields(schema: dict[str, Any], topic: str) -> list[StructField]:
     """The columns of a topic's own fields (after the header)."""
     named: dict[str, DataType] = {}
     spark_type(schema["fields"][0]["type"], named, f"{topic}.header")  # registers EventHeader
     out = []
     for f in schema["fields"][1:]:
-        if f["name"] in FIXED_NAMES:
+        column = column_name(f["name"])
+        if column in FIXED_NAMES or column in {g["name"] for g in schema["fields"][1:]} - {
+            f["name"]
+        }:
             raise AvroColumnError(
-                f"topic {topic!r}: the field {f['name']!r} has the name of a fixed column "
-                f"({', '.join(sorted(FIXED_NAMES))})"
+                f"topic {topic!r}: the field {f['name']!r} cannot be a column: both its name "
+                f"and {column!r} are taken (fixed columns: {', '.join(sorted(FIXED_NAMES))})"
             )
         out.append(
-            StructField(f["name"], spark_type(f["type"], named, f"{topic}.{f['name']}", top=True))
+            StructField(column, spark_type(f["type"], named, f"{topic}.{f['name']}", top=True))
         )
     return out
 
@@ -176,7 +185,7 @@ def merge_fields(per_topic: dict[str, list[StructField]]) -> list[StructField]:
 
 
 def top_level_conversions(readers: dict[str, ReaderSchema]) -> dict[str, Any]:
-    """field -> how serde's base-type value becomes the column's: 1000 (ms -> us) or a
+    """column -> how serde's base-type value becomes the column's: 1000 (ms -> us) or a
     decimal scale; fields that need nothing are absent."""
     out: dict[str, Any] = {}
     for reader in readers.values():
@@ -186,9 +195,9 @@ def top_level_conversions(readers: dict[str, ReaderSchema]) -> dict[str, Any]:
                 node = next((b for b in node if b != "null"), node)
             if isinstance(node, dict):
                 if node.get("logicalType") == "timestamp-millis":
-                    out[f["name"]] = 1000
+                    out[column_name(f["name"])] = 1000
                 elif node.get("logicalType") == "decimal":
-                    out[f["name"]] = ("decimal", int(node.get("scale", 0)))
+                    out[column_name(f["name"])] = ("decimal", int(node.get("scale", 0)))
     return out
 
 
@@ -245,6 +254,11 @@ class AvroDecoder:
             f.name for f in self.schema.fields[10:] if f.name not in ("_error", "_value")
         ]
         self._conversions = top_level_conversions(self.readers)
+        self._field_of_column = {
+            column_name(f["name"]): f["name"]
+            for reader in self.readers.values()
+            for f in reader.definition["fields"][1:]
+        }
         self._decoding: dict[str, EventDecoding] = {}
 
     def _decoding_for(self, topic: str) -> EventDecoding:
@@ -284,7 +298,8 @@ class AvroDecoder:
         arrays = position_arrays(r, offsets, indexes)
         arrays += self._header_arrays(records, schema_ids)
         for name, field in zip(self._event_fields, self._arrow.types[10:], strict=False):
-            values = [None if x is None else x.get(name) for x in records]
+            key = self._field_of_column.get(name, name)
+            values = [None if x is None else x.get(key) for x in records]
             if name in self._conversions:
                 values = _convert(values, self._conversions[name])
             arrays.append(pa.array(values, field))

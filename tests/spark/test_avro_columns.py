@@ -1,0 +1,34 @@
+"""Columns of event fields whose names are taken by the fixed columns (no Spark session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from logbroker.serde.schemas import load_schema_file, parse_event_schema
+from spark_apps.logbroker_source.avro_columns import AvroColumnError, build_schema, column_name
+from spark_apps.logbroker_source.events import ReaderSchema
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "include" / "schemas"
+
+
+def test_audit_counts_topic_field_is_the_event_topic_column() -> None:
+    # The row's `topic` is the warehouse topic (`_audit`); AuditCount's own `topic` field must
+    # land beside it, under the name the audit reads (audit_events.AUDITED_TOPIC_COLUMNS).
+    audit = load_schema_file(SCHEMAS / "audit_count.avsc")
+    schema = build_schema({"_audit": ReaderSchema(1, audit.definition)}, permissive=True)
+    names = schema.fieldNames()
+    assert names.count("topic") == 1
+    assert names[10:] == ["event_topic", "tier", "window_start", "window_ms", "count", "_error", "_value"]  # fmt: skip
+    assert column_name("topic") == "event_topic" and column_name("tier") == "tier"
+
+
+def test_a_field_whose_renamed_column_is_taken_too_is_refused_by_name() -> None:
+    schema = parse_event_schema({
+        "type": "record", "name": "Odd", "fields": [
+            {"name": "header", "type": "logbroker.EventHeader"},
+            {"name": "seq", "type": "long"}, {"name": "event_seq", "type": "long"}],
+    })  # fmt: skip
+    with pytest.raises(AvroColumnError, match=r"topic 'odd': the field 'seq' cannot be a column"):
+        build_schema({"odd": ReaderSchema(1, schema.definition)}, permissive=False)
