@@ -111,7 +111,10 @@ def open_context(project_dir: Path) -> Any:
         ctx.update_data_docs_site(
             "local_site", site
         ) if "local_site" in sites else ctx.add_data_docs_site("local_site", site)
-    if ctx.variables.progress_bars is None or ctx.variables.progress_bars.globally is not False:
+    # A context read back from its great_expectations.yml holds the setting as a dict.
+    bars = ctx.variables.progress_bars
+    globally = bars.get("globally") if isinstance(bars, dict) else getattr(bars, "globally", None)
+    if globally is not False:
         ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
         ctx.variables.save()
     return ctx

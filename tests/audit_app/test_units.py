@@ -70,3 +70,14 @@ def test_rewrite_points_at_the_vendored_copies(tmp_path: Path) -> None:
     assert f'href="../../assets/{url_map()[url]}"' in fixed and "integrity" not in fixed
     with pytest.raises(UnvendoredAssetError, match=r"cdn\.example"):
         rewrite_html('<script src="https://cdn.example/x.js"></script>', page, tmp_path)
+
+
+def test_the_gx_project_opens_again_every_hour(tmp_path: Path) -> None:
+    # Every audit after the first reopens the reports' GX project from its
+    # great_expectations.yml, where the progress-bar setting comes back as a dict.
+    from spark_apps.audit_quality import open_context
+
+    open_context(tmp_path / "gx")
+    again = open_context(tmp_path / "gx")
+    bars = again.variables.progress_bars
+    assert (bars["globally"] if isinstance(bars, dict) else bars.globally) is False
