@@ -53,8 +53,21 @@ lint: setup typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The whole pipeline once through Airflow's scheduler (scripts/demo.py), then everything stops.
 demo: setup
 	$(BIN)/python scripts/demo.py
+
+# The log broker alone: a cluster, 300,000 events through a consumer group.
+.PHONY: demo-broker up down
+demo-broker: setup
+	$(BIN)/python scripts/broker_demo.py
+
+# The same stack as the demo, left running with live traffic; `make down` stops it by PID.
+up: setup
+	$(BIN)/python scripts/up.py up
+
+down:
+	@test -x $(BIN)/python && $(BIN)/python scripts/up.py down || echo "nothing to stop (no .venv)"
 
 bench-storage: setup
 	$(BIN)/python bench/bench_storage.py

@@ -24,7 +24,7 @@ Runs one at a time and in order: an hour loads only after the previous hour comm
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, dag, task
@@ -39,7 +39,8 @@ PIPELINE = load_pipeline()
 @dag(
     dag_id="logbroker_hourly_load",
     schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    start_date=PIPELINE.start_date,
+    end_date=PIPELINE.end_date,
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=2),

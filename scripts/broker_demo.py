@@ -1,6 +1,6 @@
-"""`make demo`: a private cluster end to end, on the embedded defaults.
+"""`make demo-broker`: the log broker alone, a private cluster end to end.
 
-    .venv/bin/python scripts/demo.py [--events 300000] [--workdir var/demo] [--keep]
+    .venv/bin/python scripts/broker_demo.py [--events 300000] [--workdir var/broker-demo] [--keep]
 
 1. starts a private ZooKeeper and two brokers (4 partitions of each topic per broker),
    all on free 127.0.0.1 ports, with their data under --workdir;
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     consumer.add_argument("--group", required=True)
     consumer.add_argument("--idle-ms", type=int, default=4000)
     parser.add_argument("--events", type=int, default=300_000)
-    parser.add_argument("--workdir", default=str(ROOT / "var" / "demo"))
+    parser.add_argument("--workdir", default=str(ROOT / "var" / "broker-demo"))
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
     args = parser.parse_args(argv)
     if args.mode == "consumer":

@@ -12,6 +12,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ class Pipeline:
     reports: str  # where the audit's Data Docs go
     grace_hours: int
     max_bad_fraction: float
+    # The hours the hourly load schedules: from start_date; until end_date when one is set
+    # (the demo simulates finished hours and must not load the clock's current one).
+    start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+    end_date: datetime | None = None
 
     @property
     def loaded_topics(self) -> tuple[str, ...]:
@@ -79,6 +84,13 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             reports=as_uri(raw["reports"]) if raw.get("reports") else f"{warehouse}/_reports",
             grace_hours=int(raw.get("grace_hours", 2)),
             max_bad_fraction=float(raw.get("max_bad_fraction", 0.01)),
+            start_date=_instant(raw.get("start_date") or "2026-01-01T00:00:00Z"),
+            end_date=_instant(raw["end_date"]) if raw.get("end_date") else None,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc
+
+
+def _instant(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

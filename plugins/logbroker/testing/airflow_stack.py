@@ -185,6 +185,7 @@ class AirflowStack:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.processes.clear()
+        stop_task_processes(self.home, grace, self.clock, self.sleep)
 
     # -- the REST API -----------------------------------------------------------------
 
@@ -217,3 +218,42 @@ class AirflowStack:
                 f"{method} /api/v2{path}: HTTP {exc.code}: {exc.read()[:1000]!r}"
             ) from exc
         return json.loads(text) if text else None
+
+
+def stop_task_processes(
+    home: Path,
+    grace: float = 30,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[int]:
+    """Stop the task processes of the Airflow whose AIRFLOW_HOME is `home`.
+
+    Task processes (and the spark-submits they run) live in process groups of their own, which
+    outlive a scheduler stopped mid-task: they are found by the home in their environment.
+    """
+    marker = f"AIRFLOW_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (os.getpid(), os.getppid()):
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    stopped = list(found)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = clock() + grace
+        while found and clock() < deadline:
+            found = [pid for pid in found if _running(pid)]
+            sleep(0.2)
+    return stopped
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie stays until init reaps it)."""
+    try:
+        return b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False

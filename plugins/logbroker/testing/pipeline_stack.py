@@ -1,0 +1,401 @@
+"""The whole pipeline on one machine, for `make demo`, `make up` and the end-to-end tests.
+
+    stack = PipelineStack(workdir).start()      ZooKeeper, the live and analysis clusters,
+                                                the registry with the demo's schemas, and
+                                                Airflow (api-server, scheduler, dag-processor,
+                                                triggerer), every process bound to 127.0.0.1
+    stack.produce_hour(hour_ms, ...)            audited traffic for one simulated hour
+    stack.trigger(dag_id) / backfill(...)       drive the DAGs through the real scheduler
+    stack.stop()                                everything, by PID
+
+Layout under `workdir`:
+
+    zookeeper/                 one ZooKeeper; chroots /live, /analysis, /registry
+    live-<id>/ analysis-<id>/  the brokers' log.dirs and logs (broker.log)
+    airflow/                   AIRFLOW_HOME: SQLite database, logs/<component>.out, task logs
+    warehouse/                 the warehouse (a file:// URI), its _reports/ (Data Docs)
+    pipeline.json              what the DAGs run (LOGBROKER_PIPELINE)
+    stack.json                 the PIDs, ports and URLs, for `make down` and for people
+
+Spark runs in local mode inside the Airflow tasks (spark-submit per task, local[2]). Nothing
+here imports Airflow or Spark: Airflow is run as commands and driven through its REST API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..audit import AuditedProducer
+from ..client.cluster import Cluster
+from ..client.producer import Producer
+from ..serde import SchemaRegistry
+from ..serde.schemas import load_schema_file
+from .airflow_stack import AirflowStack, AirflowStackError, stop_task_processes
+from .broker import BrokerProcess
+from .traffic import TOPICS, activity
+from .zookeeper import ZooKeeperServer
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SCHEMAS = REPO_ROOT / "include" / "schemas"
+TERMINAL = {"success", "failed"}
+T = TypeVar("T")
+
+
+@dataclass
+class HourTraffic:
+    """What one simulated hour sent: events per topic, and the extras."""
+
+    hour_ms: int
+    events: dict[str, int] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)  # for the hour before, sent now
+    bad_payloads: int = 0
+    unsent: dict[str, int] = field(default_factory=dict)  # counted, never sent (lost)
+
+
+class PipelineStack:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        brokers_per_cluster: int = 2,
+        partitions: int = 2,
+        grace_hours: int = 2,
+        hours: tuple[str, str] | None = None,
+        port: int | None = None,
+        all_admins: bool = False,
+        spark_master: str = "local[2]",
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.workdir = Path(workdir).absolute()
+        self.brokers_per_cluster = brokers_per_cluster
+        self.partitions = partitions
+        self.grace_hours = grace_hours
+        self.hours = hours  # (first, last) "YYYY-MM-DDTHH": the only hours the load schedules
+        self.log = log
+        self.zookeeper = ZooKeeperServer(self.workdir / "zookeeper")
+        self.brokers: dict[str, list[BrokerProcess]] = {}
+        self.spark_master = spark_master
+        self.airflow = AirflowStack(
+            self.workdir / "airflow",
+            dags_folder=REPO_ROOT / "dags",
+            plugins_folder=REPO_ROOT / "plugins",
+            port=port,
+            all_admins=all_admins,
+            extra_env={},  # filled in start(), once ZooKeeper's port is known
+        )
+        self.warehouse = self.workdir / "warehouse"
+
+    # -- where things are -------------------------------------------------------------
+
+    def connect(self, chroot: str) -> str:
+        return f"{self.zookeeper.connect_string}/{chroot}"
+
+    @property
+    def live(self) -> str:
+        return self.connect("live")
+
+    @property
+    def analysis(self) -> str:
+        return self.connect("analysis")
+
+    @property
+    def registry(self) -> str:
+        return self.connect("registry")
+
+    @property
+    def warehouse_uri(self) -> str:
+        return self.warehouse.as_uri()
+
+    def airflow_env(self) -> dict[str, str]:
+        def conn(zk: str) -> str:
+            extra = {"schema_registry": self.registry, "acks": "ack"}
+            return json.dumps({"conn_type": "logbroker", "host": zk, "extra": extra})
+
+        return {
+            "LOGBROKER_PIPELINE": str(self.workdir / "pipeline.json"),
+            "AIRFLOW_CONN_LOGBROKER_LIVE": conn(self.live),
+            "AIRFLOW_CONN_LOGBROKER_ANALYSIS": conn(self.analysis),
+            "AIRFLOW_CONN_LOGBROKER_SPARK_DEFAULT": json.dumps(
+                {"conn_type": "logbroker_spark", "host": self.spark_master}
+            ),
+            # Two Spark JVMs at most on 2 cores: more only queue for the CPU.
+            "AIRFLOW__CORE__PARALLELISM": "4",
+        }
+
+    # -- start and stop ---------------------------------------------------------------
+
+    def start(self, airflow: bool = True) -> PipelineStack:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log(f"ZooKeeper ({self.workdir / 'zookeeper'})")
+            self.zookeeper.start()
+            for chroot in ("live", "analysis", "registry"):
+                self.zookeeper.create_chroot(f"/{chroot}")
+            for name, zk in (("live", self.live), ("analysis", self.analysis)):
+                self.brokers[name] = [
+                    BrokerProcess(
+                        self.workdir / f"{name}-{i}",
+                        broker_id=i,
+                        zk_connect=zk,
+                        overrides={"num.partitions": str(self.partitions)},
+                    ).start()
+                    for i in range(self.brokers_per_cluster)
+                ]
+                ports = ", ".join(str(b.port) for b in self.brokers[name])
+                self.log(f"{name} cluster: brokers on 127.0.0.1:{ports} ({zk})")
+            self._register_schemas()
+            self._create_topics()
+            self._write_pipeline()
+            if airflow:
+                self.airflow.extra_env.update(self.airflow_env())
+                self.log(f"Airflow: migrating its database ({self.airflow.home})")
+                self.airflow.migrate()
+                self.log("Airflow: api-server, scheduler, dag-processor, triggerer")
+                self.airflow.start()
+            self._write_state()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _register_schemas(self) -> None:
+        with SchemaRegistry(self.registry) as registry:
+            for topic in TOPICS:
+                registry.register(topic, load_schema_file(SCHEMAS / f"{topic}.avsc"))
+            registry.register("_audit", load_schema_file(SCHEMAS / "audit_count.avsc"))
+
+    def _create_topics(self) -> None:
+        for zk in (self.live, self.analysis):
+            with Cluster(zk) as cluster:
+                for topic in (*TOPICS, "_audit"):
+                    cluster.create_topic(topic, self.partitions)
+                wait_for(
+                    lambda c=cluster: set(TOPICS) <= set(c.topics()),  # type: ignore[misc]
+                    60,
+                    f"the topics' registration in {zk}",
+                )
+
+    def _write_pipeline(self) -> None:
+        pipeline: dict[str, Any] = {
+            "live_clusters": [{"name": "live", "conn_id": "logbroker_live"}],
+            "analysis_conn_id": "logbroker_analysis",
+            "spark_conn_id": "logbroker_spark_default",
+            "topics": list(TOPICS),
+            "warehouse": self.warehouse_uri,
+            "reports": None,
+            "grace_hours": self.grace_hours,
+            "max_bad_fraction": 0.01,
+        }
+        if self.hours is not None:
+            pipeline["start_date"] = f"{self.hours[0]}:00:00+00:00"
+            pipeline["end_date"] = f"{self.hours[1]}:00:00+00:00"
+        (self.workdir / "pipeline.json").write_text(json.dumps(pipeline, indent=1) + "\n")
+
+    def _write_state(self) -> None:
+        state = {
+            "zookeeper": {"pid": self.zookeeper.pid, "connect": self.zookeeper.connect_string},
+            "brokers": {
+                name: [{"pid": b.pid, "port": b.port} for b in brokers]
+                for name, brokers in self.brokers.items()
+            },
+            "airflow": {
+                "url": self.airflow.url,
+                "username": self.airflow.username,
+                "pids": {n: p.pid for n, p in self.airflow.processes.items()},
+            },
+            "warehouse": self.warehouse_uri,
+        }
+        (self.workdir / "stack.json").write_text(json.dumps(state, indent=1) + "\n")
+
+    def stop(self) -> None:
+        """Stop everything this stack started, by PID: Airflow, brokers, ZooKeeper."""
+        with contextlib.suppress(Exception):
+            self.airflow.stop()
+        for brokers in self.brokers.values():
+            for broker in brokers:
+                with contextlib.suppress(Exception):
+                    broker.stop(timeout=20)
+        with contextlib.suppress(Exception):
+            self.zookeeper.stop()
+        with contextlib.suppress(FileNotFoundError):
+            (self.workdir / "stack.json").unlink()
+
+    def __enter__(self) -> PipelineStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- traffic ----------------------------------------------------------------------
+
+    def produce_hour(
+        self,
+        hour_ms: int,
+        events: dict[str, int],
+        *,
+        late: dict[str, int] | None = None,
+        bad_payloads: int = 0,
+        unsent: dict[str, int] | None = None,
+        seed: int = 7,
+    ) -> HourTraffic:
+        """One simulated hour on the live cluster, by audited producers (acknowledged, snappy).
+
+        `late`: events of the hour before, sent now (they reach a later load); `bad_payloads`:
+        raw bytes on the first topic that are not events (bad records for the load);
+        `unsent`: events counted for the audit but never sent (lost on purpose).
+        """
+        traffic = HourTraffic(hour_ms, dict(events), dict(late or {}), bad_payloads)
+        producer = Producer(zk_connect=self.live, acks="ack", compression_codec="snappy")
+        with (
+            SchemaRegistry(self.registry) as registry,
+            AuditedProducer(producer, registry) as audited,
+        ):
+            for topic, count in events.items():
+                records = activity(topic, hour_ms, count, seed)
+                for i in range(0, len(records), 500):
+                    audited.send(topic, records[i : i + 500], key=f"{topic}-{i}")
+            for topic, count in (late or {}).items():
+                records = activity(topic, hour_ms - 3_600_000, count, seed + 1)
+                audited.send(topic, records)
+            for topic, count in (unsent or {}).items():
+                # Counted as if sent, never sent: what a producer losing events looks like.
+                batch = audited.prepare(topic, activity(topic, hour_ms, count, seed + 2))
+                assert audited.publisher is not None
+                audited.publisher.count_windows(topic, batch.windows)
+                traffic.unsent[topic] = count
+            if bad_payloads:
+                garbage = [b"not an event %d" % i for i in range(bad_payloads)]
+                producer.send(TOPICS[0], garbage, key="garbage")
+        return traffic
+
+    # -- Airflow ----------------------------------------------------------------------
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        run = self.airflow.api(
+            "POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}}
+        )
+        return str(run["dag_run_id"])
+
+    def backfill(self, dag_id: str, first_hour: str, last_hour: str, reprocess: bool) -> int:
+        """Backfill the hours [first_hour, last_hour] (logical dates are interval starts).
+
+        Without `reprocess`, hours that already ran successfully are skipped ("failed": a
+        DAG with depends_on_past must name one of the two reprocess behaviours)."""
+        body = {
+            "dag_id": dag_id,
+            "from_date": f"{first_hour}:00:00Z",
+            "to_date": f"{last_hour}:00:00Z",
+            "reprocess_behavior": "completed" if reprocess else "failed",
+            "max_active_runs": 1,
+        }
+        return int(self.airflow.api("POST", "/backfills", body)["id"])
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        found = self.airflow.api("GET", f"/dags/{dag_id}/dagRuns?limit=100&order_by=run_after")
+        return list(found["dag_runs"])
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 900) -> dict[str, Any]:
+        def finished() -> dict[str, Any] | None:
+            run = self.airflow.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+            return run if run["state"] in TERMINAL else None
+
+        return wait_for(finished, timeout, f"{dag_id} run {run_id}", sleep=2)
+
+    def wait_runs(
+        self, dag_id: str, count: int, timeout: float = 900, since: Iterable[str] = ()
+    ) -> list[dict[str, Any]]:
+        """Wait until `count` runs not in `since` exist and every one has finished."""
+        before = set(since)
+
+        def finished() -> list[dict[str, Any]] | None:
+            new = [r for r in self.runs(dag_id) if r["dag_run_id"] not in before]
+            if len(new) >= count and all(r["state"] in TERMINAL for r in new):
+                return new
+            return None
+
+        return wait_for(finished, timeout, f"{count} new run(s) of {dag_id}", sleep=2)
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        found = self.airflow.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        states: dict[str, str] = {}
+        for ti in found["task_instances"]:
+            name = ti["task_id"] + (f"[{ti['map_index']}]" if ti.get("map_index", -1) >= 0 else "")
+            states[name] = str(ti["state"])
+        return states
+
+    def failure_details(self, dag_id: str, run_id: str) -> str:
+        """The failed tasks of a run and where their logs are, for an error message."""
+        failed = [t for t, s in self.task_states(dag_id, run_id).items() if s != "success"]
+        logs = self.airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
+
+
+def wait_for(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    *,
+    sleep: float = 0.2,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """The first truthy value of `predicate()`, polled until `timeout` seconds passed."""
+    deadline = clock() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if clock() >= deadline:
+            raise AirflowStackError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(sleep)
+
+
+def stop_recorded(workdir: Path, grace: float = 30) -> list[int]:
+    """`make down`: stop by PID every process a stack recorded in `workdir`/stack.json.
+
+    In stages, each stage's process groups together: the traffic (it publishes its audit
+    counts while the brokers are still up), Airflow (and its task processes), the brokers,
+    ZooKeeper."""
+    state_file = Path(workdir) / "stack.json"
+    if not state_file.exists():
+        return []
+    state = json.loads(state_file.read_text())
+    stages = [
+        [state["traffic"]["pid"]] if "traffic" in state else [],
+        list(state["airflow"]["pids"].values()),
+        [b["pid"] for brokers in state["brokers"].values() for b in brokers],
+        [state["zookeeper"]["pid"]],
+    ]
+    stopped = []
+    for number, stage in enumerate(stages):
+        pids = [pid for pid in stage if pid is not None and _alive(pid)]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
+                stopped.append(pid)
+        deadline = time.monotonic() + grace
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+        if number == 1:
+            stop_task_processes(Path(workdir) / "airflow")
+    state_file.unlink()
+    return stopped
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

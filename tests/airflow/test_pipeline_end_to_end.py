@@ -1,0 +1,123 @@
+"""The whole pipeline through Airflow's real scheduler, as `make demo` runs it, in one module.
+
+ZooKeeper, a live and an analysis cluster (two brokers each), the schema registry and Airflow
+(api-server, scheduler, dag-processor, triggerer) as processes; Spark in local mode inside the
+tasks. Two simulated hours: the first clean, the second with events a producer counted but never
+sent. The DAGs run as a user runs them: a triggered mirror run, backfills of the hourly load,
+and the audit runs that the load's assets schedule.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from logbroker.testing.pipeline_stack import PipelineStack
+from scripts.demo import EVENTS, LOADED, Progress, demo_hours, hour_name, load_and_audit, mirror
+
+pytestmark = pytest.mark.slow
+LOST = {"searches": 4}  # counted by the producer of the second hour, never sent
+
+
+def audit_results(stack: PipelineStack, hour: datetime) -> Any:
+    return pq.read_table(
+        stack.warehouse / "_audit_results" / f"audit_hour={hour_name(hour)}"
+    ).to_pandas()
+
+
+def checkpoint(stack: PipelineStack, topic: str, hour: datetime) -> dict[str, Any]:
+    path = stack.warehouse / "_checkpoints" / topic / f"{hour_name(hour)}.json"
+    return dict(json.loads(path.read_text()))
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    hours = demo_hours(2, datetime.now(UTC), grace_hours=2)
+    stack = PipelineStack(
+        tmp_path_factory.mktemp("pipeline"),
+        hours=(hour_name(hours[0]), hour_name(hours[-1])),
+        all_admins=True,
+    )
+    progress = Progress()
+    stack.start()
+    try:
+        audits = []
+        for i, hour in enumerate(hours):
+            stack.produce_hour(
+                int(hour.timestamp() * 1000),
+                EVENTS,
+                late={"page_views": 5} if i else None,
+                unsent=LOST if i else None,
+            )
+            mirror(stack, progress)
+            audits.append(load_and_audit(stack, hour, progress))
+        before = {t: checkpoint(stack, t, hours[0]) for t in LOADED}
+        backfill_audits = load_and_audit(stack, hours[0], progress, reprocess=True)
+        yield {
+            "stack": stack,
+            "hours": hours,
+            "audits": audits,
+            "before": before,
+            "backfill_audits": backfill_audits,
+        }
+    finally:
+        stack.stop()
+
+
+def test_first_hour_every_window_complete(pipeline: dict[str, Any]) -> None:
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    assert [a["state"] for a in pipeline["audits"][0]] == ["success"]
+    results = audit_results(stack, hours[0])
+    assert set(results["status"]) == {"complete"}
+    per_topic = results.groupby("topic")["loaded_unique"].sum().to_dict()
+    # The late page views of the second hour's traffic belong to the first hour's windows.
+    assert per_topic == {**EVENTS, "page_views": EVENTS["page_views"] + 5}
+    assert results["duplicates"].sum() == 0
+
+
+def test_lost_events_turn_the_audit_task_red_with_the_exact_count(
+    pipeline: dict[str, Any],
+) -> None:
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    [audit] = pipeline["audits"][1]
+    assert audit["state"] == "failed"
+    assert stack.task_states("logbroker_audit", audit["dag_run_id"])["audit"] == "failed"
+    results = audit_results(stack, hours[1])
+    lost = results[results["status"] == "lost"]
+    assert set(lost["topic"]) == {"searches"}
+    assert int(lost["missing"].sum()) == LOST["searches"]
+    others = results[results["topic"] != "searches"]
+    assert set(others["status"]) == {"complete"}
+    # The failure callback's one-line summary is in the task's log.
+    log_dir = stack.airflow.home / "logs" / "dag_id=logbroker_audit"
+    logs = "".join(p.read_text() for p in log_dir.glob(f"run_id={audit['dag_run_id']}/**/*.log"))
+    assert f"..{hour_name(hours[1])} failed:" in logs
+    assert "lost" in logs
+
+
+def test_backfill_of_the_first_hour_is_identical(pipeline: dict[str, Any]) -> None:
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    for topic, before in pipeline["before"].items():
+        after = checkpoint(stack, topic, hours[0])
+        assert after["committed_at"] >= before["committed_at"]
+        for key in ("partitions", "rows", "rows_sha256", "duplicates_dropped", "bad_records"):
+            assert after[key] == before[key], (topic, key)
+    # The audit ran again for the backfilled hour, and it is still complete.
+    assert [a["state"] for a in pipeline["backfill_audits"]] == ["success"]
+    assert set(audit_results(stack, hours[0])["status"]) == {"complete"}
+
+
+def test_hour_runs_carry_their_data_intervals(pipeline: dict[str, Any]) -> None:
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    loads = {r["data_interval_start"][:13]: r for r in stack.runs("logbroker_hourly_load")}
+    assert sorted(loads) == [hour_name(h) for h in hours]
+    assert all(r["state"] == "success" for r in loads.values())
+    # Only the simulated hours ran: the pipeline's end_date keeps the clock's hour out.
+    assert all(r["run_type"] == "backfill" for r in loads.values())
+    assert Path(stack.workdir / "pipeline.json").exists()
