@@ -13,6 +13,12 @@ and an hour **closes** once its audit is complete and its grace has passed.
 The **audit** task turns red when a window is `lost` (missing events after the grace) or
 `unaccounted` (events no producer counted); its failure callback logs a one-line summary,
 and the hour's Data Docs page (Pipeline page -> the hour) says which windows and by how much.
+
+**announce_closed** emits the asset `logbroker-complete/<topic>` for every hour of a topic
+that closed (complete, grace passed) since it was last announced, with the hour and its
+counts in the event's extra: a downstream DAG schedules on complete data, not on the clock.
+After a red audit it does not run (the run stays red); topics that did close are announced
+by the next audit that covers their hour.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 from airflow.sdk import AssetAll, dag, task
 
-from hooks.assets import warehouse_asset
+from hooks.assets import COMPLETE_ALIAS, complete_asset, warehouse_asset
 from hooks.operators import SparkAppOperator
 from hooks.pipeline import load_pipeline
 
@@ -87,7 +93,28 @@ def logbroker_audit() -> None:
         retries=0,  # a red audit is a finding, not a flake
         on_failure_callback=summarize_failure,
     )
-    hours >> audit
+
+    @task(outlets=[COMPLETE_ALIAS])
+    def announce_closed(hours: str, outlet_events: Any = None) -> list[dict[str, Any]]:
+        from hooks.closed_hours import mark_announced, newly_closed
+        from pipeline_ui.warehouse_view import WarehouseView
+
+        first, last = (datetime.strptime(h, "%Y-%m-%dT%H") for h in hours.split(".."))
+        names = [
+            f"{first + timedelta(hours=i):%Y-%m-%dT%H}"
+            for i in range(int((last - first).total_seconds() // 3600) + 1)
+        ]
+        view = WarehouseView(PIPELINE.warehouse, timedelta(hours=PIPELINE.grace_hours))
+        now = datetime.now(UTC)
+        closed = newly_closed(view, PIPELINE.topics, names, now)
+        for hour in closed:
+            outlet_events[COMPLETE_ALIAS].add(
+                complete_asset(PIPELINE, hour.topic), extra=hour.extra
+            )
+        mark_announced(view, closed, now)
+        return [{"topic": h.topic, **h.extra} for h in closed]
+
+    hours >> audit >> announce_closed(hours)
 
 
 logbroker_audit()

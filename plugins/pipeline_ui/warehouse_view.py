@@ -103,7 +103,7 @@ class WarehouseView:
         self.fs, self.root = fs.FileSystem.from_uri(self.warehouse)
         self.grace = grace
 
-    def _read_text(self, path: str) -> str | None:
+    def read_text(self, path: str) -> str | None:
         try:
             with self.fs.open_input_stream(path) as stream:
                 return bytes(stream.read()).decode("utf-8")
@@ -111,7 +111,7 @@ class WarehouseView:
             return None
 
     def checkpoint(self, topic: str, hour: str) -> dict[str, Any] | None:
-        text = self._read_text(f"{self.root}/_checkpoints/{topic}/{hour}.json")
+        text = self.read_text(f"{self.root}/_checkpoints/{topic}/{hour}.json")
         if text is None:
             return None
         try:

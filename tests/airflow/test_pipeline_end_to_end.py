@@ -21,7 +21,7 @@ import pytest
 from logbroker.testing.pipeline_stack import PipelineStack
 from scripts.demo import EVENTS, LOADED, Progress, demo_hours, hour_name, load_and_audit, mirror
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture runs ~10 min
 LOST = {"searches": 4}  # counted by the producer of the second hour, never sent
 
 
@@ -121,3 +121,20 @@ def test_hour_runs_carry_their_data_intervals(pipeline: dict[str, Any]) -> None:
     # Only the simulated hours ran: the pipeline's end_date keeps the clock's hour out.
     assert all(r["run_type"] == "backfill" for r in loads.values())
     assert Path(stack.workdir / "pipeline.json").exists()
+
+
+def test_closed_hours_are_announced_as_assets(pipeline: dict[str, Any]) -> None:
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    found = stack.airflow.api(
+        "GET", "/assets/events?source_dag_id=logbroker_audit&source_task_id=announce_closed"
+    )["asset_events"]
+    announced = sorted((e["name"], e["extra"]["load_hour"]) for e in found)
+    # The first hour closed at its first audit, and closed again after the backfill reopened
+    # it (a new commit; and for page_views, the late events of the second hour's load). The
+    # second hour never closed: searches lost events, and a red audit announces nothing.
+    assert announced == sorted(
+        (f"logbroker-complete/{topic}", hour_name(hours[0])) for topic in EVENTS for _ in "12"
+    )
+    page_views = [e for e in found if e["name"] == "logbroker-complete/page_views"]
+    produced = [e["extra"]["produced"] for e in sorted(page_views, key=lambda e: e["id"])]
+    assert produced == [EVENTS["page_views"], EVENTS["page_views"] + 5]
