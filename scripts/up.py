@@ -53,6 +53,7 @@ def up(args: argparse.Namespace) -> int:
     print(f"    the Pipeline page: {stack.airflow.url}/logbroker/pipeline")
     print(f"    live traffic: {args.rate} events/s on {', '.join(TOPICS)} ({workdir}/traffic.log)")
     print(f"    warehouse: {stack.warehouse}   stop everything with `make down`")
+    print(f"    the airflow command in this stack: . {stack.airflow.home}/env.sh")
     return 0
 
 

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -130,9 +131,22 @@ class AirflowStack:
         self.airflow("db", "migrate")
         return self
 
+    def write_env_file(self) -> Path:
+        """<home>/env.sh: `. env.sh` gives a shell the settings of this stack, so that the
+        `airflow` command there (backfill, dags, tasks) talks to the same home and DAGs."""
+        path = self.home / "env.sh"
+        lines = [
+            f"export {key}={shlex.quote(value)}\n"
+            for key, value in sorted(self.env().items())
+            if key.startswith(("AIRFLOW", "LOGBROKER_")) or key == "PYTHONPATH"
+        ]
+        path.write_text("# written by logbroker.testing.airflow_stack\n" + "".join(lines))
+        return path
+
     def start(self, components: tuple[str, ...] = COMPONENTS, timeout: float = 180) -> AirflowStack:
         logs = self.home / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        self.write_env_file()
         binary = str(Path(sys.executable).with_name("airflow"))
         for name in components:
             args = [binary, name]
@@ -246,12 +260,12 @@ def stop_task_processes(
                 os.kill(pid, sig)
         deadline = clock() + grace
         while found and clock() < deadline:
-            found = [pid for pid in found if _running(pid)]
+            found = [pid for pid in found if process_running(pid)]
             sleep(0.2)
     return stopped
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's zombie stays until init reaps it)."""
     try:
         return b") Z " not in Path(f"/proc/{pid}/stat").read_bytes()

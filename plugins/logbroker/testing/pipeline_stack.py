@@ -38,7 +38,7 @@ from ..client.cluster import Cluster
 from ..client.producer import Producer
 from ..serde import SchemaRegistry
 from ..serde.schemas import load_schema_file
-from .airflow_stack import AirflowStack, AirflowStackError, stop_task_processes
+from .airflow_stack import AirflowStack, AirflowStackError, process_running, stop_task_processes
 from .broker import BrokerProcess
 from .traffic import TOPICS, activity
 from .zookeeper import ZooKeeperServer
@@ -385,27 +385,19 @@ def stop_recorded(workdir: Path, grace: float = 30) -> list[int]:
     ]
     stopped = []
     for number, stage in enumerate(stages):
-        pids = [pid for pid in stage if pid is not None and _alive(pid)]
+        pids = [pid for pid in stage if pid is not None and process_running(pid)]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGTERM)
                 stopped.append(pid)
         deadline = time.monotonic() + grace
-        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(process_running(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in pids:
-            if _alive(pid):
+            if process_running(pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
         if number == 1:
             stop_task_processes(Path(workdir) / "airflow")
     state_file.unlink()
     return stopped
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
