@@ -62,6 +62,7 @@ class HourTraffic:
     late: dict[str, int] = field(default_factory=dict)  # for the hour before, sent now
     bad_payloads: int = 0
     unsent: dict[str, int] = field(default_factory=dict)  # counted, never sent (lost)
+    sent: int = 0  # events the brokers acknowledged (the late ones not included)
 
 
 class PipelineStack:
@@ -76,6 +77,7 @@ class PipelineStack:
         port: int | None = None,
         all_admins: bool = False,
         spark_master: str = "local[2]",
+        extra_airflow_env: dict[str, str] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
@@ -96,6 +98,7 @@ class PipelineStack:
             extra_env={},  # filled in start(), once ZooKeeper's port is known
         )
         self.warehouse = self.workdir / "warehouse"
+        self.extra_airflow_env = dict(extra_airflow_env or {})
 
     # -- where things are -------------------------------------------------------------
 
@@ -138,6 +141,7 @@ class PipelineStack:
             ),
             # Two Spark JVMs at most on 2 cores: more only queue for the CPU.
             "AIRFLOW__CORE__PARALLELISM": "4",
+            **self.extra_airflow_env,
         }
 
     # -- start and stop ---------------------------------------------------------------
@@ -255,31 +259,49 @@ class PipelineStack:
         bad_payloads: int = 0,
         unsent: dict[str, int] | None = None,
         seed: int = 7,
+        acks: str = "ack",
+        batch: int = 500,
+        pause_s: float = 0.0,
+        retries: int = 3,
     ) -> HourTraffic:
         """One simulated hour on the live cluster, by audited producers (acknowledged, snappy).
 
         `late`: events of the hour before, sent now (they reach a later load); `bad_payloads`:
         raw bytes on the first topic that are not events (bad records for the load);
-        `unsent`: events counted for the audit but never sent (lost on purpose).
+        `unsent`: events counted for the audit but never sent (lost on purpose). `pause_s`
+        between batches spreads the sending over time (the chaos run's steady rate).
         """
         traffic = HourTraffic(hour_ms, dict(events), dict(late or {}), bad_payloads)
-        producer = Producer(zk_connect=self.live, acks="ack", compression_codec="snappy")
+        producer = Producer(
+            zk_connect=self.live,
+            acks=acks,
+            compression_codec="snappy",
+            retries=retries,
+            retry_backoff_ms=200,
+        )
         with (
             SchemaRegistry(self.registry) as registry,
             AuditedProducer(producer, registry) as audited,
         ):
-            for topic, count in events.items():
-                records = activity(topic, hour_ms, count, seed)
-                for i in range(0, len(records), 500):
-                    audited.send(topic, records[i : i + 500], key=f"{topic}-{i}")
+            sends = [
+                (topic, records[i : i + batch])
+                for topic, count in events.items()
+                for records in [activity(topic, hour_ms, count, seed)]
+                for i in range(0, len(records), batch)
+            ]
+            for topic, records in sorted(sends, key=lambda s: s[1][0]["header"]["timestamp"]):
+                audited.send(topic, records)  # unkeyed: a dead broker's sets fail over
+                if pause_s:
+                    time.sleep(pause_s)
+            traffic.sent = audited.sent_events
             for topic, count in (late or {}).items():
                 records = activity(topic, hour_ms - 3_600_000, count, seed + 1)
                 audited.send(topic, records)
             for topic, count in (unsent or {}).items():
                 # Counted as if sent, never sent: what a producer losing events looks like.
-                batch = audited.prepare(topic, activity(topic, hour_ms, count, seed + 2))
+                prepared = audited.prepare(topic, activity(topic, hour_ms, count, seed + 2))
                 assert audited.publisher is not None
-                audited.publisher.count_windows(topic, batch.windows)
+                audited.publisher.count_windows(topic, prepared.windows)
                 traffic.unsent[topic] = count
             if bad_payloads:
                 garbage = [b"not an event %d" % i for i in range(bad_payloads)]

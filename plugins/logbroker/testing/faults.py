@@ -1,0 +1,149 @@
+"""Faults for the chaos run: kill -9, a ZooKeeper session expired for real, by a seeded plan.
+
+    plan = FaultPlan.seeded(seed, hours, per_kind)   which faults hit which simulated hour
+    faults = Faults(stack, rng)                      inject them into a PipelineStack
+    faults.kill_broker("live")                       kill -9, restart after a pause
+    faults.expire_broker_session("live")             SIGSTOP past the session timeout, SIGCONT
+    faults.kill_task_process("logbroker.cli mirror") kill -9 a task's process (mirror, spark)
+    faults.kill_scheduler()                          kill -9 the scheduler, start it again
+
+A session expires the way it does in production: the process stops answering ZooKeeper's
+pings (SIGSTOP) for longer than its session timeout, the server expires the session and
+deletes its ephemeral nodes, and the process, resumed, finds its session gone. Every fault
+is recorded with its time for the report's timeline.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .airflow_stack import process_running
+from .pipeline_stack import PipelineStack
+
+KINDS = (
+    "live_broker",  # kill -9 a live broker while producers send
+    "broker_session",  # expire a live broker's ZooKeeper session while producers send
+    "analysis_broker",  # kill -9 an analysis broker while the mirror copies
+    "mirror",  # kill -9 the mirror task's process
+    "consumer_session",  # expire the mirror's (a group consumer's) ZooKeeper session
+    "spark_load",  # kill -9 a spark-submit of the hourly load during its write
+    "scheduler",  # kill -9 Airflow's scheduler (restarted)
+)
+SESSION_TIMEOUT_S = (
+    6.0  # at least the brokers' (4 s, testing.broker) and the mirror's zk.sessiontimeout.ms
+)
+
+
+@dataclass
+class FaultPlan:
+    """hour index -> the kinds of fault that hit it."""
+
+    by_hour: dict[int, list[str]]
+
+    @classmethod
+    def seeded(cls, seed: int, hours: int, per_kind: int) -> FaultPlan:
+        rng = random.Random(seed)
+        by_hour: dict[int, list[str]] = {h: [] for h in range(hours)}
+        for kind in KINDS:
+            for hour in rng.sample(range(hours), min(per_kind, hours)):
+                by_hour[hour].append(kind)
+        return cls(by_hour)
+
+
+@dataclass
+class Faults:
+    stack: PipelineStack
+    rng: random.Random
+    log: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic
+    injected: Counter[str] = field(default_factory=Counter)
+    timeline: list[tuple[float, str, str]] = field(default_factory=list)  # (t, kind, what)
+    started: float = field(default_factory=time.monotonic)
+
+    def _record(self, kind: str, what: str) -> None:
+        self.injected[kind] += 1
+        self.timeline.append((self.clock() - self.started, kind, what))
+        self.log(f"  FAULT {kind}: {what}")
+
+    def kill_broker(self, cluster: str) -> None:
+        broker = self.rng.choice(self.stack.brokers[cluster])
+        broker.kill()
+        self._record(f"{cluster}_broker", f"kill -9 broker {broker.broker_id} of {cluster}")
+        time.sleep(self.rng.uniform(1.0, 4.0))
+        broker.start()
+
+    def _pause(self, pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(SESSION_TIMEOUT_S * 1.5 + 1)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def expire_broker_session(self, cluster: str) -> None:
+        broker = self.rng.choice(self.stack.brokers[cluster])
+        assert broker.pid is not None
+        self._record("broker_session", f"expire the session of broker {broker.broker_id}")
+        self._pause(broker.pid)
+
+    def task_processes(self, marker: str) -> list[int]:
+        """This stack's processes whose command line holds `marker`."""
+        home = f"AIRFLOW_HOME={self.stack.airflow.home}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if marker.encode() not in (entry / "cmdline").read_bytes().replace(b"\0", b" "):
+                    continue
+                if home in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    def wait_task_process(self, marker: str, timeout: float) -> int | None:
+        deadline = self.clock() + timeout
+        while self.clock() < deadline:
+            found = [pid for pid in self.task_processes(marker) if process_running(pid)]
+            if found:
+                return found[0]
+            time.sleep(0.1)
+        return None
+
+    def kill_task_process(self, kind: str, marker: str, timeout: float, delay: float) -> bool:
+        """kill -9 the first process matching `marker` (and its group) within `timeout`."""
+        pid = self.wait_task_process(marker, timeout)
+        if pid is None:
+            self.log(f"  (no {marker!r} process showed up in {timeout:g} s: {kind} skipped)")
+            return False
+        time.sleep(delay)
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        self._record(kind, f"kill -9 {marker} (pid {pid})")
+        return True
+
+    def expire_consumer_session(self, marker: str, timeout: float) -> bool:
+        pid = self.wait_task_process(marker, timeout)
+        if pid is None:
+            self.log(f"  (no {marker!r} process showed up: consumer_session skipped)")
+            return False
+        self._record("consumer_session", f"expire the session of {marker} (pid {pid})")
+        self._pause(pid)
+        return True
+
+    def kill_scheduler(self) -> None:
+        process = self.stack.airflow.processes["scheduler"]
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        self._record("scheduler", f"kill -9 the scheduler (pid {process.pid})")
+        time.sleep(self.rng.uniform(1.0, 3.0))
+        self.stack.airflow.start(("scheduler",))
