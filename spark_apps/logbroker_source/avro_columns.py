@@ -18,10 +18,12 @@
 The reader schema of a topic is the latest version of the subject named after it (DESIGN.md
 §3.4); each event is decoded with its writer's schema (by id) resolved to it, so old
 versions read as the new one. Several topics: the union of their fields by name (a field
-name with two types is an error). A batch of payloads is decoded in bulk by logbroker.serde
-(logical types read as their base types), then turned into Arrow columns, one list per
-column; top-level timestamp, date and decimal fields become those Spark types, nested ones
-keep their base types (long, int, bytes).
+name with two types is an error). A batch whose payloads all carry the reader's schema id
+and read cleanly is decoded column-wise straight into Arrow arrays (avro_vector.py); any
+other batch (bad records, older writers' ids, maps, top-level decimals) is decoded event by
+event by logbroker.serde (logical types read as their base types), then turned into Arrow
+columns, one list per column. Both give the same batch; top-level timestamp, date and
+decimal fields become those Spark types, nested ones keep their base types (long, int, bytes).
 """
 
 from __future__ import annotations
