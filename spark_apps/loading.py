@@ -182,7 +182,6 @@ def load_hour(
     spark: Any, wh: Warehouse, settings: LoadSettings, topic: str, hour: str
 ) -> LoadReport:
     """Load (or backfill) one topic's hour; returns what was committed."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     seconds: dict[str, float] = {}
@@ -252,25 +251,14 @@ def load_hour(
 
         t = time.monotonic()
         good = staged.filter(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, VALUE_COLUMN)
-        keys = good.select(*KEY, *POSITION)
+        seen = None
         if (
             previous is not None
             and previous.rows
             and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
         ):
-            seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour)).select(*KEY)
-            in_previous = keys.join(seen, KEY, "left_semi").select(*POSITION)
-            keys = keys.join(seen, KEY, "left_anti")
-        else:
-            in_previous = None
-        order = Window.partitionBy(*KEY).orderBy(*POSITION)
-        drops = (
-            keys.withColumn("_rank", F.row_number().over(order))
-            .filter(F.col("_rank") > 1)
-            .select(*POSITION)
-        )
-        if in_previous is not None:
-            drops = drops.unionByName(in_previous)
+            seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
+        drops = _duplicates(good, seen, F)
         drops = drops.cache()
         dropped = drops.count()
         rows_df = good
@@ -328,6 +316,41 @@ def load_hour(
     publish(wh, staging.root)
     seconds["commit"] = time.monotonic() - t
     return LoadReport(checkpoint, own is not None, seconds, recovered)
+
+
+def _duplicates(good: Any, previous_rows: Any | None, F: Any) -> Any:
+    """Positions of the rows that go: every (producer_id, seq) but its first in
+    (broker_id, partition, offset, index) order, and every one the previous hour has.
+
+    One hash aggregation over the keys (this hour's and the previous hour's), no sort: a
+    window over the keys sorted every row of the hour, and the previous hour cost two more
+    joins. Nearly every key is unique, so only the few repeated ones are joined back.
+    """
+    at = F.struct(*POSITION)
+    keys = good.select(*KEY, at.alias("_at"), F.lit(False).alias("_seen"))
+    if previous_rows is not None:
+        keys = keys.unionByName(
+            previous_rows.select(
+                *KEY,
+                F.lit(None).cast(keys.schema["_at"].dataType).alias("_at"),
+                F.lit(True).alias("_seen"),
+            )
+        )
+    repeated = (
+        keys.groupBy(*KEY)
+        .agg(
+            F.count(F.lit(1)).alias("_n"),
+            F.min("_at").alias("_first"),  # this hour's first (nulls: the previous hour's)
+            F.max("_seen").alias("_seen"),
+        )
+        .filter(F.col("_n") > 1)
+    )
+    return (
+        good.select(*KEY, *POSITION)
+        .join(repeated, KEY)  # header keys are never null (the header's fields are required)
+        .filter(F.col("_seen") | (at != F.col("_first")))
+        .select(*POSITION)
+    )
 
 
 def _assign_json(topic: str, ranges: list[PartitionRange]) -> str:

@@ -18,10 +18,12 @@
 The reader schema of a topic is the latest version of the subject named after it (DESIGN.md
 §3.4); each event is decoded with its writer's schema (by id) resolved to it, so old
 versions read as the new one. Several topics: the union of their fields by name (a field
-name with two types is an error). A batch of payloads is decoded in bulk by logbroker.serde
-(logical types read as their base types), then turned into Arrow columns, one list per
-column; top-level timestamp, date and decimal fields become those Spark types, nested ones
-keep their base types (long, int, bytes).
+name with two types is an error). A batch whose payloads all carry the reader's schema id
+and read cleanly is decoded column-wise straight into Arrow arrays (avro_vector.py); any
+other batch (bad records, older writers' ids, maps, top-level decimals) is decoded event by
+event by logbroker.serde (logical types read as their base types), then turned into Arrow
+columns, one list per column. Both give the same batch; top-level timestamp, date and
+decimal fields become those Spark types, nested ones keep their base types (long, int, bytes).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from pyspark.sql.types import (
 )
 
 from ..ranges import Chunk, PartitionRange
+from .avro_vector import Node, NotColumnar, compile_schema, read_columns
 from .events import EventDecoding, ReaderSchema, reader_schemas
 from .options import SourceOptions
 from .raw_columns import position_arrays
@@ -260,6 +263,73 @@ class AvroDecoder:
             for f in reader.definition["fields"][1:]
         }
         self._decoding: dict[str, EventDecoding] = {}
+        self._plans: dict[str, Node | None] = {}
+
+    def _plan_for(self, topic: str) -> Node | None:
+        """The columnar reading plan of a topic's reader schema; None: serde's path only."""
+        if topic not in self._plans:
+            try:
+                plan = compile_schema(self.readers[topic].definition)
+                self._check_types(topic, plan)
+            except NotColumnar:
+                plan = None
+            self._plans[topic] = plan
+        return self._plans[topic]
+
+    def _check_types(self, topic: str, plan: Node) -> None:
+        """Every column the plan reads has the column's type, or converts as the per-event
+        path does (timestamps, dates); anything else (decimals) is not columnar."""
+        header = plan.parts["fields"][0][1]
+        if header.kind != "record" or {"timestamp", "server", "producer_id", "seq"} - {
+            name for name, _ in header.parts["fields"]
+        }:
+            raise NotColumnar("not an event header")
+        arrow = {f.name: f.type for f in self._arrow}
+        conversions = top_level_conversions({topic: self.readers[topic]})
+        for field, node in plan.parts["fields"][1:]:
+            column = column_name(field)
+            target = arrow[column]
+            how = conversions.get(column)
+            if how is not None and how != 1000:
+                raise NotColumnar(f"{column}: decimal")
+            if node.arrow != target and not (
+                (pa.types.is_timestamp(target) and node.arrow == pa.int64())
+                or (pa.types.is_date32(target) and node.arrow == pa.int32())
+            ):
+                raise NotColumnar(f"{column}: {node.arrow} is not {target}")
+
+    def _columnar_batch(self, r: PartitionRange, chunk: Chunk) -> pa.RecordBatch | None:
+        """The batch read column-wise (avro_vector.py), or None: read it event by event."""
+        plan = self._plan_for(r.topic)
+        if plan is None:
+            return None
+        schema_id = self.readers[r.topic].schema_id
+        try:
+            columns = read_columns(chunk.payloads, schema_id, plan)
+        except NotColumnar:
+            return None
+        n = len(chunk.payloads)
+        header = columns["header"]
+        event_time = pc.multiply(header.field("timestamp"), np.int64(1000))
+        arrays = position_arrays(r, chunk.offsets, chunk.indexes)
+        arrays += [
+            event_time.cast(pa.timestamp("us", tz="UTC")),
+            header.field("server").cast(pa.string()),
+            header.field("producer_id").cast(pa.string()),
+            header.field("seq").cast(pa.int64()),
+            pa.array(np.full(n, schema_id, np.int64)),
+        ]
+        for name, target in zip(self._event_fields, self._arrow.types[10:], strict=False):
+            values = columns.get(self._field_of_column.get(name, name))
+            if values is None:  # a field of another topic's schema
+                arrays.append(pa.nulls(n, target))
+                continue
+            if self._conversions.get(name) == 1000:  # timestamp-millis -> micros
+                values = pc.multiply(values, np.int64(1000))
+            arrays.append(values.cast(target) if values.type != target else values)
+        if self.options.mode == "PERMISSIVE":
+            arrays += [pa.nulls(n, pa.string()), pa.nulls(n, pa.binary())]
+        return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
     def _decoding_for(self, topic: str) -> EventDecoding:
         if topic not in self._decoding:
@@ -269,6 +339,13 @@ class AvroDecoder:
         return self._decoding[topic]
 
     def batch(self, r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
+        columnar = self._columnar_batch(r, chunk)
+        if columnar is not None:
+            return columnar
+        return self.batch_by_event(r, chunk)
+
+    def batch_by_event(self, r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
+        """The batch from serde's per-event records: any schema, bad records, old writers."""
         decoded = self._decoding_for(r.topic).decode(
             chunk.payloads,
             where=lambda i: (

@@ -1,0 +1,140 @@
+"""The columnar Avro reader against fastavro's per-event reading (no Spark session, no broker).
+
+Whatever it reads must be what serde's path reads; whatever it is not sure of must raise
+NotColumnar (the caller then decodes the batch event by event).
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+from spark_apps.logbroker_source.avro_vector import NotColumnar, compile_schema, read_columns
+
+SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Everything",
+    "namespace": "test",
+    "fields": [
+        {"name": "flag", "type": "boolean"},
+        {"name": "small", "type": "int"},
+        {"name": "big", "type": "long"},
+        {"name": "ratio", "type": "float"},
+        {"name": "exact", "type": "double"},
+        {"name": "blob", "type": "bytes"},
+        {"name": "text", "type": "string"},
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+        {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 4}},
+        {
+            "name": "point",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Point",
+                    "fields": [
+                        {"name": "x", "type": "long"},
+                        {"name": "label", "type": ["string", "null"]},
+                    ],
+                },
+            ],
+        },
+        {"name": "points", "type": {"type": "array", "items": "Point"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "again", "type": ["null", "Color"]},
+    ],
+}
+PARSED = parse_schema(SCHEMA)
+SCHEMA_ID = 7
+
+
+def _record(rng: random.Random) -> dict[str, Any]:
+    def point() -> dict[str, Any]:
+        return {"x": rng.randint(-(2**62), 2**62), "label": rng.choice([None, "", "é→", "p"])}
+
+    return {
+        "flag": rng.random() < 0.5,
+        "small": rng.randint(-(2**31), 2**31 - 1),
+        "big": rng.choice([0, -1, 2**63 - 1, -(2**63), rng.randint(-1000, 1000)]),
+        "ratio": rng.random(),
+        "exact": rng.uniform(-1e300, 1e300),
+        "blob": rng.randbytes(rng.randint(0, 20)),
+        "text": "".join(rng.choice("aé漢\x00z") for _ in range(rng.randint(0, 12))),
+        "color": rng.choice(["RED", "GREEN"]),
+        "digest": rng.randbytes(4),
+        "point": rng.choice([None, point()]),
+        "points": [point() for _ in range(rng.randint(0, 3))],
+        "tags": [str(i) for i in range(rng.randint(0, 4))],
+        "again": rng.choice([None, "RED", "GREEN"]),
+    }
+
+
+def _frame(record: dict[str, Any], schema_id: int = SCHEMA_ID) -> bytes:
+    out = io.BytesIO()
+    out.write(b"\x00" + schema_id.to_bytes(4, "big"))
+    schemaless_writer(out, PARSED, record)
+    return out.getvalue()
+
+
+def _by_fastavro(payloads: list[bytes]) -> dict[str, pa.Array]:
+    plan = compile_schema(SCHEMA)
+    records = []
+    for p in payloads:
+        stream = io.BytesIO(p)
+        stream.seek(5)
+        records.append(schemaless_reader(stream, PARSED, None))
+    return {
+        name: pa.array([r[name] for r in records], node.arrow)
+        for name, node in plan.parts["fields"]
+    }
+
+
+def test_reads_what_fastavro_reads() -> None:
+    rng = random.Random(11)
+    payloads = [_frame(_record(rng)) for _ in range(500)]
+    got = read_columns(payloads, SCHEMA_ID, compile_schema(SCHEMA))
+    expected = _by_fastavro(payloads)
+    for name, array in expected.items():
+        assert got[name].equals(array), name
+
+
+def test_arrays_in_several_blocks_and_with_negative_counts() -> None:
+    # Avro lets a writer split an array into blocks; a negative count carries the block's size.
+    plan = compile_schema({"type": "record", "name": "T", "fields": [
+        {"name": "tags", "type": {"type": "array", "items": "string"}}]})  # fmt: skip
+    body = bytes([4, 2, ord("a"), 2, ord("b"), 1, 4, 2, ord("c"), 0])  # 2 items, -1 (4 bytes): 1
+    got = read_columns([b"\x00" + SCHEMA_ID.to_bytes(4, "big") + body], SCHEMA_ID, plan)
+    assert got["tags"].to_pylist() == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", "left over", "other schema id", "no magic", "bad utf-8", "bad branch", "short"],
+)
+def test_anything_unsure_is_not_columnar(damage: str) -> None:
+    rng = random.Random(5)
+    payloads = [_frame(_record(rng)) for _ in range(20)]
+    good = _frame({**_record(rng), "text": "ok", "again": None})
+    bad = {
+        "truncated": good[:-1],
+        "left over": good + b"\x00",
+        "other schema id": _frame(_record(rng), SCHEMA_ID + 1),
+        "no magic": b"\x01" + good[1:],
+        "bad utf-8": good.replace(b"\x04ok", b"\x04\xff\xfe"),
+        "bad branch": good[:-1] + b"\x06",  # `again`: the last byte, branch 3 of 2
+        "short": b"\x00\x00",
+    }[damage]
+    assert bad != good
+    with pytest.raises(NotColumnar):
+        read_columns([*payloads, bad, *payloads], SCHEMA_ID, compile_schema(SCHEMA))
+
+
+def test_maps_are_not_columnar() -> None:
+    with pytest.raises(NotColumnar):
+        compile_schema({"type": "record", "name": "M", "fields": [
+            {"name": "m", "type": {"type": "map", "values": "long"}}]})  # fmt: skip
