@@ -66,6 +66,11 @@ demo-broker: setup
 up: setup
 	$(BIN)/python scripts/up.py up
 
+# The pipeline while its parts die (scripts/chaos.py): CHAOS_ARGS="--seed 2 --hours 6", etc.
+.PHONY: chaos
+chaos: setup
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+
 down:
 	@test -x $(BIN)/python && $(BIN)/python scripts/up.py down || echo "nothing to stop (no .venv)"
 

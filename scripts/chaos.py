@@ -213,8 +213,10 @@ def run(args: argparse.Namespace) -> int:
         hours=(hour_name(hours[0]), hour_name(hours[-1])),
         log=lambda s: progress("  " + s),
         extra_airflow_env={
-            # A task whose process died is noticed in seconds, not Airflow's 5 minutes.
+            # A task whose process died is noticed in seconds, not Airflow's 5 minutes; the
+            # tasks a killed scheduler had started are reset by the next one (orphan check).
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+            "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "15",
         },
     )
     faults = Faults(stack, random.Random(args.seed), log=progress)

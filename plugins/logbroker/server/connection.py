@@ -66,6 +66,7 @@ class ClientConnection(asyncio.Protocol):
         self.partial_since: float | None = None  # when the unfinished frame began
         self._waiting: asyncio.Task[None] | None = None  # a response being waited for
         self._drain_pending = False  # the client left with whole produces not handled yet
+        self._sending: asyncio.Task[None] | None = None  # the last response's task
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -83,11 +84,17 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # A client that goes away while a response is on its way may have sent whole
-        # produces after that request: they are appended once it is done (`_drain`).
-        self._drain_pending = not self.closed and self._busy and bool(self._pending)
+        # produces after that request: they are appended once it is done (`_drain`), or now
+        # if its task already ended (it stops early when it sees the transport closing,
+        # which asyncio marks at EOF, before this callback runs).
+        drain = not self.closed and self._busy and bool(self._pending)
         self.closed = True
-        if not self._drain_pending:
+        if not drain:
             self._pending = bytearray()
+        elif self._sending is not None and not self._sending.done():
+            self._drain_pending = True
+        else:
+            self.server.track(self.loop.create_task(self._drain()))
         if self._waiting is not None and not self._waiting.done():
             self._waiting.cancel()  # the client is gone: stop waiting for its answer
         self.server.connection_closed(self)
@@ -211,7 +218,7 @@ class ClientConnection(asyncio.Protocol):
             outcome = rest  # the socket is full: the rest goes out in the background
             self.transport.pause_reading()
         self._busy = True
-        task = self.loop.create_task(self._send_async(outcome))
+        task = self._sending = self.loop.create_task(self._send_async(outcome))
         server.track(task)
         if waits and isinstance(request, WaitingFetchRequest):
             # Only a waiting fetch is given up when its client goes: a produce whose sets
