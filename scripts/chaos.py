@@ -85,7 +85,9 @@ def produce(
 def mirror(stack: PipelineStack, faults: Faults, kinds: list[str], progress: Progress) -> None:
     progress("  mirroring (logbroker_mirror)")
     run_id = stack.trigger("logbroker_mirror")
-    for kind in kinds:
+    # The faults that need the mirror's process first: it may be done in a few seconds.
+    order = ("mirror", "consumer_session", "analysis_broker")
+    for kind in sorted((k for k in kinds if k in order), key=order.index):
         if kind == "analysis_broker":
             time.sleep(faults.rng.uniform(0.5, 4.0))
             faults.kill_broker("analysis")
