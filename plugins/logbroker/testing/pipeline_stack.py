@@ -191,11 +191,7 @@ class PipelineStack:
             with Cluster(zk) as cluster:
                 for topic in (*TOPICS, "_audit"):
                     cluster.create_topic(topic, self.partitions)
-                wait_for(
-                    lambda c=cluster: set(TOPICS) <= set(c.topics()),  # type: ignore[misc]
-                    60,
-                    f"the topics' registration in {zk}",
-                )
+                _wait_registered(cluster, zk)
 
     def _write_pipeline(self) -> None:
         pipeline: dict[str, Any] = {
@@ -368,6 +364,11 @@ class PipelineStack:
         failed = [t for t, s in self.task_states(dag_id, run_id).items() if s != "success"]
         logs = self.airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
         return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
+
+
+def _wait_registered(cluster: Cluster, zk: str) -> None:
+    """Registration in ZooKeeper follows a topic's creation asynchronously: wait for it."""
+    wait_for(lambda: set(TOPICS) <= set(cluster.topics()), 60, f"the topics' registration in {zk}")
 
 
 def wait_for(
