@@ -39,6 +39,7 @@ def up(args: argparse.Namespace) -> int:
         shutil.rmtree(workdir)
     stack = PipelineStack(workdir, log=lambda s: print(f"  {s}", flush=True))
     stack.start()
+    stack.zookeeper.keep_running()  # it outlives this command, until `make down`
     log = open(workdir / "traffic.log", "ab")  # noqa: SIM115 - the child keeps it
     traffic = subprocess.Popen(
         [sys.executable, __file__, "traffic", "--live", stack.live, "--registry", stack.registry,

@@ -196,6 +196,13 @@ class ZooKeeperServer:
                 self._port = None
         raise AssertionError("unreachable")
 
+    def keep_running(self) -> None:
+        """Leave the server running after this process exits (`make up`): no stop at exit;
+        stop it later by its PID."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server by its PID: SIGTERM, wait up to ``timeout`` s, then SIGKILL. Idempotent."""
         proc, self._proc = self._proc, None
