@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -120,7 +119,6 @@ def test_hour_runs_carry_their_data_intervals(pipeline: dict[str, Any]) -> None:
     assert all(r["state"] == "success" for r in loads.values())
     # Only the simulated hours ran: the pipeline's end_date keeps the clock's hour out.
     assert all(r["run_type"] == "backfill" for r in loads.values())
-    assert Path(stack.workdir / "pipeline.json").exists()
 
 
 def test_closed_hours_are_announced_as_assets(pipeline: dict[str, Any]) -> None:
