@@ -51,6 +51,64 @@ _PRODUCES = (ProduceRequest, MultiProduceRequest, AckedProduceRequest)
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 
 
+class _Unhandled:
+    """Bytes received and not handled yet: `head` (a bytes object being worked through,
+    from `pos`) and `tail` (what arrived since). Handling resumes inside `head` without
+    copying it; the two are joined only once `head` holds no whole frame. Copying what is
+    left on every awaited response instead cost up to 1 MiB per 10 KiB compressed set."""
+
+    __slots__ = ("head", "pos", "tail")
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.pos = 0
+        self.tail = bytearray()
+
+    def __len__(self) -> int:
+        return len(self.head) - self.pos + len(self.tail)
+
+    def add(self, data: bytes) -> None:
+        self.tail += data
+
+    def keep(self, data: bytes, pos: int) -> None:
+        """`data` from `pos` is what a handling pass left (`tail` may have grown meanwhile)."""
+        self.head, self.pos = (data, pos) if pos < len(data) else (b"", 0)
+
+    def first_size(self) -> int | None:
+        """The size field of the first frame, once its 4 bytes are here."""
+        if len(self) < 4:
+            return None
+        if len(self.head) - self.pos >= 4:
+            return int(_SIZE.unpack_from(self.head, self.pos)[0])
+        return int(_SIZE.unpack(bytes(self.head[self.pos :] + self.tail[:4])[:4])[0])
+
+    def take(self) -> tuple[bytes, int]:
+        """What to handle next, from where; `keep` puts back what is left of it."""
+        if self.tail and not self._whole_frame_in_head():
+            data = self.head[self.pos :] + self.tail  # each byte is joined once or twice
+            self.tail = bytearray()
+            self.head, self.pos = b"", 0
+            return bytes(data), 0
+        data, pos = self.head, self.pos
+        self.head, self.pos = b"", 0
+        return data, pos
+
+    def take_all(self) -> bytes:
+        data = bytes(self.head[self.pos :] + self.tail)
+        self.clear()
+        return data
+
+    def clear(self) -> None:
+        self.head, self.pos, self.tail = b"", 0, bytearray()
+
+    def _whole_frame_in_head(self) -> bool:
+        left = len(self.head) - self.pos
+        if left < 4:
+            return False
+        (size,) = _SIZE.unpack_from(self.head, self.pos)
+        return bool(size < REQUEST_TYPE_BYTES or left >= 4 + size)
+
+
 class ClientConnection(asyncio.Protocol):
     def __init__(self, server: SocketServer) -> None:
         self.server = server
@@ -58,7 +116,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._fd = -1  # the socket, for os.sendfile
         self.client = "?"
-        self._pending = bytearray()  # bytes of frames not handled yet
+        self._unhandled = _Unhandled()  # bytes of frames not handled yet
         self._busy = False  # a response is being sent or waited for
         self._write_paused = False
         self.closed = False
@@ -87,10 +145,10 @@ class ClientConnection(asyncio.Protocol):
         # produces after that request: they are appended once it is done (`_drain`), or now
         # if its task already ended (it stops early when it sees the transport closing,
         # which asyncio marks at EOF, before this callback runs).
-        drain = not self.closed and self._busy and bool(self._pending)
+        drain = not self.closed and self._busy and bool(self._unhandled)
         self.closed = True
         if not drain:
-            self._pending = bytearray()
+            self._unhandled.clear()
         elif self._sending is not None and not self._sending.done():
             self._drain_pending = True
         else:
@@ -101,9 +159,9 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self.loop.time()
-        if self._pending or self._busy or self._write_paused:
-            self._pending += data
-            if self._busy and len(self._pending) > _MAX_BUFFERED_WHILE_WAITING:
+        if self._unhandled or self._busy or self._write_paused:
+            self._unhandled.add(data)
+            if self._busy and len(self._unhandled) > _MAX_BUFFERED_WHILE_WAITING:
                 assert self.transport is not None
                 self.transport.pause_reading()
             if not self._busy and not self._write_paused and self._frame_complete():
@@ -111,7 +169,7 @@ class ClientConnection(asyncio.Protocol):
             return
         rest = self._handle_frames(data, 0)
         if rest is not None:
-            self._pending += memoryview(data)[rest:]
+            self._unhandled.keep(data, rest)
             self._mark_partial()
 
     def pause_writing(self) -> None:
@@ -128,27 +186,32 @@ class ClientConnection(asyncio.Protocol):
     # -- framing ----------------------------------------------------------------------
 
     def _frame_complete(self) -> bool:
-        if len(self._pending) < 4:
+        size = self._unhandled.first_size()
+        if size is None:
             return False
-        (size,) = _SIZE.unpack_from(self._pending, 0)
         return bool(
             size < REQUEST_TYPE_BYTES
             or size > self.server.max_request_bytes
-            or (len(self._pending) >= 4 + size)
+            or (len(self._unhandled) >= 4 + size)
         )
 
     def _process_pending(self) -> None:
-        if not self._pending:
-            return
-        data = bytes(self._pending)
-        self._pending = bytearray()
-        rest = self._handle_frames(data, 0)
-        if rest is not None and not self.closed:
-            self._pending += memoryview(data)[rest:]
-            self._mark_partial()
+        while self._unhandled and not self.closed:
+            data, pos = self._unhandled.take()
+            rest = self._handle_frames(data, pos)
+            if rest is None:
+                if self._busy:
+                    break  # its last frame's response is on its way
+                continue  # all of `data` was handled: on with what arrived meanwhile
+            if self.closed:
+                return
+            self._unhandled.keep(data, rest)
+            if self._busy or not self._unhandled.tail:
+                break  # a response is on its way, or the next frame is not whole yet
+        self._mark_partial()
 
     def _mark_partial(self) -> None:
-        if self._pending and not self._busy and self.partial_since is None:
+        if self._unhandled and not self._busy and self.partial_since is None:
             self.partial_since = self.loop.time()
 
     def _handle_frames(self, data: bytes, pos: int) -> int | None:
@@ -271,7 +334,7 @@ class ClientConnection(asyncio.Protocol):
     async def _drain(self) -> None:
         """Append the whole produces a departed client sent after its last answered request,
         as they would have been had it stayed; nothing else of what it sent is handled."""
-        data, self._pending = bytes(self._pending), bytearray()
+        data = self._unhandled.take_all()
         view, pos, handlers = memoryview(data), 0, self.server.handlers
         while len(data) - pos >= 4:
             (size,) = _SIZE.unpack_from(data, pos)
@@ -372,4 +435,4 @@ class ClientConnection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        return not self._busy and not self._pending
+        return not self._busy and not self._unhandled
