@@ -50,6 +50,7 @@ from logbroker.mirror import MirrorMaker
 from logbroker.mirror.events import AuditedEvents
 from logbroker.mirror.metrics import MirrorMetrics
 from logbroker.mirror.settings import TargetSettings
+from logbroker.serde.framing import prefix
 from logbroker.testing.broker import BrokerProcess
 from logbroker.testing.zookeeper import ZooKeeperServer
 
@@ -58,8 +59,21 @@ _STAMP = struct.Struct(">qq")  # produce time (ns since the epoch), sequence num
 
 
 def pool(n: int = 5000) -> list[bytes]:
+    """Framed events of SIZE bytes (schema id 1, a header timestamp, random body): what a
+    mirror copies in production, so it reads every event time as it does there."""
     rng = random.Random(SIZE)
-    return [rng.randbytes(SIZE) for _ in range(n)]
+    start_ms = 1_795_000_000_000
+    events = []
+    for i in range(n):
+        zigzag = (start_ms + i) << 1
+        varint = bytearray()
+        while zigzag >= 0x80:
+            varint.append(zigzag & 0x7F | 0x80)
+            zigzag >>= 7
+        varint.append(zigzag)
+        head = prefix(1) + bytes(varint)
+        events.append(head + rng.randbytes(SIZE - len(head)))
+    return events
 
 
 def produce(broker: BrokerProcess, topic: str, n: int, codec: str) -> float:
@@ -121,7 +135,7 @@ def mirror_copy(live: str, analysis: str, topic: str, n_inner: int, per_message:
             if forwarded * per_message >= n_inner:
                 marks.append(time.perf_counter())
                 return
-            time.sleep(0.002)
+            time.sleep(0.01)  # reading the registry takes the GIL from the mirror
 
     done = threading.Event()
     sampler = threading.Thread(target=sample, daemon=True)

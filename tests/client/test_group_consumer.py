@@ -27,6 +27,7 @@ from logbroker.client.group_consumer import GroupConsumer, GroupMessage, Message
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.coordination import paths, rebalance
+from logbroker.protocol.message_set import iter_entries, iter_messages
 from logbroker.testing.broker import BrokerProcess
 from logbroker.testing.zookeeper import ZkTarget
 
@@ -429,6 +430,36 @@ def test_compressed_sets_round_trip(
     again = take(second_stream, len(expected) - 5)  # the second wrapper comes again
     assert list(second_stream) == []
     assert head[5] in again and head[6] in again and head[0] not in again
+
+
+def test_a_shallow_stream_hands_out_stored_sets_as_the_broker_keeps_them(
+    cluster: Cluster, consumers: Callable[..., GroupConsumer], zk_client: KazooClient
+) -> None:
+    """What the mirror forwards: the fetched bytes themselves, from where the application
+    stopped iterating; the consumed offset moves past them."""
+    topic = "shallow-sets"
+    cluster.produce(topic, [f"plain-{i}" for i in range(16)])  # 2 per partition
+    cluster.produce(topic, [f"zipped-{i}" for i in range(16)], codec="gzip")  # a wrapper each
+    shallow = consumers("copier", autocommit_enable=False, shallow_iterator_enable=True)
+    stream = shallow.create_message_streams({topic: 1})[topic][0]
+    first = next(stream)  # one message by iteration, then the rest of its chunk as a set
+    stored = stream.next_set(10)
+    assert stored is not None and (stored.topic, stored.partition) == (topic, first.partition)
+    assert stored.offset == first.next_offset and stored.entries == 2  # a plain one, a wrapper
+    entries = list(iter_entries(stored.data, stored.offset))
+    assert [offset for offset, _ in entries] == [first.next_offset, entries[1][0]]
+    assert stored.next_offset == cluster.latest(topic)[first.partition]
+    assert next(iter_messages(stored.data)).payload.startswith(b"plain-")
+    wrapped = iter_messages(stored.data[entries[1][0] - stored.offset :])
+    assert {m.payload[:7] for m in wrapped} == {b"zipped-"}  # the wrapper, unopened
+    shallow.commit_offsets()
+    assert offsets(zk_client, "copier", topic)[first.partition] == stored.next_offset
+
+    deep = consumers("reader", autocommit_enable=False)
+    deep_stream = deep.create_message_streams({topic: 1})[topic][0]
+    next(deep_stream)
+    with pytest.raises(TypeError, match="shallow_iterator_enable"):
+        deep_stream.next_set(10)
 
 
 def test_autooffset_reset_smallest_largest_and_out_of_range(

@@ -77,7 +77,7 @@ from .group.context import ConsumerContext, GroupConsumerStats
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
 from .group.membership import ConsumerIdTakenError, GroupMembership
-from .group.stream import ChunkQueue, GroupMessage, MessageStream
+from .group.stream import ChunkQueue, GroupMessage, MessageStream, StoredSet
 from .simple_consumer import DEFAULT_MAX_FETCH_SIZE
 
 __all__ = [
@@ -87,6 +87,7 @@ __all__ = [
     "GroupConsumerStats",
     "GroupMessage",
     "MessageStream",
+    "StoredSet",
     "Whitelist",
     "ZooKeeperUnavailableError",
 ]

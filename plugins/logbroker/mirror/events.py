@@ -1,6 +1,6 @@
 """Counting the events the mirror forwards, for the audit (tier "mirror", DESIGN §3.5).
 
-For each partition's batch of stored messages the mirror reads every payload's event time
+For each partition's batch (its entries as stored) the mirror reads every payload's event time
 with `serde.header.read_timestamp` (the header's first varint, no schema needed); a
 compressed wrapper is decompressed into a copy for that (what is forwarded stays the
 wrapper). After the target acknowledged the batch, its timestamps go to an
@@ -13,19 +13,21 @@ is never counted (its events are counts).
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 
 from ..audit import AUDIT_TOPIC, AuditPublisher
 from ..protocol import compression
 from ..protocol.errors import InvalidMessageError, LogbrokerError
-from ..protocol.message import CODEC_MASK
+from ..protocol.message import CODEC_MASK, ENTRY_OVERHEAD
 from ..protocol.message_set import iter_messages
 from ..serde.errors import SerdeError
-from ..serde.header import read_timestamp
+from ..serde.header import read_timestamp, timestamp_at
 from .metrics import MirrorMetrics
 from .mirror_maker import EventCounter
 
 log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
 
 
 def payloads_of(stored: bytes) -> list[bytes]:
@@ -56,14 +58,27 @@ class AuditedEvents(EventCounter):
         self.metrics = metrics
         self.closers = closers or []
 
-    def count(self, topic: str, stored_messages: list[bytes]) -> tuple[object, int]:
+    def count(self, topic: str, stored_set: bytes) -> tuple[object, int]:
         timestamps: list[int] = []
         undecodable = 0
         if topic == AUDIT_TOPIC:
             return (topic, timestamps), 0
-        for stored in stored_messages:
+        unpack_size = _SIZE.unpack_from
+        pos, length = 0, len(stored_set)
+        while pos < length:  # the entries were checked whole by the consumer
+            (size,) = unpack_size(stored_set, pos)
+            start, pos = pos + ENTRY_OVERHEAD, pos + ENTRY_OVERHEAD + size
+            magic = stored_set[start]
+            if magic == 0 or not stored_set[start + 1] & CODEC_MASK:
+                # a plain message: its payload follows magic (+ attributes) and the CRC
+                timestamp = timestamp_at(stored_set, start + 5 + magic, pos)
+                if timestamp is None:
+                    undecodable += 1
+                else:
+                    timestamps.append(timestamp)
+                continue
             try:
-                payloads = payloads_of(stored)
+                payloads = payloads_of(stored_set[start:pos])
             except InvalidMessageError as exc:  # the target will refuse it too, and say so
                 log.warning("%s: a stored message cannot be opened for counting: %s", topic, exc)
                 undecodable += 1

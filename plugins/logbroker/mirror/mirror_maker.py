@@ -1,12 +1,12 @@
 """The mirror: copies topics of a source cluster into a target cluster, losing nothing.
 
-    source group consumer (shallow: wrappers as stored) --> stream threads --> acked writes
+    source group consumer (shallow: sets as stored) --> stream threads --> acked writes
           ^                                                                        |
           +---- commit: only offsets whose every message before was acknowledged <-+
 
-Each of `num.streams` threads takes what its stream has fetched (whole chunks, one source
-partition each, up to `max.request.size` bytes), writes the stored messages unchanged into
-one message set per source partition, marks them `sent` (progress.py), sends them in one
+Each of `num.streams` threads takes what its stream has fetched (stored sets, one source
+partition each, up to `max.request.size` bytes), writes them unchanged (the fetched bytes
+themselves, never cut into messages) as one message set per source partition, marks them `sent` (progress.py), sends them in one
 PRODUCE_ACK request per target broker (target.py) and, once acknowledged, records each
 partition's next offset as acknowledged. The main thread commits the acknowledged offsets
 every `autocommit.interval.ms` (never the consumer's own consumed offsets: autocommit is
@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..client.cluster import Cluster
-from ..client.group_consumer import GroupConsumer, GroupMessage, MessageStream
+from ..client.group_consumer import GroupConsumer, MessageStream, StoredSet
 from ..coordination import paths
 from ..coordination.rebalance import Blacklist, TopicFilter, Whitelist
 from ..protocol.errors import LogbrokerError
@@ -66,8 +66,9 @@ def mirror_filter(whitelist: str | None, blacklist: str | None) -> TopicFilter:
 class EventCounter:
     """What the mirror needs from the audit side; the default counts nothing."""
 
-    def count(self, topic: str, stored_messages: list[bytes]) -> tuple[object, int]:
-        """(what `add` takes later, payloads that are not events) for one partition's batch."""
+    def count(self, topic: str, stored_set: bytes) -> tuple[object, int]:
+        """(what `add` takes later, payloads that are not events) for one partition's batch:
+        `stored_set` is its entries as stored (`int32 size | message`, CRCs checked)."""
         return None, 0
 
     def add(self, counted: object) -> None:
@@ -213,27 +214,27 @@ class MirrorMaker:
         try:
             while not self._stop.is_set():
                 try:
-                    chunk = stream.next_chunk(_POLL_S)
+                    fetched = stream.next_set(_POLL_S)
                 except LogbrokerError as exc:  # a partition that cannot be read: logged, stalled
                     log.error("mirror: %s", exc)
                     continue
-                if not chunk:
+                if fetched is None:
                     if stream.ended:
                         return
                     continue
-                chunks = [chunk]
-                size = sum(len(m.payload) for m in chunk)
+                batch = [fetched]
+                size = len(fetched.data)
                 while size < max_bytes:
                     try:
-                        more = stream.next_chunk(0)
+                        more = stream.next_set(0)
                     except LogbrokerError as exc:
                         log.error("mirror: %s", exc)
                         break
-                    if not more:
+                    if more is None:
                         break
-                    chunks.append(more)
-                    size += sum(len(m.payload) for m in more)
-                self._forward(chunks, writer, marks)
+                    batch.append(more)
+                    size += len(more.data)
+                self._forward(batch, writer, marks)
         except BaseException as exc:  # the run ends with this error
             if not isinstance(exc, TargetUnavailableError):
                 log.exception("mirror stream failed")
@@ -244,27 +245,24 @@ class MirrorMaker:
         finally:
             writer.close()
 
-    def _forward(
-        self, chunks: list[list[GroupMessage]], writer: TargetWriter, marks: SentMarks
-    ) -> None:
-        by_partition: dict[PartitionKey, list[GroupMessage]] = {}
-        for chunk in chunks:
-            first = chunk[0]
-            by_partition.setdefault((first.topic, first.partition), []).extend(chunk)
-        pack = _SIZE.pack
+    def _forward(self, batch: list[StoredSet], writer: TargetWriter, marks: SentMarks) -> None:
+        """Write the fetched sets, one per source partition, as they are stored: no message
+        is cut out or framed again (the target checks every CRC once more)."""
+        by_partition: dict[PartitionKey, list[StoredSet]] = {}
+        for fetched in batch:
+            by_partition.setdefault((fetched.topic, fetched.partition), []).append(fetched)
         sets = []
         ends = {}
         counted = []
-        for (topic, name), messages in by_partition.items():
-            stored = [m.payload for m in messages]
-            parts = []
-            for payload in stored:
-                parts.append(pack(len(payload)))
-                parts.append(payload)
-            sets.append(OutgoingSet(topic, name, b"".join(parts), len(stored)))
-            ends[(topic, name)] = messages[-1].next_offset
+        for (topic, name), fetched_sets in by_partition.items():
+            if len(fetched_sets) == 1:
+                data = fetched_sets[0].data
+            else:
+                data = b"".join(f.data for f in fetched_sets)
+            sets.append(OutgoingSet(topic, name, data, sum(f.entries for f in fetched_sets)))
+            ends[(topic, name)] = fetched_sets[-1].next_offset
             if topic != AUDIT_TOPIC:
-                events, undecodable = self.events.count(topic, stored)
+                events, undecodable = self.events.count(topic, data)
                 counted.append(events)
                 if undecodable:
                     self.metrics.undecodable.labels(topic).inc(undecodable)

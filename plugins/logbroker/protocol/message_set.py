@@ -289,31 +289,61 @@ def iter_entries(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, me
         pos = end
 
 
+def stored_set_end(buffer: bytes, base_offset: int = 0) -> tuple[int, int]:
+    """(bytes, entries) of the whole entries at the start of `buffer`, each one's magic and
+    CRC checked: the part of a fetched set that a copier (the mirror) forwards as it is.
+
+    A partial trailing entry is not counted; raises CorruptMessageError or UnknownMagicError
+    naming the offset of a damaged entry. No object per message: one loop over the sizes.
+    """
+    view = memoryview(buffer)
+    length = len(view)
+    crc32 = zlib.crc32
+    unpack_int = _INT32.unpack_from
+    unpack_crc = _CRC.unpack_from
+    pos = entries = 0
+    while pos + ENTRY_OVERHEAD <= length:
+        (size,) = unpack_int(view, pos)
+        end = pos + ENTRY_OVERHEAD + size
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptMessageError(
+                f"entry at offset {base_offset + pos} declares {size} bytes, "
+                f"under the minimum message size {MIN_MESSAGE_SIZE}"
+            )
+        if end > length:
+            break
+        magic = view[pos + ENTRY_OVERHEAD]
+        if magic == 1:
+            if size < MAGIC1_HEADER:
+                raise CorruptMessageError(
+                    f"magic 1 entry at offset {base_offset + pos} is only {size} bytes"
+                )
+            crc_at = pos + ENTRY_OVERHEAD + 2
+        elif magic == 0:
+            crc_at = pos + ENTRY_OVERHEAD + 1
+        else:
+            raise UnknownMagicError(
+                f"unknown magic byte {magic} in the entry at offset {base_offset + pos}"
+            )
+        if crc32(view[crc_at + 4 : end]) != unpack_crc(view, crc_at)[0]:
+            raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
+        pos = end
+        entries += 1
+    return pos, entries
+
+
 def iter_stored_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, int, bytes]]:
     """Shallow iteration with CRC checks: (offset, next offset, the message as stored).
 
     The message is the entry without its size prefix (magic, attributes, CRC, payload); a
-    compressed wrapper is one message, its payload not decompressed, so that a copier (the
-    mirror) can write it into another set unchanged. Stops quietly at a partial trailing
-    entry; raises CorruptMessageError or UnknownMagicError naming the offset of a damaged one.
+    compressed wrapper is one message, its payload not decompressed, so that a copier can
+    write it into another set unchanged. Stops quietly at a partial trailing entry; raises
+    CorruptMessageError or UnknownMagicError naming the offset of a damaged one (before
+    yielding anything: the whole buffer is checked first).
     """
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
-    crc32 = zlib.crc32
-    unpack_crc = _CRC.unpack_from
-    for offset, view in iter_entries(data, base_offset):
-        magic = view[0]
-        if magic == 1:
-            if len(view) < MAGIC1_HEADER:
-                raise CorruptMessageError(
-                    f"magic 1 entry at offset {offset} is only {len(view)} bytes"
-                )
-            crc_at = 2
-        elif magic == 0:
-            crc_at = 1
-        else:
-            raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
-        if crc32(view[crc_at + 4 :]) != unpack_crc(view, crc_at)[0]:
-            raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+    whole, _ = stored_set_end(data, base_offset)
+    for offset, view in iter_entries(memoryview(data)[:whole], base_offset):
         yield offset, offset + ENTRY_OVERHEAD + len(view), view.tobytes()
 
 

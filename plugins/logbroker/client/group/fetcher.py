@@ -19,13 +19,13 @@ import logging
 import threading
 
 from ...protocol.errors import InvalidMessageError, LogbrokerError, OffsetOutOfRangeError
-from ...protocol.message_set import first_entry_size, iter_messages, iter_stored_messages
+from ...protocol.message_set import first_entry_size, iter_messages, stored_set_end
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 from ..brokers import BrokerEndpoint
 from ..connection import BrokerUnavailableError
 from ..simple_consumer import MessageTooLargeError, SimpleConsumer
 from .context import ConsumerContext
-from .stream import Chunk, GroupMessage, OwnedPartition
+from .stream import Chunk, GroupMessage, OwnedPartition, StoredSet
 
 log = logging.getLogger("logbroker.client.group_consumer")  # one logger for the whole consumer
 
@@ -116,22 +116,28 @@ class Fetcher:
         assert offset is not None
         try:
             if self.context.shallow_iterator:
-                messages = [
-                    GroupMessage(p.topic, p.name, entry_offset, next_offset, stored)
-                    for entry_offset, next_offset, stored in iter_stored_messages(data, offset)
-                ]
+                # checked whole, cut into messages only if the application iterates them
+                data = data if isinstance(data, bytes) else bytes(data)
+                end, count = stored_set_end(data, offset)
+                chunk = Chunk(
+                    p, stored=StoredSet(p.topic, p.name, offset, offset + end, count, data[:end])
+                )
+                next_offset = offset + end
             else:
                 messages = [
                     GroupMessage(p.topic, p.name, m.offset, m.next_offset, m.payload)
                     for m in iter_messages(data, offset)
                 ]
+                chunk = Chunk(p, messages)
+                count = len(messages)
+                next_offset = messages[-1].next_offset if messages else offset
         except InvalidMessageError as exc:
             self._stall(p, exc)
             return
-        if messages:
-            if self.stop_event.is_set() or not p.feed.put(Chunk(p, messages), self.stop_event):
+        if count:
+            if self.stop_event.is_set() or not p.feed.put(chunk, self.stop_event):
                 return
-            p.fetch_offset = messages[-1].next_offset
+            p.fetch_offset = next_offset
             p.fetch_size = self.context.fetch_size
             return
         needed = first_entry_size(data)

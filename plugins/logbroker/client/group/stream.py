@@ -18,6 +18,8 @@ import threading
 from typing import Any, NamedTuple
 
 from ...coordination import paths
+from ...protocol.message import ENTRY_OVERHEAD
+from ...protocol.message_set import iter_entries
 from .context import ConsumerContext
 
 
@@ -81,9 +83,64 @@ class OwnedPartition:
         return f"<{self.topic}/{self.name} {self.thread_id} at {self.fetch_offset}>"
 
 
-class Chunk(NamedTuple):
-    info: OwnedPartition
-    messages: list[GroupMessage]
+class StoredSet(NamedTuple):
+    """Whole messages of one partition as its broker stores them (entries of `int32 size |
+    message`, compressed wrappers not opened), CRCs checked: a copier writes `data` into a
+    produce request unchanged (the mirror, `MessageStream.next_set`)."""
+
+    topic: str
+    partition: str  # "<brokerId>-<partId>"
+    offset: int  # of the first entry
+    next_offset: int  # where the partition resumes after the last
+    entries: int  # messages as stored (a compressed wrapper is one)
+    data: bytes
+
+
+class Chunk:
+    """What one fetch of one partition returned: messages, or with the shallow iterator the
+    stored set, cut into messages only when an application iterates them."""
+
+    __slots__ = ("_messages", "info", "stored")
+
+    def __init__(
+        self,
+        info: OwnedPartition,
+        messages: list[GroupMessage] | None = None,
+        stored: StoredSet | None = None,
+    ) -> None:
+        self.info = info
+        self._messages = messages
+        self.stored = stored
+
+    @property
+    def messages(self) -> list[GroupMessage]:
+        if self._messages is None:
+            assert self.stored is not None
+            topic, name, base = self.stored.topic, self.stored.partition, self.stored.offset
+            self._messages = [
+                GroupMessage(
+                    topic, name, offset, offset + ENTRY_OVERHEAD + len(view), view.tobytes()
+                )
+                for offset, view in iter_entries(self.stored.data, base)
+            ]
+        return self._messages
+
+    def stored_from(self, position: int) -> StoredSet:
+        """The stored set from its `position`-th message on."""
+        stored = self.stored
+        if stored is None:
+            raise TypeError(
+                "next_set() hands out stored sets: create the consumer with "
+                "shallow_iterator_enable=True (shallow.iterator.enable)"
+            )
+        if position == 0:
+            return stored
+        start = self.messages[position].offset
+        return stored._replace(
+            offset=start,
+            entries=stored.entries - position,
+            data=stored.data[start - stored.offset :],
+        )
 
 
 _CLOSED = object()
@@ -196,29 +253,51 @@ class MessageStream:
         """
         context = self.context
         deadline = context.clock() + timeout_s
+        while (chunk := self._current(deadline)) is not None:
+            with context.deliver_lock:
+                messages = chunk.messages[self._position :]
+                self._chunk = None
+                if not chunk.info.released and messages:
+                    chunk.info.consumed_offset = messages[-1].next_offset
+                    context.stats.messages_delivered += len(messages)
+                    return messages
+        return []
+
+    def next_set(self, timeout_s: float) -> StoredSet | None:
+        """`next_chunk` for a copier: the rest of the current chunk as its broker stores it,
+        never cut into messages (needs the shallow iterator). None when nothing came within
+        `timeout_s` or the stream ended."""
+        context = self.context
+        deadline = context.clock() + timeout_s
+        while (chunk := self._current(deadline)) is not None:
+            with context.deliver_lock:
+                stored = chunk.stored_from(self._position)
+                self._chunk = None
+                if not chunk.info.released and stored.entries:
+                    chunk.info.consumed_offset = stored.next_offset
+                    context.stats.messages_delivered += stored.entries
+                    return stored
+        return None
+
+    def _current(self, deadline: float) -> Chunk | None:
+        """The chunk being handed out, or the next one, waiting until `deadline` (the
+        context's clock); None when nothing came by then or the stream ended."""
+        context = self.context
         while True:
-            chunk = self._chunk
-            if chunk is not None:
-                with context.deliver_lock:
-                    info = chunk.info
-                    messages = chunk.messages[self._position :]
-                    self._chunk = None
-                    if not info.released and messages:
-                        info.consumed_offset = messages[-1].next_offset
-                        context.stats.messages_delivered += len(messages)
-                        return messages
+            if self._chunk is not None:
+                return self._chunk
             if self._closed:
-                return []
+                return None
             wait = min(_POLL_S, deadline - context.clock())
             try:
                 item = self._feed.get(timeout=max(0.0, wait))
             except queue.Empty:
                 if context.clock() >= deadline:
-                    return []
+                    return None
                 continue
             if item is _CLOSED:
                 self._closed = True
-                return []
+                return None
             if isinstance(item, BaseException):
                 raise item
             self._chunk = item
