@@ -45,6 +45,7 @@ from pathlib import Path
 from logbroker.client.cluster import Cluster
 from logbroker.client.group_consumer import GroupConsumer
 from logbroker.client.producer import Producer
+from logbroker.coordination import paths
 from logbroker.coordination.rebalance import Whitelist
 from logbroker.mirror import MirrorMaker
 from logbroker.mirror.events import AuditedEvents
@@ -164,12 +165,24 @@ def _target_reader(zk: str, topic: str, out: str, expected: int) -> None:
     Path(out).write_text(json.dumps(lags))
 
 
+def _wait_owned(zk: str, group: str, topic: str, timeout_s: float = 60.0) -> None:
+    with Cluster(zk) as cluster:
+        deadline = time.monotonic() + timeout_s
+        path = paths.consumer_owners_path(group, topic)
+        while not (cluster.zk.exists(path) and cluster.zk.get_children(path)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"group {group} did not take {topic} within {timeout_s:g} s")
+            time.sleep(0.05)
+    time.sleep(0.5)  # its fetcher starts right after the claim
+
+
 def lag(
     work: Path, source: BrokerProcess, live: str, analysis: str, rate: int, seconds: float
 ) -> dict[str, float]:
     topic = "lag"
-    with Cluster(live) as cluster:
-        cluster.create_topic(topic, 1)
+    for connect in (live, analysis):  # the reader owns its partition before the first send
+        with Cluster(connect) as cluster:
+            cluster.create_topic(topic, 1)
     consumer_config, producer_config = (
         work / "lag-consumer.properties",
         work / "lag-producer.properties",
@@ -188,7 +201,8 @@ def lag(
         target=_target_reader, args=(analysis, topic, str(out), total)
     )
     reader.start()
-    time.sleep(3)  # both joined their groups
+    for connect, group in ((live, "lag-mirror"), (analysis, "lag-reader")):
+        _wait_owned(connect, group, topic)  # not timed: a group still joining is not lag
     filler = b"x" * (SIZE - _STAMP.size)
     interval = PER_SET / rate
     with Producer(broker_list=f"0:127.0.0.1:{source.address[1]}") as p:

@@ -135,7 +135,8 @@ class MirrorMaker:
             tail = resume_tail(source, self.group)
             log.info(
                 "mirror group %s: resuming from the committed offsets; %d messages (%d bytes) "
-                "in %d partitions past them were sent before and will be sent again",
+                "in %d partitions past them may have reached the target already and are sent "
+                "again (at most: the marks are written ahead)",
                 self.group,
                 tail.messages,
                 tail.bytes,

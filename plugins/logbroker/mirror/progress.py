@@ -4,12 +4,14 @@ ZooKeeper layout (in the SOURCE cluster, beside the group's 0.7 nodes):
 
     /consumers/<group>/mirror/sent/<topic>/<brokerId>-<partId>   persistent, decimal offset
 
-Before a batch is sent to the target, the mirror writes (asynchronously) the source offset
-its messages end at; it counts the batch as acknowledged only after both the target's
-answer and that write came back. So `sent >= everything acknowledged`, and after a kill -9
-the messages between a partition's committed offset and its `sent` mark are all that can
-have reached the target without being committed: the "uncommitted tail" that the restarted
-mirror sends again (its duplicates). `resume_tail` counts it at start, for the log line.
+Before a batch is sent to the target, the mirror makes sure (writing asynchronously when
+needed) that the mark is at or past the source offset its messages end at; it counts the
+batch as acknowledged only after both the target's answer and that write came back. So
+`sent >= everything acknowledged`, and after a kill -9 the messages between a partition's
+committed offset and its `sent` mark hold all that can have reached the target without
+being committed: the "uncommitted tail" that the restarted mirror sends again (its
+duplicates). Marks are written with headroom (`SentMarks`), so the tail is an upper bound.
+`resume_tail` counts it at start, for the log line.
 """
 
 from __future__ import annotations
@@ -36,29 +38,39 @@ def sent_path(group: str, topic: str, name: str) -> str:
 
 
 class SentMarks:
-    """Writes the `sent` marks of one mirror (through the consumer's ZooKeeper session)."""
+    """Writes the `sent` marks of one mirror (through the consumer's ZooKeeper session).
 
-    def __init__(self, client: KazooClient, group: str) -> None:
+    A mark is written `headroom` bytes past the end of the batch that needs it, so that the
+    batches after it need no write until one ends past it: one ZooKeeper write per
+    `headroom` bytes mirrored, not one per batch (which cost 4 ms of every ~5 ms batch and
+    a fifth of a core in ZooKeeper at 50,000 messages/s). A restart then announces at most
+    `headroom` bytes per partition more than it sends again.
+    """
+
+    def __init__(self, client: KazooClient, group: str, headroom: int = 1 << 20) -> None:
         self.client = client
         self.group = group
-        self._existing: set[PartitionKey] = set()
+        self.headroom = headroom
+        self._marked: dict[PartitionKey, int] = {}  # what this mirror wrote
 
     def mark(self, ends: Mapping[PartitionKey, int]) -> list[Any]:
-        """Start writing each partition's mark; returns what `wait` waits for."""
+        """Start writing the marks that `ends` passed; returns what `wait` waits for."""
         pending = []
-        for (topic, name), offset in ends.items():
+        for key, offset in ends.items():
+            known = self._marked.get(key)
+            if known is not None and offset <= known:
+                continue
+            topic, name = key
             path = sent_path(self.group, topic, name)
-            value = str(offset).encode()
-            if (topic, name) not in self._existing:
+            value = offset + self.headroom
+            self._marked[key] = value
+            if known is None:
                 try:
-                    self.client.create(path, value, makepath=True)
-                except NodeExistsError:
-                    pass
-                else:
-                    self._existing.add((topic, name))
+                    self.client.create(path, str(value).encode(), makepath=True)
                     continue
-                self._existing.add((topic, name))
-            pending.append(self.client.set_async(path, value))
+                except NodeExistsError:  # a mark of an earlier run: overwritten
+                    pass
+            pending.append(self.client.set_async(path, str(value).encode()))
         return pending
 
     @staticmethod
@@ -90,33 +102,38 @@ def resume_tail(source: Cluster, group: str) -> ResumeTail:
             if sent is None or sent <= (committed or 0):
                 continue
             start = committed or 0
-            partitions += 1
-            size += sent - start
             try:
-                messages += _count_messages(source, topic, broker_id, partition, start, sent)
+                count, end = _count_messages(source, topic, broker_id, partition, start, sent)
             except LogbrokerError as exc:
                 log.warning("cannot count the tail of %s/%s: %s", topic, name, exc)
+                count, end = 0, sent  # not counted, but its bytes are said
+            if end > start:
+                partitions += 1
+                messages += count
+                size += end - start
     return ResumeTail(partitions, messages, size)
 
 
 def _count_messages(
-    source: Cluster, topic: str, broker_id: int, partition: int, start: int, end: int
-) -> int:
+    source: Cluster, topic: str, broker_id: int, partition: int, start: int, mark: int
+) -> tuple[int, int]:
+    """(messages, the offset after the last) of those stored from `start` up to `mark`: a
+    mark written ahead may lie past the partition's end."""
     consumer = source.consumer(broker_id)
     count = 0
     offset = start
-    while offset < end:
-        fetched = consumer.fetch(topic, partition, offset, max(end - offset, 1024))
+    while offset < mark:
+        fetched = consumer.fetch(topic, partition, offset, max(mark - offset, 1024))
         last = offset
         for m in iter_messages(fetched.data, offset):
-            if m.offset >= end:
-                return count
+            if m.offset >= mark:
+                return count, last
             count += 1
             last = m.next_offset
         if last == offset:
-            break  # nothing more there (retention took it, or a partial entry)
+            break  # nothing more there (the end, retention took it, or a partial entry)
         offset = last
-    return count
+    return count, offset
 
 
 def _children(zk: KazooClient, path: str) -> list[str]:
