@@ -223,14 +223,15 @@ def main() -> int:
 
 
 def _load_rate(loaded: dict[str, Any]) -> float | None:
-    """The hourly load's rows/s in spark_load.json (its largest size)."""
-    best = None
-    for value in loaded.values() if isinstance(loaded, dict) else []:
-        if isinstance(value, dict) and "logbroker_load" in value:
-            best = value["logbroker_load"].get("rows_per_s", best)
-    if best is None and isinstance(loaded.get("logbroker_load"), dict):
-        best = loaded["logbroker_load"].get("rows_per_s")
-    return float(best) if best else None
+    """The hourly load's rows/s in spark_load.json: of its largest size (`sizes`, one entry
+    per number of events loaded), or of its only one."""
+    sizes = loaded.get("sizes")
+    runs = sorted(sizes, key=lambda r: r.get("events", 0)) if isinstance(sizes, list) else [loaded]
+    for run in reversed(runs):
+        rate = run.get("logbroker_load", {}).get("rows_per_s") if isinstance(run, dict) else None
+        if rate:
+            return float(rate)
+    return None
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
