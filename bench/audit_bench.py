@@ -96,21 +96,25 @@ def generate(root: Path, topics: int, events: int, seed: int = 7) -> dict[str, A
                 audit_rows[arrival].append(
                     {"p": int(p), "topic": topic, "window": int(w), "count": int(n)}
                 )
+    # A producer's AuditCount events take the seqs after its last event, one each, across
+    # hours: the audit drops repeated (producer_id, seq) as duplicates, as it must.
+    audit_seq = seq_next.copy()
     for h, rows in audit_rows.items():
         hour = DAY + timedelta(hours=h)
-        table = pa.Table.from_pylist(
-            [
+        records = []
+        for i, r in enumerate(rows):
+            seq = int(audit_seq[r["p"]])
+            audit_seq[r["p"]] += 1
+            records.append(
                 {
                     "topic": AUDIT_TOPIC, "broker_id": 0, "partition": 0, "offset": i * 90, "index": 0,
                     "event_time": r["window"] + WINDOW_MS, "server": "web-1", "producer_id": PRODUCERS[r["p"]],
-                    "seq": int(seq_next[r["p"]]) + i, "schema_id": 100, "load_hour": hour.strftime("%Y-%m-%dT%H"),
+                    "seq": seq, "schema_id": 100, "load_hour": hour.strftime("%Y-%m-%dT%H"),
                     "event_topic": r["topic"], "tier": "producer", "window_start": r["window"],
                     "window_ms": WINDOW_MS, "count": r["count"],
                 }
-                for i, r in enumerate(rows)
-            ],
-            schema=AUDIT_SCHEMA,
-        )  # fmt: skip
+            )  # fmt: skip
+        table = pa.Table.from_pylist(records, schema=AUDIT_SCHEMA)
         write_load(
             root, AUDIT_TOPIC, hour, table, committed_at=hour + timedelta(hours=1, minutes=5)
         )
@@ -210,6 +214,9 @@ def main() -> int:
                 result["load_rows_per_s"] = rate
                 result["audit_hour_vs_load_hour"] = (day_s / 24) / load_hour_s
         result["audit_hour_vs_copy_hour"] = (day_s / 24) / copy_s
+        statuses = result["statuses"]
+        if set(statuses) != {"complete"}:  # every generated event was loaded and counted
+            print(f"ERROR: the generated day does not reconcile: {statuses}", file=sys.stderr)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "audit.json").write_text(json.dumps(result, indent=1) + "\n")
         plot(result, args.out / "audit.png")
@@ -217,7 +224,7 @@ def main() -> int:
             json.dumps({k: v for k, v in result.items() if "vs" in k or k == "statuses"}),
             flush=True,
         )
-        return 0
+        return 0 if set(statuses) == {"complete"} else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
