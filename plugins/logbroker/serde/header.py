@@ -75,22 +75,17 @@ def read_timestamp(payload: bytes | memoryview, where: str = "") -> int:
     FramingError if the payload is not framed as an event, DecodeError if the varint runs
     past its end or over 10 bytes.
     """
-    if len(payload) < PREFIX_SIZE + 1 or payload[0] != 0:
-        schema_id_of(payload, where)  # raises the precise FramingError
-    value = shift = 0
-    for i in range(PREFIX_SIZE, min(len(payload), PREFIX_SIZE + 10)):
-        byte = payload[i]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1)  # zig-zag
-        shift += 7
+    timestamp = timestamp_at(payload, 0)
+    if timestamp is not None:
+        return timestamp
+    schema_id_of(payload, where)  # raises the precise FramingError, if that is what is wrong
     raise DecodeError(
         f"{_at(where)}event is truncated or has no header: the timestamp varint at byte "
         f"{PREFIX_SIZE} does not end within the payload's {len(payload)} bytes"
     )
 
 
-def timestamp_at(data: bytes, start: int, end: int | None = None) -> int | None:
+def timestamp_at(data: bytes | memoryview, start: int, end: int | None = None) -> int | None:
     """`read_timestamp` of the event framed at `data[start:end]`, or None when there is none.
 
     For counting many payloads (the mirror): no slice is copied and a payload that is not an

@@ -18,8 +18,7 @@ import threading
 from typing import Any, NamedTuple
 
 from ...coordination import paths
-from ...protocol.message import ENTRY_OVERHEAD
-from ...protocol.message_set import iter_entries
+from ...protocol.message_set import iter_stored_messages
 from .context import ConsumerContext
 
 
@@ -118,10 +117,8 @@ class Chunk:
             assert self.stored is not None
             topic, name, base = self.stored.topic, self.stored.partition, self.stored.offset
             self._messages = [
-                GroupMessage(
-                    topic, name, offset, offset + ENTRY_OVERHEAD + len(view), view.tobytes()
-                )
-                for offset, view in iter_entries(self.stored.data, base)
+                GroupMessage(topic, name, offset, next_offset, stored)
+                for offset, next_offset, stored in iter_stored_messages(self.stored.data, base)
             ]
         return self._messages
 
