@@ -15,6 +15,7 @@ is recorded with its time for the report's timeline.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -66,6 +67,7 @@ class Faults:
     injected: Counter[str] = field(default_factory=Counter)
     timeline: list[tuple[float, str, str]] = field(default_factory=list)  # (t, kind, what)
     started: float = field(default_factory=time.monotonic)
+    killed: set[int] = field(default_factory=set)  # pids of task processes this plan killed
 
     def _record(self, kind: str, what: str) -> None:
         self.injected[kind] += 1
@@ -79,18 +81,27 @@ class Faults:
         time.sleep(self.rng.uniform(1.0, 4.0))
         broker.start()
 
-    def _pause(self, pid: int) -> None:
-        os.kill(pid, signal.SIGSTOP)
+    def _expire(self, pid: int, kind: str, what: str) -> bool:
+        """SIGSTOP `pid` past the ZooKeeper session timeout, then SIGCONT; False (nothing
+        injected) if it is gone before it could be stopped."""
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return False
+        self._record(kind, what)
         try:
             time.sleep(SESSION_TIMEOUT_S * 1.5 + 1)
         finally:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # killed meanwhile by another fault
+                os.kill(pid, signal.SIGCONT)
+        return True
 
     def expire_broker_session(self, cluster: str) -> None:
         broker = self.rng.choice(self.stack.brokers[cluster])
         assert broker.pid is not None
-        self._record("broker_session", f"expire the session of broker {broker.broker_id}")
-        self._pause(broker.pid)
+        self._expire(
+            broker.pid, "broker_session", f"expire the session of broker {broker.broker_id}"
+        )
 
     def task_processes(self, marker: str) -> list[int]:
         """This stack's processes whose command line holds `marker`."""
@@ -109,9 +120,15 @@ class Faults:
         return found
 
     def wait_task_process(self, marker: str, timeout: float) -> int | None:
+        """The first live process matching `marker`, not one this plan killed (it may linger
+        in /proc until reaped), within `timeout`."""
         deadline = self.clock() + timeout
         while self.clock() < deadline:
-            found = [pid for pid in self.task_processes(marker) if process_running(pid)]
+            found = [
+                pid
+                for pid in self.task_processes(marker)
+                if pid not in self.killed and process_running(pid)
+            ]
             if found:
                 return found[0]
             time.sleep(0.1)
@@ -128,6 +145,7 @@ class Faults:
             os.killpg(os.getpgid(pid), signal.SIGKILL)
         except ProcessLookupError:
             return False
+        self.killed.add(pid)
         self._record(kind, f"kill -9 {marker} (pid {pid})")
         return True
 
@@ -136,8 +154,9 @@ class Faults:
         if pid is None:
             self.log(f"  (no {marker!r} process showed up: consumer_session skipped)")
             return False
-        self._record("consumer_session", f"expire the session of {marker} (pid {pid})")
-        self._pause(pid)
+        if not self._expire(pid, "consumer_session", f"expire the session of {marker} (pid {pid})"):
+            self.log(f"  ({marker!r} pid {pid} was gone: consumer_session skipped)")
+            return False
         return True
 
     def kill_scheduler(self) -> None:
