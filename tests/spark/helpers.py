@@ -85,7 +85,10 @@ class AnalysisCluster:
     def produce(
         self, topic: str, payloads: list[bytes], codec: str = "none", batch: int = 50
     ) -> None:
-        with Producer(zk_connect=self.live.connect, compression_codec=codec) as producer:
+        # acknowledged: a load started right after must find every message at its end offset
+        with Producer(
+            zk_connect=self.live.connect, compression_codec=codec, acks="ack"
+        ) as producer:
             for i in range(0, len(payloads), batch):
                 producer.send(topic, payloads[i : i + batch])
 
