@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import random
 import subprocess
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from logbroker.testing.faults import Faults
 
@@ -19,3 +20,21 @@ def test_a_session_fault_on_a_process_that_is_gone_is_skipped_not_fatal() -> Non
     faults = Faults(stack, random.Random(1), log=lines.append)
     assert faults._expire(gone.pid, "consumer_session", "expire a gone process") is False
     assert not faults.injected and not faults.timeline and not lines
+
+
+def test_the_scheduler_fault_after_the_stack_stopped_starts_no_scheduler() -> None:
+    """CI: the chaos run failed, the stack stopped, then the scheduler fault's thread woke up
+    and crashed on a process group that was gone (and would have started a scheduler that
+    nobody stops)."""
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    lines: list[str] = []
+    airflow = SimpleNamespace(processes={"scheduler": gone}, start=lines.append)
+    faults = Faults(cast(Any, SimpleNamespace(airflow=airflow)), random.Random(1), log=lines.append)
+    assert faults.kill_scheduler() is False
+    airflow.processes.clear()  # what AirflowStack.stop() leaves
+    assert faults.kill_scheduler() is False
+    assert (
+        not faults.injected
+        and lines == ["  (the scheduler was not running: scheduler fault skipped)"] * 2
+    )

@@ -216,22 +216,35 @@ class AirflowStack:
                 self._token = str(json.loads(response.read())["access_token"])
         return self._token
 
-    def api(self, method: str, path: str, body: Any = None) -> Any:
-        """Call /api/v2<path>; a JSON answer, or an error with the server's message."""
-        request = urllib.request.Request(
-            f"{self.url}/api/v2{path}",
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token()}"},
-            method=method,
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                text = response.read()
-        except urllib.error.HTTPError as exc:
-            raise AirflowStackError(
-                f"{method} /api/v2{path}: HTTP {exc.code}: {exc.read()[:1000]!r}"
-            ) from exc
-        return json.loads(text) if text else None
+    def api(self, method: str, path: str, body: Any = None, locked_timeout: float = 120) -> Any:
+        """Call /api/v2<path>; a JSON answer, or an error with the server's message.
+
+        On SQLite, Airflow answers 503 "Database is locked" when another component holds the
+        write lock (e.g. a scheduler restarting); nothing was written then, so the call is
+        repeated for up to `locked_timeout` seconds."""
+        deadline = self.clock() + locked_timeout
+        while True:
+            request = urllib.request.Request(
+                f"{self.url}/api/v2{path}",
+                data=None if body is None else json.dumps(body).encode(),
+                headers={
+                    "Content-Type": "application/json",
+                    "Authorization": f"Bearer {self.token()}",
+                },
+                method=method,
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    text = response.read()
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:1000]
+                if exc.code == 503 and b"locked" in detail and self.clock() < deadline:
+                    self.sleep(1.0)
+                    continue
+                raise AirflowStackError(
+                    f"{method} /api/v2{path}: HTTP {exc.code}: {detail!r}"
+                ) from exc
+            return json.loads(text) if text else None
 
 
 def stop_task_processes(

@@ -159,10 +159,21 @@ class Faults:
             return False
         return True
 
-    def kill_scheduler(self) -> None:
-        process = self.stack.airflow.processes["scheduler"]
-        os.killpg(process.pid, signal.SIGKILL)
+    def kill_scheduler(self) -> bool:
+        """kill -9 the scheduler and start a new one; skipped if the stack already stopped."""
+        process = self.stack.airflow.processes.get("scheduler")
+        if process is None or process.poll() is not None:
+            self.log("  (the scheduler was not running: scheduler fault skipped)")
+            return False
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            self.log(f"  (scheduler pid {process.pid} was gone: scheduler fault skipped)")
+            return False
         process.wait()
         self._record("scheduler", f"kill -9 the scheduler (pid {process.pid})")
         time.sleep(self.rng.uniform(1.0, 3.0))
+        if "scheduler" not in self.stack.airflow.processes:
+            return True  # the stack was stopped meanwhile: starting one would leak it
         self.stack.airflow.start(("scheduler",))
+        return True

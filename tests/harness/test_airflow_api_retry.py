@@ -1,0 +1,91 @@
+"""The REST client of the test stack against an api-server whose SQLite database is locked.
+
+Airflow 3 on SQLite answers POST /backfills with 503 "Database is locked" while another
+component holds the write lock (CI saw it during the chaos run's scheduler fault). Nothing is
+written then, so the client repeats the call; other errors are raised at once. The server here
+is a real HTTP server on 127.0.0.1 that answers the way Airflow does: Airflow's lock itself
+cannot be provoked on demand."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from logbroker.testing.airflow_stack import AirflowStack, AirflowStackError
+
+LOCKED = b'{"detail":"Database is locked. Backfill creation is not supported on SQLite"}'
+
+
+class _Server(ThreadingHTTPServer):
+    answers: list[tuple[int, bytes]]
+    posts: list[bytes]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/auth/token":
+            code, answer = 201, b'{"access_token": "t"}'
+        else:
+            self.server.posts.append(body)
+            code, answer = self.server.answers.pop(0)
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd.posts = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _stack(tmp_path: Path, server: _Server, naps: list[float]) -> AirflowStack:
+    return AirflowStack(
+        tmp_path / "home",
+        dags_folder=tmp_path,
+        plugins_folder=tmp_path,
+        port=server.server_address[1],
+        sleep=naps.append,
+    )
+
+
+def test_a_locked_database_is_waited_out_and_the_call_made_once_it_is_free(
+    tmp_path: Path, server: _Server
+) -> None:
+    server.answers = [(503, LOCKED), (503, LOCKED), (200, b'{"id": 7}')]
+    naps: list[float] = []
+    stack = _stack(tmp_path, server, naps)
+    assert stack.api("POST", "/backfills", {"dag_id": "d"}) == {"id": 7}
+    assert len(server.posts) == 3 and {json.loads(p)["dag_id"] for p in server.posts} == {"d"}
+    assert len(naps) == 2
+
+
+def test_other_errors_and_a_lock_that_outlasts_the_timeout_are_raised_with_the_detail(
+    tmp_path: Path, server: _Server
+) -> None:
+    server.answers = [(409, b'{"detail":"already exists"}')]
+    stack = _stack(tmp_path, server, [])
+    with pytest.raises(AirflowStackError, match=r"HTTP 409.*already exists"):
+        stack.api("POST", "/backfills", {})
+    assert len(server.posts) == 1
+
+    server.answers = [(503, LOCKED)]
+    with pytest.raises(AirflowStackError, match=r"HTTP 503.*Database is locked"):
+        stack.api("POST", "/backfills", {}, locked_timeout=0)
