@@ -43,11 +43,6 @@ class Staging:
         self.root = join(wh.staging_root(topic), f"{hour}.{run_id}")
 
     @property
-    def all_rows(self) -> str:
-        """Every decoded message, bad ones included, before deduplication."""
-        return join(self.root, "all")
-
-    @property
     def rows(self) -> str:
         return join(self.root, "rows")
 

@@ -1,17 +1,19 @@
-"""One topic's hourly load: ranges from the checkpoints, Spark to stage, then the commit.
+"""One topic's hourly load: ranges from the checkpoints, Spark to read and write, then the commit.
 
 1. recover: publish or delete what an earlier, killed load left in staging (commit.py)
 2. the range: a committed hour again (backfill) -> exactly its checkpoint's range;
    otherwise the previous hour must be the last committed one (loads commit in hour
    order) and the range runs from its ends (the earliest offsets for a topic's first
    load; 0 for a partition that appeared since) to the ends found now
-3. read (the `logbroker` source, Avro, PERMISSIVE) and stage every message once as
-   Parquet; meanwhile a driver thread re-reads the range for rows_sha256 and counts
+3. read (the `logbroker` source, Avro, PERMISSIVE) once, into Spark's cache (memory,
+   spilling to local disk); meanwhile a driver thread re-reads the range for rows_sha256
+   and counts
 4. bad records (not an event: no magic, unknown schema id, undecodable) over
    --max-bad-fraction fail the load, naming the count; else they go to _errors
 5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
    order stays; an event already in the previous hour's rows goes
-6. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
+6. write the rows (and bad records) once, to the staging directory
+7. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
    checkpoint (commit.py)
 """
 
@@ -193,6 +195,7 @@ def load_hour(
     digest_thread = _DigestThread(settings, ranges)
     digest_thread.start()
     staging = Staging(wh, topic, hour, f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}")
+    staged = None
     try:
         readable = [r for r in ranges if r.end > r.start]
         t = time.monotonic()
@@ -217,14 +220,16 @@ def load_hour(
         min_partitions = settings.min_partitions or spark.sparkContext.defaultParallelism
         source = source.option("minPartitions", str(min_partitions))
         df = source.load() if readable else _empty_frame(spark, settings, topic)
-        df = _with_load_hour(df, hour, F)
-        df.write.parquet(staging.all_rows)
-        seconds["read+stage"] = time.monotonic() - t
+        # Read once, write once: the range is decoded into Spark's cache (spilling to local
+        # disk past its memory share), counted, checked and deduplicated from there, and only
+        # the rows are written. Staging every message as Parquet and reading it back wrote
+        # the hour twice.
+        staged = _with_load_hour(df, hour, F).persist(_storage_level())
+        totals = staged.agg(F.count(F.lit(1)), F.count(ERROR_COLUMN)).first()  # fills the cache
+        staged_count, bad_count = int(totals[0]), int(totals[1])
+        seconds["read"] = time.monotonic() - t
 
         t = time.monotonic()
-        staged = spark.read.parquet(staging.all_rows)
-        totals = staged.agg(F.count(F.lit(1)), F.count(ERROR_COLUMN)).first()  # one job
-        staged_count, bad_count = int(totals[0]), int(totals[1])
         bad = staged.filter(F.col(ERROR_COLUMN).isNotNull())
         digest = digest_thread.digest()
         seconds["rows_sha256 wait"] = time.monotonic() - t
@@ -258,12 +263,15 @@ def load_hour(
             and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
         ):
             seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
-        drops = _duplicates(good, seen, F)
-        drops = drops.cache()
-        dropped = drops.count()
+        drops = _duplicates(good, seen, F).collect()
+        dropped = len(drops)
+        seconds["dedup"] = time.monotonic() - t
+
+        t = time.monotonic()
         rows_df = good
         if dropped:  # a join puts its keys first: keep the contract's column order
-            rows_df = good.join(F.broadcast(drops), POSITION, "left_anti").select(*good.columns)
+            gone = spark.createDataFrame(drops, good.select(*POSITION).schema)
+            rows_df = good.join(F.broadcast(gone), POSITION, "left_anti").select(*good.columns)
         rows_df.write.parquet(staging.rows)
         if not wh.fs.exists(staging.rows):
             wh.fs.mkdirs(staging.rows)
@@ -275,9 +283,8 @@ def load_hour(
                 F.col(VALUE_COLUMN).alias("value"),
                 "load_hour",
             ).write.parquet(staging.errors)
-        drops.unpersist()
         rows = staged_count - bad_count - dropped
-        seconds["dedup+write"] = time.monotonic() - t
+        seconds["write"] = time.monotonic() - t
 
         checkpoint = Checkpoint(
             topic=topic,
@@ -304,52 +311,77 @@ def load_hour(
                 f"{dropped} duplicates + {bad_count} bad records; nothing committed"
             )
         t = time.monotonic()
-        wh.fs.delete(staging.all_rows)
         staging.decide(checkpoint, has_errors=bool(bad_count))
     except BaseException:
         digest_thread.join(timeout=0)
+        _unpersist(staged)
         try:
             staging.discard()
         except Exception as exc:  # the JVM may be gone (killed): the next run cleans up
             log.warning("could not remove the staging directory %s: %s", staging.root, exc)
         raise
+    _unpersist(staged)
     publish(wh, staging.root)
     seconds["commit"] = time.monotonic() - t
     return LoadReport(checkpoint, own is not None, seconds, recovered)
+
+
+def _storage_level() -> Any:
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
+
+
+def _unpersist(cached: Any) -> None:
+    if cached is None:
+        return
+    try:
+        cached.unpersist()
+    except Exception as exc:  # the JVM may be gone (killed)
+        log.warning("could not drop the cached rows: %s", exc)
 
 
 def _duplicates(good: Any, previous_rows: Any | None, F: Any) -> Any:
     """Positions of the rows that go: every (producer_id, seq) but its first in
     (broker_id, partition, offset, index) order, and every one the previous hour has.
 
-    One hash aggregation over the keys (this hour's and the previous hour's), no sort: a
-    window over the keys sorted every row of the hour, and the previous hour cost two more
-    joins. Nearly every key is unique, so only the few repeated ones are joined back.
+    Nearly every key is unique, so the keys are first counted as two longs, (xxhash64 of
+    producer_id, seq): no string and no position crosses the shuffle for a unique key. Only
+    the rows whose hashed key repeats (a real repeat, or two producers hashing alike) are
+    then compared exactly, by producer_id and position.
     """
-    at = F.struct(*POSITION)
-    keys = good.select(*KEY, at.alias("_at"), F.lit(False).alias("_seen"))
+    hashed = F.xxhash64("producer_id").alias("_h")
+    keys = good.select(hashed, "seq", F.lit(False).alias("_seen"))
     if previous_rows is not None:
-        keys = keys.unionByName(
+        keys = keys.unionByName(previous_rows.select(hashed, "seq", F.lit(True).alias("_seen")))
+    repeated = (
+        keys.groupBy("_h", "seq")
+        .agg(F.count(F.lit(1)).alias("_n"))
+        .filter(F.col("_n") > 1)
+        .select("_h", "seq")
+    )
+    at = F.struct(*POSITION)
+    candidates = good.select(*KEY, hashed, at.alias("_at"), F.lit(False).alias("_seen"))
+    if previous_rows is not None:
+        candidates = candidates.unionByName(
             previous_rows.select(
                 *KEY,
-                F.lit(None).cast(keys.schema["_at"].dataType).alias("_at"),
+                hashed,
+                F.lit(None).cast(candidates.schema["_at"].dataType).alias("_at"),
                 F.lit(True).alias("_seen"),
             )
         )
-    repeated = (
-        keys.groupBy(*KEY)
-        .agg(
-            F.count(F.lit(1)).alias("_n"),
-            F.min("_at").alias("_first"),  # this hour's first (nulls: the previous hour's)
-            F.max("_seen").alias("_seen"),
-        )
-        .filter(F.col("_n") > 1)
+    candidates = candidates.join(repeated, ["_h", "seq"], "left_semi")
+    verdict = candidates.groupBy(*KEY).agg(
+        F.count(F.lit(1)).alias("_n"),
+        F.min("_at").alias("_first"),  # this hour's first (nulls: the previous hour's)
+        F.max("_seen").alias("_any_seen"),
     )
     return (
-        good.select(*KEY, *POSITION)
-        .join(repeated, KEY)  # header keys are never null (the header's fields are required)
-        .filter(F.col("_seen") | (at != F.col("_first")))
-        .select(*POSITION)
+        candidates.filter(~F.col("_seen"))
+        .join(verdict, KEY)  # header keys are never null (the header's fields are required)
+        .filter((F.col("_n") > 1) & (F.col("_any_seen") | (F.col("_at") != F.col("_first"))))
+        .select(*[F.col("_at")[c].alias(c) for c in POSITION])
     )
 
 

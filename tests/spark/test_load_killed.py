@@ -45,7 +45,7 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             with suppress(FileNotFoundError):
-                if any((d / "all").exists() for d in self.staging.iterdir()):
+                if any((d / "rows").exists() for d in self.staging.iterdir()):
                     self.staging_writes += 1
             has_checkpoint = self.checkpoint.exists()
             try:
