@@ -30,7 +30,13 @@ from typing import NamedTuple
 
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import LogbrokerError, OffsetOutOfRangeError
-from logbroker.protocol.message_set import first_entry_size, iter_messages, whole_entries_end
+from logbroker.protocol.message_set import (
+    Buffer,
+    MessageColumns,
+    first_entry_size,
+    message_columns,
+    whole_entries_end,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +136,14 @@ def read_range(
             )
             offset = max(offset, earliest)
             continue
+        if owned_from <= offset and offset + len(data) <= owned_to:
+            # The whole fetch is this reader's (nearly every fetch): one walk decodes it.
+            columns = _columns(data, offset, r)
+            if columns.end:
+                yield Chunk(columns.offsets, columns.indexes, columns.payloads)
+                offset += columns.end
+                size = fetch_size
+                continue
         view = memoryview(data)
         whole = whole_entries_end(view)
         if whole == 0:
@@ -163,25 +177,16 @@ def read_range(
         offset += last if last < whole else whole
 
 
-def _decode(view: memoryview, base: int, r: PartitionRange) -> Chunk:
-    offsets: list[int] = []
-    indexes: list[int] = []
-    payloads: list[bytes] = []
-    add_offset, add_index, add_payload = offsets.append, indexes.append, payloads.append
-    previous, index = -1, 0
+def _columns(data: Buffer, base: int, r: PartitionRange) -> MessageColumns:
     try:
-        for message in iter_messages(view, base):
-            offset = message[0]
-            if offset == previous:  # the next message of the same compressed wrapper
-                index += 1
-            else:
-                previous, index = offset, 0
-            add_offset(offset)
-            add_index(index)
-            add_payload(message[2])
+        return message_columns(data, base)
     except LogbrokerError as exc:
         raise type(exc)(f"{r.describe()}: {exc}") from exc
-    return Chunk(offsets, indexes, payloads)
+
+
+def _decode(view: memoryview, base: int, r: PartitionRange) -> Chunk:
+    columns = _columns(view, base, r)
+    return Chunk(columns.offsets, columns.indexes, columns.payloads)
 
 
 class RowsDigest:

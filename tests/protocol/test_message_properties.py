@@ -53,12 +53,13 @@ from logbroker.protocol.errors import (
     UnknownCodecError,
     UnknownMagicError,
 )
-from logbroker.protocol.message import encode_message
+from logbroker.protocol.message import Message, encode_message
 from logbroker.protocol.message_set import (
     Validation,
     build_message_set,
     iter_entries,
     iter_messages,
+    message_columns,
     validate,
 )
 
@@ -164,7 +165,35 @@ def _check_sound_and_consistent(buffer: bytes, base: int = 0) -> Validation:
     if raised is not None:
         assert type(raised) is type(check.error)
         assert f"offset {base + check.valid_bytes}" in str(raised)
+    _check_columns_agree(buffer, base, yielded, raised, check)
     return check
+
+
+def _check_columns_agree(
+    buffer: bytes,
+    base: int,
+    yielded: list[Message],
+    raised: InvalidMessageError | None,
+    check: Validation,
+) -> None:
+    """message_columns (the Spark reader's walk) gives iter_messages' messages, or its error."""
+    try:
+        columns = message_columns(buffer, base)
+    except InvalidMessageError as exc:
+        assert raised is not None and type(exc) is type(raised)
+        assert f"offset {base + check.valid_bytes}" in str(exc)
+        return
+    assert raised is None
+    indexes = [
+        0 if i == 0 or yielded[i - 1].offset != m.offset else None for i, m in enumerate(yielded)
+    ]
+    for i in range(len(indexes)):  # a wrapper's messages count 0, 1, 2, ...
+        if indexes[i] is None:
+            indexes[i] = indexes[i - 1] + 1  # type: ignore[operator]
+    assert columns.offsets == [m.offset for m in yielded]
+    assert columns.indexes == indexes
+    assert columns.payloads == [m.payload for m in yielded]
+    assert columns.end == check.valid_bytes
 
 
 def _entry_spans(buffer: bytes) -> list[tuple[int, int, int]]:

@@ -435,6 +435,62 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
             yield previous._replace(next_offset=next_offset)
 
 
+class MessageColumns(NamedTuple):
+    """The messages of a buffer as columns (what a columnar reader wants, e.g. Spark's)."""
+
+    offsets: list[int]  # the top-level entry's offset (a compressed wrapper's own)
+    indexes: list[int]  # the message's position inside its wrapper (0 if none)
+    payloads: list[bytes]
+    end: int  # where the whole entries end in the buffer (a partial trailing one is left)
+
+
+def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
+    """Deep iteration as columns, with iter_messages' checks and errors.
+
+    The reader's hot loop: plain magic-1 entries are appended inline, no object per message
+    but its payload; any other entry (compressed, magic 0, damaged) goes through
+    iter_messages alone, which unwraps it or raises naming its offset.
+    """
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    length = len(data)
+    unpack_int = _INT32.unpack_from
+    unpack_magic1 = ENTRY_MAGIC1.unpack_from
+    crc32 = zlib.crc32
+    offsets: list[int] = []
+    indexes: list[int] = []
+    payloads: list[bytes] = []
+    add_offset, add_index, add_payload = offsets.append, indexes.append, payloads.append
+    last_header = length - 10  # a magic-1 entry's header (size, magic, attributes, crc) fits
+    pos = 0
+    while pos + ENTRY_OVERHEAD <= length:
+        while pos <= last_header:
+            size, magic, attributes, crc = unpack_magic1(data, pos)
+            end = pos + 4 + size
+            if magic != 1 or attributes & 3 or size < 6 or end > length:
+                break
+            payload = data[pos + 10 : end]
+            if crc32(payload) != crc:
+                raise CorruptMessageError(
+                    f"CRC mismatch in the entry at offset {base_offset + pos}"
+                )
+            add_offset(base_offset + pos)
+            add_index(0)
+            add_payload(payload)
+            pos = end
+        if pos + ENTRY_OVERHEAD > length:
+            break
+        (size,) = unpack_int(data, pos)
+        end = pos + ENTRY_OVERHEAD + size
+        if size >= MIN_MESSAGE_SIZE and end > length:
+            break  # a partial trailing entry
+        for index, m in enumerate(iter_messages(data[pos : max(end, pos + 4)], base_offset + pos)):
+            add_offset(m.offset)
+            add_index(index)
+            add_payload(m.payload)
+        pos = end
+    return MessageColumns(offsets, indexes, payloads, pos)
+
+
 def _iter_inner(inner: bytes, wrapper_offset: int) -> Iterator[Message]:
     """Messages of a decompressed set, all resuming at their wrapper."""
     check = validate(inner, depth=1)  # the wrapper was level 0: stored data's limits
