@@ -67,6 +67,30 @@ def test_compressed_sets_round_trip_with_the_resume_rule(broker_factory, codec):
     assert messages[-1].next_offset == result.next_offset
 
 
+def test_batches_hold_what_iter_messages_yields_and_chain_by_next_offset(broker_factory):
+    broker = broker_factory()
+    plain = [f"plain {i}".encode() * 20 for i in range(2000)]
+    squeezed = [f"gz {i}".encode() * 5 for i in range(50)]
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        p.send("mixed", plain[:1000])
+    with Producer(
+        broker_list=f"{broker.host}:{broker.port}", compression_codec="gzip", acks="ack"
+    ) as p:
+        [wrapper] = p.send("mixed", squeezed)
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        [last] = p.send("mixed", plain[1000:])
+    expected = consume_all(broker, "mixed", 0)
+    with SimpleConsumer(broker.host, broker.port, fetch_size=64 * 1024) as consumer:
+        batches = list(consumer.iter_batches("mixed", 0, 0))
+    assert len(batches) > 3  # a 64 KiB fetch at a time
+    assert [p for b in batches for p in b.payloads] == plain[:1000] + squeezed + plain[1000:]
+    assert [o for b in batches for o in b.offsets] == [m.offset for m in expected]
+    assert wrapper.offset in {o for b in batches for o in b.offsets}
+    starts = [0] + [b.next_offset for b in batches[:-1]]
+    assert [b.offsets[0] for b in batches] == starts  # each batch starts where the last ended
+    assert batches[-1].next_offset == last.next_offset
+
+
 def test_compressed_topics_only(broker_factory):
     broker = broker_factory()
     with Producer(

@@ -4,6 +4,8 @@
     start = consumer.earliest_offset("clicks", 0)
     for message in consumer.iter_messages("clicks", 0, start):
         handle(message.payload)            # message.next_offset: where to resume after it
+    for batch in consumer.iter_batches("clicks", 0, start):   # faster: a fetch at a time
+        for payload in batch.payloads: ...  # batch.next_offset: where to resume
 
 A fetch returns raw log bytes, usually ending in a cut-off message, which iteration skips
 and the next fetch starts with. When a fetch holds not even one whole message, the fetch
@@ -13,12 +15,18 @@ than that is a MessageTooLargeError naming topic, partition, offset and size.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import closing
 from typing import NamedTuple
 
 from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.message import Message
-from ..protocol.message_set import first_entry_size, iter_messages, whole_entries_end
+from ..protocol.message_set import (
+    first_entry_size,
+    iter_messages,
+    message_columns,
+    whole_entries_end,
+)
 from ..protocol.requests import (
     EARLIEST_TIME,
     LATEST_TIME,
@@ -44,6 +52,14 @@ DEFAULT_MAX_FETCH_SIZE = 64 * 1024 * 1024
 
 class MessageTooLargeError(LogbrokerError):
     """A single message is larger than the largest fetch size allowed."""
+
+
+class MessageBatch(NamedTuple):
+    """The whole messages of one fetch, as columns (SimpleConsumer.iter_batches)."""
+
+    offsets: list[int]  # each message's entry offset (a compressed wrapper's, inside one)
+    payloads: list[bytes]
+    next_offset: int  # where the next batch starts
 
 
 class FetchedData(NamedTuple):
@@ -201,6 +217,34 @@ class SimpleConsumer:
         when a waiting fetch (stop_at_end=False) brought back less than half its size: caught
         up with the producer, the messages are handed over first (lower latency).
         """
+        with closing(self._whole_sets(topic, partition, offset, stop_at_end, max_wait_ms)) as sets:
+            for data, base in sets:
+                yield from iter_messages(data, base)
+
+    def iter_batches(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        stop_at_end: bool = True,
+        max_wait_ms: int = 1000,
+    ) -> Iterator[MessageBatch]:
+        """The messages of iter_messages, a fetch at a time, as columns (a MessageBatch).
+
+        The faster way to read a lot: one walk per fetch appends each payload to a list (the
+        same CRC checks, compressed sets unwrapped) instead of building a Message per message.
+        Resume after a batch at its `next_offset`.
+        """
+        with closing(self._whole_sets(topic, partition, offset, stop_at_end, max_wait_ms)) as sets:
+            for data, base in sets:
+                columns = message_columns(data, base)
+                yield MessageBatch(columns.offsets, columns.payloads, base + columns.end)
+
+    def _whole_sets(
+        self, topic: str, partition: int, offset: int, stop_at_end: bool, max_wait_ms: int
+    ) -> Generator[tuple[bytes | memoryview, int], None, None]:
+        """(whole entries of one fetch, their offset), the next fetch pipelined."""
         size = self.fetch_size
         wait = 0 if stop_at_end else max_wait_ms
         conn = self.connection
@@ -217,14 +261,14 @@ class SimpleConsumer:
                         self._fetch_request(topic, partition, offset + end, self.fetch_size, wait)
                     )
                     in_flight = True
-                    yield from iter_messages(memoryview(data)[:end], offset)
+                    yield data[:end] if end < len(data) else data, offset
                     offset, size = offset + end, self.fetch_size
                     continue
                 if end:
                     # Caught up with a waiting fetch (a small answer): the messages go to the
                     # application first and the next fetch after them, so that its send is
                     # not in the way of the message (the broker waits for new data anyway).
-                    yield from iter_messages(memoryview(data)[:end], offset)
+                    yield data[:end] if end < len(data) else data, offset
                     offset, size = offset + end, self.fetch_size
                     continue
                 grown = self._grown(topic, partition, offset, data, size)
