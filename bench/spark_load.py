@@ -5,9 +5,11 @@ own JSON load of the same events (`spark.read.json(...).write.parquet`), in the 
     .venv/bin/python bench/spark_load.py --events 200000       # a quick run
     .venv/bin/python bench/spark_load.py --events 100000 --standalone   # + a standalone cluster
 
-For each size it measures, on local[2]:
-  logbroker_load   spark_apps.loading.load_hour: read (Avro, bulk-decoded in the Python
-                   workers) + stage + rows_sha256 + dedup + commit; its phases are reported
+For each size it measures, on local[2], --reps times in turn (default 3; the median is
+reported, and every repetition in the JSON: Spark's JVM warms up over the first jobs):
+  logbroker_load   spark_apps.loading.load_hour into a new warehouse: read (Avro,
+                   bulk-decoded in the Python workers) and write once, rows_sha256, the
+                   duplicate check, commit; its phases are reported
   source_only      spark.read.format("logbroker") ... .write.parquet(): the data source alone
   json_load        spark.read.json(<JSON lines on local disk>).write.parquet()
 and the peak memory (RSS) of the driver, its JVM and the Python workers, sampled every 0.1 s.
@@ -124,7 +126,15 @@ def timed(fn: Any) -> tuple[float, int, Any]:
     return elapsed, mem.peak, result
 
 
-def run_size(spark: Any, cluster: Any, n: int, work: Path, hour: str) -> dict[str, Any]:
+def run_size(
+    spark: Any, cluster: Any, n: int, work: Path, hour: str, reps: int = 1
+) -> dict[str, Any]:
+    """The three measures `reps` times, in turn (load, source, JSON); medians reported.
+
+    Spark's JVM compiles its hot paths over the first few jobs (a 2,000,000-event write ran
+    in 18.5, 12.0 and then 7.5 s on one session): repetitions in turn give each system the
+    same warm-up, and the median is what a long-running session sees.
+    """
     topic = f"events_{n}"
     cluster.register(topic, PAGE_VIEW)
     json_path = work / f"{topic}.jsonl"
@@ -136,21 +146,6 @@ def run_size(spark: Any, cluster: Any, n: int, work: Path, hour: str) -> dict[st
     )
     settings = LoadSettings(
         zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
-    )
-    out: dict[str, Any] = {"events": n, "payload_bytes_avg": payload_bytes / n}
-
-    wh = Warehouse.open(str(work / f"wh-{n}"), spark=spark)
-    secs, peak, report = timed(lambda: load_hour(spark, wh, settings, topic, hour))
-    assert report.checkpoint.rows == n, report.summary()
-    out["logbroker_load"] = {
-        "seconds": secs,
-        "rows_per_s": n / secs,
-        "peak_rss_mb": peak / 2**20,
-        "phases": report.seconds,
-    }
-    print(
-        f"  logbroker_load  {n / secs:>10,.0f} rows/s  peak {peak / 2**20:,.0f} MB  {report.seconds}",
-        flush=True,
     )
 
     def source_only() -> None:
@@ -166,16 +161,44 @@ def run_size(spark: Any, cluster: Any, n: int, work: Path, hour: str) -> dict[st
             .parquet(str(work / f"source-{n}"))
         )
 
-    secs, peak, _ = timed(source_only)
-    out["source_only"] = {"seconds": secs, "rows_per_s": n / secs, "peak_rss_mb": peak / 2**20}
-    print(f"  source_only     {n / secs:>10,.0f} rows/s  peak {peak / 2**20:,.0f} MB", flush=True)
-
     def json_load() -> None:
         spark.read.json(json_path.as_uri()).write.mode("overwrite").parquet(str(work / f"json-{n}"))
 
-    secs, peak, _ = timed(json_load)
-    out["json_load"] = {"seconds": secs, "rows_per_s": n / secs, "peak_rss_mb": peak / 2**20}
-    print(f"  json_load       {n / secs:>10,.0f} rows/s  peak {peak / 2**20:,.0f} MB", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {
+        "logbroker_load": [],
+        "source_only": [],
+        "json_load": [],
+    }
+    for rep in range(reps):
+        wh = Warehouse.open(str(work / f"wh-{n}-{rep}"), spark=spark)  # a first load each time
+        secs, peak, report = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
+        assert report.checkpoint.rows == n, report.summary()
+        runs["logbroker_load"].append({"seconds": secs, "peak": peak, "phases": report.seconds})
+        for kind, fn in (("source_only", source_only), ("json_load", json_load)):
+            secs, peak, _ = timed(fn)
+            runs[kind].append({"seconds": secs, "peak": peak})
+        print(
+            f"  rep {rep + 1}: "
+            + ", ".join(f"{k} {n / v[-1]['seconds']:,.0f} rows/s" for k, v in runs.items()),
+            flush=True,
+        )
+    out: dict[str, Any] = {"events": n, "payload_bytes_avg": payload_bytes / n, "reps": reps}
+    for kind, measured in runs.items():
+        ordered = sorted(measured, key=lambda m: m["seconds"])
+        median = ordered[len(ordered) // 2]
+        out[kind] = {
+            "seconds": median["seconds"],
+            "rows_per_s": n / median["seconds"],
+            "rows_per_s_each": [n / m["seconds"] for m in measured],
+            "peak_rss_mb": max(m["peak"] for m in measured) / 2**20,
+        }
+        if "phases" in median:
+            out[kind]["phases"] = median["phases"]
+        print(
+            f"  {kind:15} {n / median['seconds']:>10,.0f} rows/s (median of {reps})  peak "
+            f"{out[kind]['peak_rss_mb']:,.0f} MB  {median.get('phases', '')}",
+            flush=True,
+        )
     out["ratio_vs_json"] = out["logbroker_load"]["rows_per_s"] / out["json_load"]["rows_per_s"]
     return out
 
@@ -283,6 +306,9 @@ def main() -> int:
     parser.add_argument(
         "--standalone", action="store_true", help="also run the load on a standalone cluster"
     )
+    parser.add_argument(
+        "--reps", type=int, default=3, help="repetitions of each measure, in turn (median)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spark-load-bench-"))
@@ -299,7 +325,7 @@ def main() -> int:
         run_size(spark, cluster, 2000, work, "2026-11-22T09")
         for n in (max(1, args.events // 4), args.events):
             print(f"{n:,} events:", flush=True)
-            results["sizes"].append(run_size(spark, cluster, n, work, "2026-11-22T10"))
+            results["sizes"].append(run_size(spark, cluster, n, work, "2026-11-22T10", args.reps))
         spark.stop()
         if args.standalone:
             results["standalone"] = standalone_load(cluster, max(1, args.events // 4), work)

@@ -4,6 +4,8 @@ A load writes everything under its own staging directory first:
 
     _staging/<topic>/<hour>.<run id>/rows/        the hour's rows (Spark's output, whole)
     _staging/<topic>/<hour>.<run id>/errors/      its bad records, if any
+    _staging/<topic>/<hour>.<run id>/deduplicated/  rows/ written again without repeats
+                                                  (then renamed to rows/; only if any)
     _staging/<topic>/<hour>.<run id>/_COMMIT      written last (temp name + rename): the
                                                   checkpoint to write; from here on the load
                                                   is decided and only rolls forward
@@ -45,6 +47,11 @@ class Staging:
     @property
     def rows(self) -> str:
         return join(self.root, "rows")
+
+    @property
+    def deduplicated(self) -> str:
+        """The rows written again without the duplicates the check found (rare)."""
+        return join(self.root, "deduplicated")
 
     @property
     def errors(self) -> str:

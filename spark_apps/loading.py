@@ -1,19 +1,20 @@
-"""One topic's hourly load: ranges from the checkpoints, Spark to read and write, then the commit.
+"""One topic's hourly load: ranges from the checkpoints, one Spark pass to write, then the commit.
 
 1. recover: publish or delete what an earlier, killed load left in staging (commit.py)
 2. the range: a committed hour again (backfill) -> exactly its checkpoint's range;
    otherwise the previous hour must be the last committed one (loads commit in hour
    order) and the range runs from its ends (the earliest offsets for a topic's first
    load; 0 for a partition that appeared since) to the ends found now
-3. read (the `logbroker` source, Avro, PERMISSIVE) once, into Spark's cache (memory,
-   spilling to local disk); meanwhile a driver thread re-reads the range for rows_sha256
-   and counts
+3. read (the `logbroker` source, Avro, PERMISSIVE) and write the good rows to staging in
+   one pass, which also counts every message and the bad ones (an Observation); meanwhile
+   a driver thread re-reads the range for rows_sha256 and counts
 4. bad records (not an event: no magic, unknown schema id, undecodable) over
-   --max-bad-fraction fail the load, naming the count; else they go to _errors
+   --max-bad-fraction fail the load, naming the count; else the range is read again for
+   them and they go to _errors (only an hour that has some pays that read)
 5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
-   order stays; an event already in the previous hour's rows goes
-6. write the rows (and bad records) once, to the staging directory
-7. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
+   order stays; an event already in the previous hour's rows goes. The check reads two
+   columns of what was written; only an hour that has repeats is written again without them
+6. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
    checkpoint (commit.py)
 """
 
@@ -184,6 +185,7 @@ def load_hour(
     spark: Any, wh: Warehouse, settings: LoadSettings, topic: str, hour: str
 ) -> LoadReport:
     """Load (or backfill) one topic's hour; returns what was committed."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     seconds: dict[str, float] = {}
@@ -195,42 +197,34 @@ def load_hour(
     digest_thread = _DigestThread(settings, ranges)
     digest_thread.start()
     staging = Staging(wh, topic, hour, f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}")
-    staged = None
     try:
         readable = [r for r in ranges if r.end > r.start]
+
+        def read() -> Any:
+            return _read(spark, settings, topic, hour, readable, F)
+
+        # One pass: the good rows are written while the same scan counts every message and
+        # the bad ones (an Observation: metrics of the write's own job, no second read).
         t = time.monotonic()
-        source = (
-            spark.read.format("logbroker")
-            .option("zookeeper", settings.zookeeper)
-            .option("assign", _assign_json(topic, readable or ranges[:0]))
-            .option(
-                "startingOffsets",
-                offsets_json({(r.topic, r.broker_id, r.partition): r.start for r in readable}),
+        staged_count = bad_count = 0
+        if readable:
+            observation = Observation(f"load {topic} {hour} {staging.run_id}")
+            observed = read().observe(
+                observation,
+                F.count(F.lit(1)).alias("messages"),
+                F.count(ERROR_COLUMN).alias("bad"),
             )
-            .option(
-                "endingOffsets",
-                offsets_json({(r.topic, r.broker_id, r.partition): r.end for r in readable}),
-            )
-            .option("valueFormat", "avro")
-            .option("schemaRegistry", settings.schema_registry)
-            .option("mode", "PERMISSIVE")
-            .option("failOnDataLoss", "true")
-            .option("fetchSize", str(settings.fetch_size))
-        )
-        min_partitions = settings.min_partitions or spark.sparkContext.defaultParallelism
-        source = source.option("minPartitions", str(min_partitions))
-        df = source.load() if readable else _empty_frame(spark, settings, topic)
-        # Read once, write once: the range is decoded into Spark's cache (spilling to local
-        # disk past its memory share), counted, checked and deduplicated from there, and only
-        # the rows are written. Staging every message as Parquet and reading it back wrote
-        # the hour twice.
-        staged = _with_load_hour(df, hour, F).persist(_storage_level())
-        totals = staged.agg(F.count(F.lit(1)), F.count(ERROR_COLUMN)).first()  # fills the cache
-        staged_count, bad_count = int(totals[0]), int(totals[1])
-        seconds["read"] = time.monotonic() - t
+            good = observed.filter(F.col(ERROR_COLUMN).isNull())
+            good.drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
+            counted = observation.get
+            staged_count, bad_count = int(counted["messages"]), int(counted["bad"])
+        else:  # nothing new: an empty hour with the topic's columns
+            read().drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
+        if not wh.fs.exists(staging.rows):
+            wh.fs.mkdirs(staging.rows)
+        seconds["read+write"] = time.monotonic() - t
 
         t = time.monotonic()
-        bad = staged.filter(F.col(ERROR_COLUMN).isNotNull())
         digest = digest_thread.digest()
         seconds["rows_sha256 wait"] = time.monotonic() - t
         messages = sum(digest.messages.values())
@@ -245,37 +239,18 @@ def load_hour(
                 f"range (rows_sha256 {digest.rows_sha256[:16]}..., checkpoint "
                 f"{own.rows_sha256[:16]}...); nothing replaced"
             )
-        if messages and bad_count > settings.max_bad_fraction * messages:
-            reasons = [r[0] for r in bad.select(ERROR_COLUMN).limit(3).collect()]
-            raise TooManyBadRecordsError(
-                f"topic {topic!r} {hour}: {bad_count} of {messages} messages "
-                f"({bad_count / messages:.2%}) are bad records, over --max-bad-fraction "
-                f"{settings.max_bad_fraction:g} ({int(settings.max_bad_fraction * messages)} "
-                f"allowed); nothing committed. First reasons: " + " | ".join(reasons)
-            )
-
-        t = time.monotonic()
-        good = staged.filter(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN, VALUE_COLUMN)
-        seen = None
-        if (
-            previous is not None
-            and previous.rows
-            and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
-        ):
-            seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
-        drops = _duplicates(good, seen, F).collect()
-        dropped = len(drops)
-        seconds["dedup"] = time.monotonic() - t
-
-        t = time.monotonic()
-        rows_df = good
-        if dropped:  # a join puts its keys first: keep the contract's column order
-            gone = spark.createDataFrame(drops, good.select(*POSITION).schema)
-            rows_df = good.join(F.broadcast(gone), POSITION, "left_anti").select(*good.columns)
-        rows_df.write.parquet(staging.rows)
-        if not wh.fs.exists(staging.rows):
-            wh.fs.mkdirs(staging.rows)
-        if bad_count:
+        if bad_count:  # rare: the range is read again for them
+            t = time.monotonic()
+            bad = read().filter(F.col(ERROR_COLUMN).isNotNull())
+            if messages and bad_count > settings.max_bad_fraction * messages:
+                reasons = [r[0] for r in bad.select(ERROR_COLUMN).limit(3).collect()]
+                raise TooManyBadRecordsError(
+                    f"topic {topic!r} {hour}: {bad_count} of {messages} messages "
+                    f"({bad_count / messages:.2%}) are bad records, over --max-bad-fraction "
+                    f"{settings.max_bad_fraction:g} "
+                    f"({int(settings.max_bad_fraction * messages)} allowed); nothing "
+                    f"committed. First reasons: " + " | ".join(reasons)
+                )
             bad.select(
                 "topic",
                 *POSITION,
@@ -283,8 +258,31 @@ def load_hour(
                 F.col(VALUE_COLUMN).alias("value"),
                 "load_hour",
             ).write.parquet(staging.errors)
+            seconds["bad records"] = time.monotonic() - t
+
+        t = time.monotonic()
+        written = spark.read.parquet(staging.rows)
+        seen = None
+        if (
+            previous is not None
+            and previous.rows
+            and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
+        ):
+            seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
+        drops = _duplicates(written, seen, F)
+        dropped = len(drops)
+        seconds["dedup"] = time.monotonic() - t
+        if dropped:  # rare: the rows are written again without them
+            t = time.monotonic()
+            gone = spark.createDataFrame(drops, written.select(*POSITION).schema)
+            # a join puts its keys first: keep the contract's column order
+            written.join(F.broadcast(gone), POSITION, "left_anti").select(
+                *written.columns
+            ).write.parquet(staging.deduplicated)
+            wh.fs.delete(staging.rows)
+            wh.fs.rename(staging.deduplicated, staging.rows)
+            seconds["rewrite"] = time.monotonic() - t
         rows = staged_count - bad_count - dropped
-        seconds["write"] = time.monotonic() - t
 
         checkpoint = Checkpoint(
             topic=topic,
@@ -314,54 +312,80 @@ def load_hour(
         staging.decide(checkpoint, has_errors=bool(bad_count))
     except BaseException:
         digest_thread.join(timeout=0)
-        _unpersist(staged)
         try:
             staging.discard()
         except Exception as exc:  # the JVM may be gone (killed): the next run cleans up
             log.warning("could not remove the staging directory %s: %s", staging.root, exc)
         raise
-    _unpersist(staged)
     publish(wh, staging.root)
     seconds["commit"] = time.monotonic() - t
     return LoadReport(checkpoint, own is not None, seconds, recovered)
 
 
-def _storage_level() -> Any:
-    from pyspark import StorageLevel
+def _read(
+    spark: Any,
+    settings: LoadSettings,
+    topic: str,
+    hour: str,
+    readable: list[PartitionRange],
+    F: Any,
+) -> Any:
+    """The ranges as the source reads them (PERMISSIVE: bad records are rows), load_hour added."""
+    if not readable:
+        return _with_load_hour(_empty_frame(spark, settings, topic), hour, F)
+    source = (
+        spark.read.format("logbroker")
+        .option("zookeeper", settings.zookeeper)
+        .option("assign", _assign_json(topic, readable))
+        .option(
+            "startingOffsets",
+            offsets_json({(r.topic, r.broker_id, r.partition): r.start for r in readable}),
+        )
+        .option(
+            "endingOffsets",
+            offsets_json({(r.topic, r.broker_id, r.partition): r.end for r in readable}),
+        )
+        .option("valueFormat", "avro")
+        .option("schemaRegistry", settings.schema_registry)
+        .option("mode", "PERMISSIVE")
+        .option("failOnDataLoss", "true")
+        .option("fetchSize", str(settings.fetch_size))
+        .option(
+            "minPartitions", str(settings.min_partitions or spark.sparkContext.defaultParallelism)
+        )
+    )
+    return _with_load_hour(source.load(), hour, F)
 
-    return StorageLevel.MEMORY_AND_DISK
+
+# More repeated keys than this are joined back by a shuffle, not sent to every task.
+BROADCAST_REPEATS = 100_000
 
 
-def _unpersist(cached: Any) -> None:
-    if cached is None:
-        return
-    try:
-        cached.unpersist()
-    except Exception as exc:  # the JVM may be gone (killed)
-        log.warning("could not drop the cached rows: %s", exc)
-
-
-def _duplicates(good: Any, previous_rows: Any | None, F: Any) -> Any:
+def _duplicates(rows: Any, previous_rows: Any | None, F: Any) -> list[Any]:
     """Positions of the rows that go: every (producer_id, seq) but its first in
     (broker_id, partition, offset, index) order, and every one the previous hour has.
 
     Nearly every key is unique, so the keys are first counted as two longs, (xxhash64 of
-    producer_id, seq): no string and no position crosses the shuffle for a unique key. Only
-    the rows whose hashed key repeats (a real repeat, or two producers hashing alike) are
-    then compared exactly, by producer_id and position.
+    producer_id, seq), read from the written Parquet (two columns) and shuffled once: no
+    string and no position crosses the shuffle for a unique key, and with no repeat (the
+    usual hour) that is all. Only the rows whose hashed key repeats (a real repeat, or two
+    producers hashing alike) are then compared by producer_id and position.
     """
     hashed = F.xxhash64("producer_id").alias("_h")
-    keys = good.select(hashed, "seq", F.lit(False).alias("_seen"))
+    keys = rows.select(hashed, "seq")
     if previous_rows is not None:
-        keys = keys.unionByName(previous_rows.select(hashed, "seq", F.lit(True).alias("_seen")))
-    repeated = (
-        keys.groupBy("_h", "seq")
-        .agg(F.count(F.lit(1)).alias("_n"))
-        .filter(F.col("_n") > 1)
-        .select("_h", "seq")
-    )
+        keys = keys.unionByName(previous_rows.select(hashed, "seq"))
+    repeated_keys = keys.groupBy("_h", "seq").count().filter(F.col("count") > 1).select("_h", "seq")
+    found = repeated_keys.limit(BROADCAST_REPEATS + 1).collect()
+    if not found:
+        return []
+    repeated = rows.sparkSession.createDataFrame(found, repeated_keys.schema)
+    if len(found) <= BROADCAST_REPEATS:
+        repeated = F.broadcast(repeated)
+    else:
+        repeated = repeated_keys
     at = F.struct(*POSITION)
-    candidates = good.select(*KEY, hashed, at.alias("_at"), F.lit(False).alias("_seen"))
+    candidates = rows.select(*KEY, hashed, at.alias("_at"), F.lit(False).alias("_seen"))
     if previous_rows is not None:
         candidates = candidates.unionByName(
             previous_rows.select(
@@ -382,6 +406,7 @@ def _duplicates(good: Any, previous_rows: Any | None, F: Any) -> Any:
         .join(verdict, KEY)  # header keys are never null (the header's fields are required)
         .filter((F.col("_n") > 1) & (F.col("_any_seen") | (F.col("_at") != F.col("_first"))))
         .select(*[F.col("_at")[c].alias(c) for c in POSITION])
+        .collect()
     )
 
 
