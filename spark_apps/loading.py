@@ -269,7 +269,7 @@ def load_hour(
             and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
         ):
             seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
-        drops = _duplicates(written, seen, F)
+        drops = _duplicates(written, seen, F) if staged_count > bad_count else []
         dropped = len(drops)
         seconds["dedup"] = time.monotonic() - t
         if dropped:  # rare: the rows are written again without them
