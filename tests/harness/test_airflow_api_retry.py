@@ -1,4 +1,4 @@
-"""The REST client of the test stack against an api-server whose SQLite database is locked.
+"""The REST client of the test stack against an api-server that answers "not now".
 
 Airflow 3 on SQLite answers POST /backfills with 503 "Database is locked" while another
 component holds the write lock (CI saw it during the chaos run's scheduler fault). Nothing is
@@ -89,3 +89,25 @@ def test_other_errors_and_a_lock_that_outlasts_the_timeout_are_raised_with_the_d
     server.answers = [(503, LOCKED)]
     with pytest.raises(AirflowStackError, match=r"HTTP 503.*Database is locked"):
         stack.api("POST", "/backfills", {}, locked_timeout=0)
+
+
+BUSY = b'{"detail":"There is already a running backfill for dag logbroker_hourly_load"}'
+
+
+def test_a_backfill_asked_while_the_previous_one_closes_waits_for_it(
+    tmp_path: Path, server: _Server
+) -> None:
+    """CI: the end-to-end test's second backfill came right after the first one's runs ended,
+    before the scheduler closed that backfill, and got 409."""
+    server.answers = [(409, BUSY), (409, BUSY), (200, b'{"id": 3}')]
+    naps: list[float] = []
+    stack = _stack(tmp_path, server, naps)
+    assert stack.create_backfill({"dag_id": "d"}) == {"id": 3}
+    assert len(server.posts) == 3 and len(naps) == 2
+
+    server.answers = [(409, b'{"detail":"a backfill of these dates exists"}')]
+    with pytest.raises(AirflowStackError, match="dates exists"):
+        stack.create_backfill({"dag_id": "d"})  # another conflict: raised at once
+    server.answers = [(409, BUSY)]
+    with pytest.raises(AirflowStackError, match="already a running backfill"):
+        stack.create_backfill({"dag_id": "d"}, busy_timeout=0)

@@ -246,6 +246,23 @@ class AirflowStack:
                 ) from exc
             return json.loads(text) if text else None
 
+    def create_backfill(self, body: dict[str, Any], busy_timeout: float = 300) -> Any:
+        """POST /backfills; while the DAG's previous backfill is still open, wait for it.
+
+        Airflow allows one running backfill per DAG and closes one a scheduler loop or more
+        after its last run finished: a backfill asked for right after the previous one's runs
+        ended meets 409 "There is already a running backfill". Nothing was created then, so
+        the call is repeated for up to `busy_timeout` seconds."""
+        deadline = self.clock() + busy_timeout
+        while True:
+            try:
+                return self.api("POST", "/backfills", body)
+            except AirflowStackError as exc:
+                busy = "HTTP 409" in str(exc) and "already a running backfill" in str(exc)
+                if not busy or self.clock() >= deadline:
+                    raise
+            self.sleep(1.0)
+
 
 def stop_task_processes(
     home: Path,

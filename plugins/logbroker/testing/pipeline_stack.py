@@ -324,7 +324,7 @@ class PipelineStack:
             "reprocess_behavior": "completed" if reprocess else "failed",
             "max_active_runs": 1,
         }
-        return int(self.airflow.api("POST", "/backfills", body)["id"])
+        return int(self.airflow.create_backfill(body)["id"])
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         found = self.airflow.api("GET", f"/dags/{dag_id}/dagRuns?limit=100&order_by=run_after")
