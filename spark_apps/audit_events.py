@@ -91,7 +91,7 @@ def read_audit_events(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .audit_reconcile import load_hour_column
+    from .load_summary import load_hour_column
 
     bad_counts: dict[str, dict[str, int]] = {}
     bad_examples: dict[str, list[dict[str, Any]]] = {}

@@ -3,7 +3,8 @@
 The steps, in order (each module's doc has the detail):
 
 1. audit_inputs    which committed loads to read for the audited hours (and why);
-2. audit_reconcile the warehouse's rows: per window rows and unique events; a profile per load;
+2. audit_reconcile the warehouse's counts from each load's summary (load_summary): per window
+                   rows and unique events; a profile per load;
 3. audit_events    the `_audit` topic: AuditCount events deduplicated, checked, summed;
 4. audit_results   one row per topic and window, with its status;
 5. writing         per audited hour, `_audit_results/audit_hour=H/` (Parquet + _summary.json),
@@ -63,6 +64,8 @@ class AuditOutcome:
     quality: Any = None  # audit_quality.QualityOutcome when quality ran
     report_pages: dict[str, str] = field(default_factory=dict)  # audit hour -> page URI
     timings: dict[str, float] = field(default_factory=dict)  # step -> seconds
+    loads_counted_from_rows: int = 0  # loads without a current summary (audit_reconcile)
+    contested_pairs: int = 0  # (window, producer) pairs whose rows were read to deduplicate
 
     def status_counts(self) -> dict[str, int]:
         return {str(k): int(v) for k, v in self.results["status"].value_counts().items()}
@@ -113,7 +116,7 @@ def run_audit(
     event_loads = [load for topic in plan.topics for load in plan.loads_read(topic)]
 
     clock.step("count warehouse rows")
-    counts = count_warehouse(spark, wh, event_loads, hours)
+    counts = count_warehouse(spark, fs, wh, event_loads, hours)
     indexes: list[LoadIndex] = []
     for load in event_loads:
         held, untimed = event_hours(counts.profile, load.topic, load.load_hour)
@@ -166,7 +169,15 @@ def run_audit(
     clock.step("write results")
     _write(spark, fs, wh, results, summaries, indexes)
 
-    outcome = AuditOutcome(results, summaries, profiles, plan, timings=timings)
+    outcome = AuditOutcome(
+        results,
+        summaries,
+        profiles,
+        plan,
+        timings=timings,
+        loads_counted_from_rows=counts.summarized,
+        contested_pairs=counts.contested_pairs,
+    )
     if opts.quality:
         from .audit_quality import run_quality
         from .audit_report import write_reports

@@ -31,6 +31,7 @@ from typing import Any
 
 from logbroker.protocol.errors import LogbrokerError
 
+from . import load_summary
 from .commit import Staging, publish, recover
 from .logbroker_source.discovery import PartitionState, discover
 from .logbroker_source.options import offsets_json, parse_options
@@ -270,6 +271,10 @@ def load_hour(
         ):
             seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
         drops = _duplicates(written, seen, F) if staged_count > bad_count else []
+        # No name of this hour is in the previous hour's rows now: said in its summary.
+        certified = (
+            seen is not None or staged_count == bad_count or not (previous and previous.rows)
+        )
         dropped = len(drops)
         seconds["dedup"] = time.monotonic() - t
         if dropped:  # rare: the rows are written again without them
@@ -309,6 +314,9 @@ def load_hour(
                 f"{dropped} duplicates + {bad_count} bad records; nothing committed"
             )
         t = time.monotonic()
+        _write_summary(spark, wh, staging.rows, checkpoint, previous, certified, F)
+        seconds["summary"] = time.monotonic() - t
+        t = time.monotonic()
         staging.decide(checkpoint, has_errors=bool(bad_count))
     except BaseException:
         digest_thread.join(timeout=0)
@@ -320,6 +328,53 @@ def load_hour(
     publish(wh, staging.root)
     seconds["commit"] = time.monotonic() - t
     return LoadReport(checkpoint, own is not None, seconds, recovered)
+
+
+def _write_summary(
+    spark: Any,
+    wh: Warehouse,
+    rows_dir: str,
+    checkpoint: Checkpoint,
+    previous: Checkpoint | None,
+    certified: bool,
+    F: Any,
+) -> None:
+    """The hour's _load_summary.json, into its staged rows (it is published with them): one
+    aggregation over the header columns of what was written; the audit reads this instead."""
+    files = load_summary.data_files(wh.fs, rows_dir)
+    groups: list[list[Any]] = []
+    names: list[list[Any]] = []
+    if files:
+        rows = spark.read.parquet(rows_dir)
+        profile = load_summary.group_profile(
+            load_summary.header_rows(rows, checkpoint.topic, F.lit(checkpoint.load_hour))
+        )
+        groups = load_summary.frame_rows(profile, load_summary.GROUP_COLUMNS)
+        # the duplicates were dropped above: every named row left is a distinct name
+        names = load_summary.frame_rows(
+            load_summary.names_without_repeats(profile), load_summary.NAME_COLUMNS
+        )
+    summary = load_summary.LoadSummary(
+        topic=checkpoint.topic,
+        load_hour=checkpoint.load_hour,
+        committed_at=checkpoint.committed_at,
+        rows_sha256=checkpoint.rows_sha256,
+        rows=checkpoint.rows,
+        files=files,
+        groups=groups,
+        names=names,
+        previous=(
+            load_summary.Certificate(
+                previous.load_hour,
+                previous.committed_at,
+                previous.rows_sha256,
+                load_summary.data_files(wh.fs, wh.hour_dir(previous.topic, previous.load_hour)),
+            )
+            if previous is not None and certified
+            else None
+        ),
+    )
+    load_summary.write(wh.fs, rows_dir, summary)
 
 
 def _read(

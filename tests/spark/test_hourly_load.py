@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from spark_apps import load_summary
+from spark_apps.audit_inputs import parse_checkpoint
+from spark_apps.audit_reconcile import summarize
 from spark_apps.loading import LoadOrderError, LoadSettings, TooManyBadRecordsError, load_hour
 from spark_apps.warehouse import Warehouse
+from spark_apps.warehouse_fs import HadoopFS
 
 from .helpers import PAGE_VIEW, AnalysisCluster, independent_sha256, start_cluster
 
@@ -86,6 +90,28 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     everything = keys(spark, wh.topic_dir(topic))
     assert len(everything) == len(set(everything)) == 750  # every event exactly once
     assert set(everything) == {("p-1", seq) for seq in range(cluster.seq - 750, cluster.seq)}
+
+    # Each load's summary (what the audit reads instead of the rows) is current and says
+    # what counting its rows again says, certificates of the previous hour included.
+    fs = HadoopFS(spark)
+    written = {}
+    loads = []
+    for cp in cps:
+        load = parse_checkpoint(json.dumps(cp), cp["load_hour"])
+        summary = load_summary.read_current(
+            fs, load.data_uri(wh.uri), load.committed_at, load.rows_sha256, load.rows
+        )
+        assert summary is not None, f"{cp['load_hour']}: no current _load_summary.json"
+        written[cp["load_hour"]] = summary
+        loads.append(load)
+    assert written[H10].previous is None
+    assert written[H11].previous.load_hour == H10 and written[H12].previous.load_hour == H11
+    recounted = summarize(spark, fs, wh.uri, loads)
+    for load in loads:
+        mine, theirs = written[load.hour_name], recounted[(load.topic, load.load_hour)]
+        assert sorted(map(str, mine.groups)) == sorted(map(str, theirs.groups))
+        assert sorted(map(str, mine.names)) == sorted(map(str, theirs.names))
+        assert (mine.rows, mine.files, mine.previous) == (theirs.rows, theirs.files, theirs.previous)
 
     hours = tmp_path / "wh" / topic
     before = {h: listing(hours / f"load_hour={h}") for h in (H10, H12)}
