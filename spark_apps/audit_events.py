@@ -114,16 +114,7 @@ def read_audit_events(
         *[F.col(c) for c in ("broker_id", "partition", "offset", "index") if c in raw.columns],
     )
     by_hour = F.date_format(F.timestamp_millis(F.expr(f"ws - ws % {HOUR_MS}")), "yyyy-MM-dd'T'HH")
-    index: dict[str, dict[str, int]] = {}
-    index_by_topic: dict[str, dict[str, dict[str, int]]] = {}
-    for row in ev.groupBy("load_hour", by_hour.alias("hour"), "a_topic").count().collect():
-        if row["hour"] is not None:
-            per_load = index.setdefault(row["load_hour"], {})
-            per_load[row["hour"]] = per_load.get(row["hour"], 0) + int(row["count"])
-            if row["a_topic"] is not None:
-                index_by_topic.setdefault(row["load_hour"], {}).setdefault(row["a_topic"], {})[
-                    row["hour"]
-                ] = int(row["count"])
+    index_rows = ev.groupBy("load_hour", by_hour.alias("hour"), "a_topic").count()
     first = min(hours)
     last = max(hours)
     lo_ms, hi_ms = hour_ms(first), hour_ms(last) + HOUR_MS
@@ -202,18 +193,65 @@ def read_audit_events(
             F.col("pos.load_hour"),
         ),
     )
-    bad_by = bad.groupBy("audit_hour", "reason").count().collect()
+    bad_by = bad.groupBy("audit_hour", "reason").count()
     ranked = bad.withColumn(
         "rank", F.row_number().over(Window.partitionBy("audit_hour").orderBy("pos"))
     ).where(F.col("rank") <= EXAMPLES_PER_HOUR)
     examples = ranked.select(
         "audit_hour", "reason", "topic", "tier", "window_start", "count", "pos"
-    ).collect()
+    )
+    # One query for all four answers (a Spark job costs more than these few rows): each part
+    # marked by `kind`, the columns it does not have null.
+    parts = {
+        "index": index_rows.select(
+            F.col("load_hour"),
+            F.col("hour").alias("audit_hour"),
+            F.col("a_topic").alias("topic"),
+            F.col("count").cast("long").alias("count"),
+        ),
+        "bad": bad_by.select("audit_hour", "reason", F.col("count").cast("long").alias("count")),
+        "example": examples,
+        "sum": sums.select("topic", "tier", "window_start", F.col("count").cast("long")),
+    }
+    columns = {
+        "load_hour": "string",
+        "audit_hour": "string",
+        "reason": "string",
+        "topic": "string",
+        "tier": "string",
+        "window_start": "long",
+        "count": "long",
+        "pos": examples.schema["pos"].dataType.simpleString(),
+    }
+    answer = None
+    for kind, part in parts.items():
+        part = part.select(
+            F.lit(kind).alias("kind"),
+            *[
+                (F.col(c) if c in part.columns else F.lit(None)).cast(t).alias(c)
+                for c, t in columns.items()
+            ],
+        )
+        answer = part if answer is None else answer.unionByName(part)
+    assert answer is not None
+    collected: dict[str, list[Any]] = {k: [] for k in parts}
+    for row in answer.collect():
+        collected[row["kind"]].append(row)
 
-    for row in bad_by:
+    index: dict[str, dict[str, int]] = {}
+    index_by_topic: dict[str, dict[str, dict[str, int]]] = {}
+    for row in collected["index"]:
+        if row["audit_hour"] is not None:
+            per_load = index.setdefault(row["load_hour"], {})
+            per_load[row["audit_hour"]] = per_load.get(row["audit_hour"], 0) + int(row["count"])
+            if row["topic"] is not None:
+                index_by_topic.setdefault(row["load_hour"], {}).setdefault(row["topic"], {})[
+                    row["audit_hour"]
+                ] = int(row["count"])
+    for row in collected["bad"]:
         hour_counts = bad_counts.setdefault(row["audit_hour"], {})
         hour_counts[row["reason"]] = hour_counts.get(row["reason"], 0) + int(row["count"])
-    for row in examples:
+    for row in sorted(collected["example"], key=lambda r: [(v is None, v) for v in r["pos"]]):
         example = {k: v for k, v in row["pos"].asDict().items()}
         example.update(
             reason=row["reason"],
@@ -223,7 +261,14 @@ def read_audit_events(
             count=row["count"],
         )
         bad_examples.setdefault(row["audit_hour"], []).append(example)
-    sums_pd = sums.toPandas() if sums.take(1) else empty
+    sums_pd = (
+        pd.DataFrame(
+            [(r["topic"], r["tier"], r["window_start"], r["count"]) for r in collected["sum"]],
+            columns=["topic", "tier", "window_start", "count"],
+        )
+        if collected["sum"]
+        else empty
+    )
     events_read = sum(sum(v.values()) for v in index.values())
     return AuditEvents(sums_pd, bad_counts, bad_examples, events_read, index, index_by_topic)
 
