@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -203,6 +204,42 @@ def run_size(
     return out
 
 
+def hour_of_topics(
+    spark: Any, cluster: Any, topics: int, events: int, work: Path, reps: int
+) -> dict[str, Any]:
+    """One hour as the hourly DAG loads it: `events` spread over `topics` topics, each topic
+    its own load_hour (plan, read and write, duplicate check, summary, commit), one after
+    the other; timed `reps` times into fresh warehouses (median). What bench/audit_bench.py
+    compares the audit of one hour with: its day has 20 topics and 416,660 events an hour."""
+    names = [f"hour_{topics}_{i:02d}" for i in range(topics)]
+    for name in names:
+        cluster.register(name, PAGE_VIEW)
+        produce(cluster, name, events // topics, work / f"{name}.jsonl")
+    settings = LoadSettings(
+        zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
+    )
+    each = []
+    for rep in range(reps):
+        wh = Warehouse.open(str(work / f"wh-hour-{topics}-{rep}"), spark=spark)
+        started = time.perf_counter()
+        for name in names:
+            load_hour(spark, wh, settings, name, "2026-11-22T10")
+        each.append(time.perf_counter() - started)
+        print(
+            f"  rep {rep + 1}: {topics} topics' loads of one hour in {each[-1]:.1f} s", flush=True
+        )
+    seconds = statistics.median(each)
+    rows = (events // topics) * topics
+    return {
+        "topics": topics,
+        "events": rows,
+        "seconds": seconds,
+        "seconds_each": each,
+        "rows_per_s": rows / seconds,
+        "per_topic_s": seconds / topics,
+    }
+
+
 def standalone_load(cluster: Any, n: int, work: Path) -> dict[str, Any]:
     """Start a master and a worker from the installed pyspark; spark-submit the load there."""
     import pyspark
@@ -309,6 +346,20 @@ def main() -> int:
     parser.add_argument(
         "--reps", type=int, default=3, help="repetitions of each measure, in turn (median)"
     )
+    parser.add_argument(
+        "--hour-topics",
+        type=int,
+        default=20,
+        help="also load one hour of this many topics, one load each (0: not)",
+    )
+    parser.add_argument(
+        "--hour-events", type=int, default=416_660, help="events in that hour, all topics"
+    )
+    parser.add_argument(
+        "--only-hour",
+        action="store_true",
+        help="measure only the hour of topics; keep the sizes of the last spark_load.json",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spark-load-bench-"))
@@ -323,9 +374,21 @@ def main() -> int:
         results: dict[str, Any] = {"command": " ".join(sys.argv), "sizes": []}
         print("warm-up (JVM, Python workers; not reported):", flush=True)
         run_size(spark, cluster, 2000, work, "2026-11-22T09")
-        for n in (max(1, args.events // 4), args.events):
-            print(f"{n:,} events:", flush=True)
-            results["sizes"].append(run_size(spark, cluster, n, work, "2026-11-22T10", args.reps))
+        if args.only_hour and (args.out / "spark_load.json").exists():
+            results = json.loads((args.out / "spark_load.json").read_text())
+        else:
+            for n in (max(1, args.events // 4), args.events):
+                print(f"{n:,} events:", flush=True)
+                results["sizes"].append(
+                    run_size(spark, cluster, n, work, "2026-11-22T10", args.reps)
+                )
+        if args.hour_topics:
+            print(
+                f"one hour, {args.hour_events:,} events in {args.hour_topics} topics:", flush=True
+            )
+            results["hour_of_topics"] = hour_of_topics(
+                spark, cluster, args.hour_topics, args.hour_events, work, args.reps
+            )
         spark.stop()
         if args.standalone:
             results["standalone"] = standalone_load(cluster, max(1, args.events // 4), work)
@@ -333,6 +396,8 @@ def main() -> int:
         (args.out / "spark_load.json").write_text(json.dumps(results, indent=1) + "\n")
         plot(results, args.out / "spark_load.png")
         print(json.dumps({s["events"]: round(s["ratio_vs_json"], 2) for s in results["sizes"]}))
+        if "hour_of_topics" in results:
+            print(json.dumps({"hour_of_topics": results["hour_of_topics"]}))
     finally:
         cluster.stop()
         zk.stop()

@@ -275,6 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if owned:
             spark.stop()
+    read = sum(len(outcome.plan.loads_read(t)) for t in outcome.plan.topics)
+    print(
+        f"audit: {read} loads counted: {read - outcome.loads_counted_from_rows} from their "
+        f"_load_summary.json, {outcome.loads_counted_from_rows} from their rows (no current "
+        f"summary; written now); rows read again for {outcome.contested_pairs} (window, "
+        "producer) pairs that two loads may share",
+        file=sys.stderr,
+        flush=True,
+    )
     print(summary_line(hours, outcome, None if args.no_quality else reports), flush=True)
     failing = found(outcome, wanted)
     if failing:

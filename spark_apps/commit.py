@@ -3,6 +3,7 @@
 A load writes everything under its own staging directory first:
 
     _staging/<topic>/<hour>.<run id>/rows/        the hour's rows (Spark's output, whole)
+                                                  and their _load_summary.json (load_summary)
     _staging/<topic>/<hour>.<run id>/errors/      its bad records, if any
     _staging/<topic>/<hour>.<run id>/deduplicated/  rows/ written again without repeats
                                                   (then renamed to rows/; only if any)

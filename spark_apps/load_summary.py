@@ -276,10 +276,16 @@ def read_header_rows(spark: SparkSession, dirs: Iterable[tuple[str, str]]) -> Da
 
 
 def group_profile(rows: DataFrame) -> pd.DataFrame:
-    """Per topic, load hour and GROUP_COLUMNS' keys: the rows and their null header fields."""
+    """Per topic, load hour and GROUP_COLUMNS' keys: the rows and their null header fields
+    (and the seq range, for the names of rows known to hold no repeats)."""
+    return profile_query(rows).toPandas()
+
+
+def profile_query(rows: DataFrame) -> DataFrame:
+    """`group_profile` as a Spark query, for a caller that runs it with another one."""
     from pyspark.sql import functions as F
 
-    grouped = rows.groupBy(
+    return rows.groupBy(
         "topic",
         "load_hour",
         "window",
@@ -295,7 +301,6 @@ def group_profile(rows: DataFrame) -> pd.DataFrame:
         F.min("seq").alias("min_seq"),
         F.max("seq").alias("max_seq"),
     )
-    return grouped.toPandas()
 
 
 def names_without_repeats(profile: pd.DataFrame) -> pd.DataFrame:

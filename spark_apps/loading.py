@@ -14,7 +14,9 @@
 5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
    order stays; an event already in the previous hour's rows goes. The check reads two
    columns of what was written; only an hour that has repeats is written again without them
-6. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
+6. the summary the audit reads instead of the rows (load_summary): one aggregation over
+   the header columns of what was written, into the staged rows directory
+7. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
    checkpoint (commit.py)
 """
 
@@ -270,7 +272,14 @@ def load_hour(
             and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
         ):
             seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
-        drops = _duplicates(written, seen, F) if staged_count > bad_count else []
+        # The summary's profile is counted in the same job as the keys (one job, not two).
+        profile = None
+        drops: list[Any] = []
+        if staged_count > bad_count:
+            query = load_summary.profile_query(
+                load_summary.header_rows(written, topic, F.lit(hour))
+            )
+            drops, profile = _duplicates(written, seen, F, query)
         # No name of this hour is in the previous hour's rows now: said in its summary.
         certified = (
             seen is not None or staged_count == bad_count or not (previous and previous.rows)
@@ -314,7 +323,11 @@ def load_hour(
                 f"{dropped} duplicates + {bad_count} bad records; nothing committed"
             )
         t = time.monotonic()
-        _write_summary(spark, wh, staging.rows, checkpoint, previous, certified, F)
+        if dropped:  # the profile counted rows that went: count what stays
+            profile = load_summary.group_profile(
+                load_summary.header_rows(spark.read.parquet(staging.rows), topic, F.lit(hour))
+            )
+        _write_summary(wh, staging.rows, checkpoint, previous, certified, profile)
         seconds["summary"] = time.monotonic() - t
         t = time.monotonic()
         staging.decide(checkpoint, has_errors=bool(bad_count))
@@ -331,26 +344,20 @@ def load_hour(
 
 
 def _write_summary(
-    spark: Any,
     wh: Warehouse,
     rows_dir: str,
     checkpoint: Checkpoint,
     previous: Checkpoint | None,
     certified: bool,
-    F: Any,
+    profile: Any,
 ) -> None:
-    """The hour's _load_summary.json, into its staged rows (it is published with them): one
-    aggregation over the header columns of what was written; the audit reads this instead."""
-    files = load_summary.data_files(wh.fs, rows_dir)
+    """The hour's _load_summary.json, into its staged rows (it is published with them), from
+    the profile of the rows as they stay (None: there are none); the audit reads this."""
     groups: list[list[Any]] = []
     names: list[list[Any]] = []
-    if files:
-        rows = spark.read.parquet(rows_dir)
-        profile = load_summary.group_profile(
-            load_summary.header_rows(rows, checkpoint.topic, F.lit(checkpoint.load_hour))
-        )
+    if profile is not None:
         groups = load_summary.frame_rows(profile, load_summary.GROUP_COLUMNS)
-        # the duplicates were dropped above: every named row left is a distinct name
+        # the duplicates were dropped: every named row left is a distinct name
         names = load_summary.frame_rows(
             load_summary.names_without_repeats(profile), load_summary.NAME_COLUMNS
         )
@@ -360,7 +367,7 @@ def _write_summary(
         committed_at=checkpoint.committed_at,
         rows_sha256=checkpoint.rows_sha256,
         rows=checkpoint.rows,
-        files=files,
+        files=load_summary.data_files(wh.fs, rows_dir),
         groups=groups,
         names=names,
         previous=(
@@ -416,9 +423,12 @@ def _read(
 BROADCAST_REPEATS = 100_000
 
 
-def _duplicates(rows: Any, previous_rows: Any | None, F: Any) -> list[Any]:
-    """Positions of the rows that go: every (producer_id, seq) but its first in
-    (broker_id, partition, offset, index) order, and every one the previous hour has.
+def _duplicates(
+    rows: Any, previous_rows: Any | None, F: Any, profile: Any | None = None
+) -> tuple[list[Any], Any]:
+    """(positions of the rows that go: every (producer_id, seq) but its first in
+    (broker_id, partition, offset, index) order, and every one the previous hour has;
+    `profile` (a small aggregation query) collected, as pandas, in the same job, or None).
 
     Nearly every key is unique, so the keys are first counted as two longs, (xxhash64 of
     producer_id, seq), read from the written Parquet (two columns) and shuffled once: no
@@ -426,14 +436,38 @@ def _duplicates(rows: Any, previous_rows: Any | None, F: Any) -> list[Any]:
     usual hour) that is all. Only the rows whose hashed key repeats (a real repeat, or two
     producers hashing alike) are then compared by producer_id and position.
     """
+    import pandas as pd
+
     hashed = F.xxhash64("producer_id").alias("_h")
     keys = rows.select(hashed, "seq")
     if previous_rows is not None:
         keys = keys.unionByName(previous_rows.select(hashed, "seq"))
     repeated_keys = keys.groupBy("_h", "seq").count().filter(F.col("count") > 1).select("_h", "seq")
-    found = repeated_keys.limit(BROADCAST_REPEATS + 1).collect()
+    first = repeated_keys.limit(BROADCAST_REPEATS + 1)
+    found_rows: list[Any] = []
+    profiled = None
+    if profile is None:
+        found_rows = first.collect()
+    else:  # one job for both answers: (key, null) and (null, profile row)
+        both = first.select(
+            F.struct("_h", "seq").alias("key"),
+            F.lit(None).cast(profile.schema.simpleString()).alias("group"),
+        ).unionByName(
+            profile.select(
+                F.lit(None).cast("struct<_h:bigint,seq:bigint>").alias("key"),
+                F.struct(*profile.columns).alias("group"),
+            )
+        )
+        groups = []
+        for row in both.collect():
+            if row["key"] is not None:
+                found_rows.append(row["key"])
+            else:
+                groups.append(row["group"].asDict())
+        profiled = pd.DataFrame(groups, columns=profile.columns)
+    found = found_rows
     if not found:
-        return []
+        return [], profiled
     repeated = rows.sparkSession.createDataFrame(found, repeated_keys.schema)
     if len(found) <= BROADCAST_REPEATS:
         repeated = F.broadcast(repeated)
@@ -461,7 +495,8 @@ def _duplicates(rows: Any, previous_rows: Any | None, F: Any) -> list[Any]:
         .join(verdict, KEY)  # header keys are never null (the header's fields are required)
         .filter((F.col("_n") > 1) & (F.col("_any_seen") | (F.col("_at") != F.col("_first"))))
         .select(*[F.col("_at")[c].alias(c) for c in POSITION])
-        .collect()
+        .collect(),
+        profiled,
     )
 
 

@@ -111,7 +111,11 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
         mine, theirs = written[load.hour_name], recounted[(load.topic, load.load_hour)]
         assert sorted(map(str, mine.groups)) == sorted(map(str, theirs.groups))
         assert sorted(map(str, mine.names)) == sorted(map(str, theirs.names))
-        assert (mine.rows, mine.files, mine.previous) == (theirs.rows, theirs.files, theirs.previous)
+        assert (mine.rows, mine.files, mine.previous) == (
+            theirs.rows,
+            theirs.files,
+            theirs.previous,
+        )
 
     hours = tmp_path / "wh" / topic
     before = {h: listing(hours / f"load_hour={h}") for h in (H10, H12)}
