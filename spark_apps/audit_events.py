@@ -88,7 +88,6 @@ def read_audit_events(
     `bad_record_hour` maps a load hour to the audited hour its undecodable records belong to.
     """
     import pandas as pd
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from .load_summary import load_hour_column
@@ -102,175 +101,168 @@ def read_audit_events(
 
     raw = spark.read.parquet(*[load.data_uri(wh) for load in loads])
     topic_col = audited_topic_column(raw.columns)
+    position_cols = [
+        c for c in ("load_hour", "broker_id", "partition", "offset", "index") if c in raw.columns
+    ]
+    # One Spark job brings the events to the driver: they are few (one per producer, topic,
+    # tier, window and delta: they grow with the producers, never with the events counted),
+    # and a Spark job per step (index, deduplication, checks, sums, examples) cost more
+    # than all of them together.
     ev = raw.select(
-        F.col("producer_id"),
+        F.col("producer_id").cast("string"),
         F.col("seq").cast("long").alias("seq"),
-        F.col(topic_col).alias("a_topic"),
-        F.col("tier"),
+        F.col(topic_col).cast("string").alias("a_topic"),
+        F.col("tier").cast("string"),
         _millis(raw, "window_start").alias("ws"),
         F.col("window_ms").cast("long").alias("wms"),
         F.col("count").cast("long").alias("cnt"),
+        *[F.col(c) for c in position_cols if c != "load_hour"],
         load_hour_column().alias("load_hour"),
-        *[F.col(c) for c in ("broker_id", "partition", "offset", "index") if c in raw.columns],
-    )
-    by_hour = F.date_format(F.timestamp_millis(F.expr(f"ws - ws % {HOUR_MS}")), "yyyy-MM-dd'T'HH")
-    index_rows = ev.groupBy("load_hour", by_hour.alias("hour"), "a_topic").count()
-    first = min(hours)
-    last = max(hours)
-    lo_ms, hi_ms = hour_ms(first), hour_ms(last) + HOUR_MS
-    # Only the audited hours' events (and those without a usable window, for their load hour).
-    in_hours = (F.col("ws") >= lo_ms) & (F.col("ws") < hi_ms)
-    names = [format_hour(h) for h in hours]
-    no_window = F.col("ws").isNull() & F.col("load_hour").isin(names)
-    ev = ev.where(in_hours | no_window)
+    ).toPandas()
+    return _check_and_sum(ev, hours, warehouse_topics, position_cols, bad_counts, bad_examples)
 
-    content = F.struct("a_topic", "tier", "ws", "wms", "cnt")
-    position_cols = [
-        c for c in ("load_hour", "broker_id", "partition", "offset", "index") if c in ev.columns
-    ]
-    keyed = ev.where(F.col("producer_id").isNotNull() & F.col("seq").isNotNull())
-    deduped = keyed.groupBy("producer_id", "seq").agg(
-        F.min(content).alias("lo"),
-        F.max(content).alias("hi"),
-        F.min(F.struct(*position_cols)).alias("pos"),
-    )
-    known_topics = list(warehouse_topics)
-    reason = (
-        F.when(
-            F.col("lo") != F.col("hi"),
-            F.lit("two events with one header (producer_id, seq) and different counts"),
-        )
-        .when(F.col("lo.cnt").isNull() | (F.col("lo.cnt") < 0), F.lit("negative or missing count"))
-        .when(
-            F.col("lo.wms").isNull() | (F.col("lo.wms") != WINDOW_MS),
-            F.lit(f"window is not {WINDOW_MS} ms long"),
-        )
-        .when(
-            F.col("lo.ws").isNull() | (F.col("lo.ws") % WINDOW_MS != 0),
-            F.lit("window start is not aligned to 10 minutes"),
-        )
-        .when(
-            ~F.col("lo.tier").isin(list(TIERS)) | F.col("lo.tier").isNull(),
-            F.concat(F.lit("unknown tier "), F.coalesce(F.col("lo.tier"), F.lit("null"))),
-        )
-        .when(
-            ~F.col("lo.a_topic").isin(known_topics) | F.col("lo.a_topic").isNull(),
-            F.concat(
-                F.lit("count for a topic with no data in the warehouse: "),
-                F.coalesce(F.col("lo.a_topic"), F.lit("null")),
-            ),
-        )
-    )
-    checked = deduped.select(
-        F.col("lo.a_topic").alias("topic"),
-        F.col("lo.tier").alias("tier"),
-        F.col("lo.ws").alias("window_start"),
-        F.col("lo.cnt").alias("count"),
-        F.col("pos"),
-        reason.alias("reason"),
-    )
-    sums = (
-        checked.where(F.col("reason").isNull())
-        .groupBy("topic", "tier", "window_start")
-        .agg(F.sum("count").alias("count"))
-    )
-    no_header = ev.where(F.col("producer_id").isNull() | F.col("seq").isNull()).select(
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("string").alias("tier"),
-        F.col("ws").alias("window_start"),
-        F.lit(None).cast("long").alias("count"),
-        F.struct(*position_cols).alias("pos"),
-        F.lit("no header key (producer_id or seq is null)").alias("reason"),
-    )
-    bad = checked.where(F.col("reason").isNotNull()).unionByName(no_header)
-    bad = bad.withColumn(
-        "audit_hour",
-        F.coalesce(
-            F.date_format(
-                F.timestamp_millis(F.expr(f"window_start - window_start % {HOUR_MS}")),
-                "yyyy-MM-dd'T'HH",
-            ),
-            F.col("pos.load_hour"),
-        ),
-    )
-    bad_by = bad.groupBy("audit_hour", "reason").count()
-    ranked = bad.withColumn(
-        "rank", F.row_number().over(Window.partitionBy("audit_hour").orderBy("pos"))
-    ).where(F.col("rank") <= EXAMPLES_PER_HOUR)
-    examples = ranked.select(
-        "audit_hour", "reason", "topic", "tier", "window_start", "count", "pos"
-    )
-    # One query for all four answers (a Spark job costs more than these few rows): each part
-    # marked by `kind`, the columns it does not have null.
-    parts = {
-        "index": index_rows.select(
-            F.col("load_hour"),
-            F.col("hour").alias("audit_hour"),
-            F.col("a_topic").alias("topic"),
-            F.col("count").cast("long").alias("count"),
-        ),
-        "bad": bad_by.select("audit_hour", "reason", F.col("count").cast("long").alias("count")),
-        "example": examples,
-        "sum": sums.select("topic", "tier", "window_start", F.col("count").cast("long")),
-    }
-    columns = {
-        "load_hour": "string",
-        "audit_hour": "string",
-        "reason": "string",
-        "topic": "string",
-        "tier": "string",
-        "window_start": "long",
-        "count": "long",
-        "pos": examples.schema["pos"].dataType.simpleString(),
-    }
-    answer = None
-    for kind, part in parts.items():
-        part = part.select(
-            F.lit(kind).alias("kind"),
-            *[
-                (F.col(c) if c in part.columns else F.lit(None)).cast(t).alias(c)
-                for c, t in columns.items()
-            ],
-        )
-        answer = part if answer is None else answer.unionByName(part)
-    assert answer is not None
-    collected: dict[str, list[Any]] = {k: [] for k in parts}
-    for row in answer.collect():
-        collected[row["kind"]].append(row)
 
+def _hour_names(ms: pd.Series) -> pd.Series:
+    """'YYYY-MM-DDTHH' of each instant (ms), None where it is null."""
+    import pandas as pd
+
+    out = pd.Series([None] * len(ms), index=ms.index, dtype=object)
+    known = ms.notna()
+    if known.any():
+        stamps = pd.to_datetime(ms[known].astype("int64"), unit="ms", utc=True)
+        out[known] = stamps.dt.strftime("%Y-%m-%dT%H")
+    return out
+
+
+def _check_and_sum(
+    ev: pd.DataFrame,
+    hours: list[datetime],
+    warehouse_topics: Sequence[str],
+    position_cols: list[str],
+    bad_counts: dict[str, dict[str, int]],
+    bad_examples: dict[str, list[dict[str, Any]]],
+) -> AuditEvents:
+    """The module doc's rules on the `_audit` rows (ev: producer_id, seq, a_topic, tier, ws,
+    wms, cnt and the positions), for `hours`."""
+    import pandas as pd
+
+    for c in ("seq", "ws", "wms", "cnt"):
+        ev[c] = pd.array(ev[c].tolist(), dtype="Int64")
+    ev["hour"] = _hour_names(ev["ws"])
     index: dict[str, dict[str, int]] = {}
     index_by_topic: dict[str, dict[str, dict[str, int]]] = {}
-    for row in collected["index"]:
-        if row["audit_hour"] is not None:
-            per_load = index.setdefault(row["load_hour"], {})
-            per_load[row["audit_hour"]] = per_load.get(row["audit_hour"], 0) + int(row["count"])
-            if row["topic"] is not None:
-                index_by_topic.setdefault(row["load_hour"], {}).setdefault(row["topic"], {})[
-                    row["audit_hour"]
-                ] = int(row["count"])
-    for row in collected["bad"]:
-        hour_counts = bad_counts.setdefault(row["audit_hour"], {})
-        hour_counts[row["reason"]] = hour_counts.get(row["reason"], 0) + int(row["count"])
-    for row in sorted(collected["example"], key=lambda r: [(v is None, v) for v in r["pos"]]):
-        example = {k: v for k, v in row["pos"].asDict().items()}
-        example.update(
-            reason=row["reason"],
-            topic=row["topic"],
-            tier=row["tier"],
-            window_start=row["window_start"],
-            count=row["count"],
-        )
-        bad_examples.setdefault(row["audit_hour"], []).append(example)
-    sums_pd = (
-        pd.DataFrame(
-            [(r["topic"], r["tier"], r["window_start"], r["count"]) for r in collected["sum"]],
-            columns=["topic", "tier", "window_start", "count"],
-        )
-        if collected["sum"]
-        else empty
+    timed = ev[ev["hour"].notna()]
+    for (load_hour, hour, topic), n in (
+        timed.groupby(["load_hour", "hour", "a_topic"], dropna=False).size().items()
+    ):
+        per_load = index.setdefault(load_hour, {})
+        per_load[hour] = per_load.get(hour, 0) + int(n)
+        if not pd.isna(topic):
+            index_by_topic.setdefault(load_hour, {}).setdefault(topic, {})[hour] = int(n)
+
+    # Only the audited hours' events (and those without a usable window, for their load hour).
+    lo_ms, hi_ms = hour_ms(min(hours)), hour_ms(max(hours)) + HOUR_MS
+    names = {format_hour(h) for h in hours}
+    in_hours = ev["ws"].notna() & (ev["ws"] >= lo_ms) & (ev["ws"] < hi_ms)
+    no_window = ev["ws"].isna() & ev["load_hour"].isin(names)
+    ev = ev[(in_hours | no_window).fillna(False).astype(bool)]
+
+    content = ["a_topic", "tier", "ws", "wms", "cnt"]
+    header = ["producer_id", "seq"]
+    named = ev["producer_id"].notna() & ev["seq"].notna()
+    keyed = ev[named]
+    # per header: its smallest content (nulls first, as Spark orders structs), whether another
+    # content has the same header, and its first position
+    lo = keyed.sort_values(content, na_position="first").drop_duplicates(header)
+    contents = keyed.drop_duplicates([*header, *content]).groupby(header).size()
+    first_pos = keyed.sort_values(position_cols, na_position="first").drop_duplicates(header)
+    checked = lo[[*header, *content]].merge(
+        first_pos[[*header, *position_cols]], on=header, how="left"
     )
+    conflicting = checked.set_index(header).index.map(contents).to_numpy() > 1
+    checked["reason"] = _reasons(checked, conflicting, set(warehouse_topics))
+    good = checked[checked["reason"].isna()]
+    sums = (
+        good.groupby(["a_topic", "tier", "ws"], as_index=False)["cnt"]
+        .sum()
+        .rename(columns={"a_topic": "topic", "ws": "window_start", "cnt": "count"})
+    )
+    sums = sums.astype({"window_start": "int64", "count": "int64"})
+
+    no_header = ev[~named].assign(reason="no header key (producer_id or seq is null)")
+    no_header = no_header.assign(a_topic=None, tier=None, cnt=pd.NA)
+    parts = [f for f in (checked[checked["reason"].notna()], no_header) if len(f)]
+    bad = pd.concat(parts, ignore_index=True) if parts else no_header
+    if len(bad):
+        hour_of_window = _hour_names(bad["ws"])
+        bad["audit_hour"] = hour_of_window.where(hour_of_window.notna(), bad["load_hour"])
+        for (audit_hour, reason), n in bad.groupby(["audit_hour", "reason"]).size().items():
+            hour_counts = bad_counts.setdefault(audit_hour, {})
+            hour_counts[reason] = hour_counts.get(reason, 0) + int(n)
+        ordered = bad.sort_values(["audit_hour", *position_cols], na_position="first")
+        for _, row in ordered.groupby("audit_hour").head(EXAMPLES_PER_HOUR).iterrows():
+            example = {c: _plain(row[c]) for c in position_cols}
+            example.update(
+                reason=row["reason"],
+                topic=_plain(row["a_topic"]),
+                tier=_plain(row["tier"]),
+                window_start=_plain(row["ws"]),
+                count=_plain(row["cnt"]),
+            )
+            bad_examples.setdefault(row["audit_hour"], []).append(example)
     events_read = sum(sum(v.values()) for v in index.values())
-    return AuditEvents(sums_pd, bad_counts, bad_examples, events_read, index, index_by_topic)
+    return AuditEvents(sums, bad_counts, bad_examples, events_read, index, index_by_topic)
+
+
+def _reasons(checked: pd.DataFrame, conflicting: Any, known_topics: set[str]) -> pd.Series:
+    """Why each deduplicated event is bad (the first rule it breaks), or None."""
+    import pandas as pd
+
+    rules = [
+        (
+            conflicting,
+            lambda r: "two events with one header (producer_id, seq) and different counts",
+        ),
+        (
+            (checked["cnt"].isna() | (checked["cnt"] < 0)).fillna(True).to_numpy(bool),
+            lambda r: "negative or missing count",
+        ),
+        (
+            (checked["wms"].isna() | (checked["wms"] != WINDOW_MS)).fillna(True).to_numpy(bool),
+            lambda r: f"window is not {WINDOW_MS} ms long",
+        ),
+        (
+            (checked["ws"].isna() | (checked["ws"] % WINDOW_MS != 0)).fillna(True).to_numpy(bool),
+            lambda r: "window start is not aligned to 10 minutes",
+        ),
+        (
+            (~checked["tier"].isin(list(TIERS)) | checked["tier"].isna()).to_numpy(bool),
+            lambda r: f"unknown tier {'null' if pd.isna(r['tier']) else r['tier']}",
+        ),
+        (
+            (~checked["a_topic"].isin(list(known_topics)) | checked["a_topic"].isna()).to_numpy(
+                bool
+            ),
+            lambda r: (
+                "count for a topic with no data in the warehouse: "
+                + ("null" if pd.isna(r["a_topic"]) else str(r["a_topic"]))
+            ),
+        ),
+    ]
+    reasons: list[str | None] = [None] * len(checked)
+    for mask, say in rules:
+        for i in [int(j) for j in mask.nonzero()[0]]:
+            if reasons[i] is None:
+                reasons[i] = say(checked.iloc[i])
+    return pd.Series(reasons, index=checked.index, dtype=object)
+
+
+def _plain(value: Any) -> Any:
+    import pandas as pd
+
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 def _add_undecodable(
