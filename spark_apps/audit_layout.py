@@ -15,6 +15,10 @@ Written by the audit:
         _summary.json                                the run's facts about that hour (below)
     <wh>/_audit_results/_index/<topic>/<YYYY-MM-DDTHH>.json
                                                      which event hours a load holds (below)
+    <wh>/_audit_results/_load_summaries/<topic>/<YYYY-MM-DDTHH>.json
+                                                     a load's summary (load_summary), for a
+                                                     load whose directory has none current:
+                                                     counted from its rows by an audit
     <wh>/_reports/                                   default --reports: Data Docs, the GX
                                                      project, one page per audited hour
 
@@ -58,6 +62,7 @@ CHECKPOINTS = "_checkpoints"
 ERRORS = "_errors"
 AUDIT_RESULTS = "_audit_results"
 INDEX = "_index"
+LOAD_SUMMARIES = "_load_summaries"
 REPORTS = "_reports"
 SUMMARY_FILE = "_summary.json"
 
@@ -109,6 +114,10 @@ def summary_file(wh: str, hour: datetime) -> str:
 
 def index_file(wh: str, topic: str, hour: datetime) -> str:
     return join(wh, AUDIT_RESULTS, INDEX, topic, f"{format_hour(hour)}.json")
+
+
+def load_summary_file(wh: str, topic: str, hour: datetime) -> str:
+    return join(wh, AUDIT_RESULTS, LOAD_SUMMARIES, topic, f"{format_hour(hour)}.json")
 
 
 def default_reports(wh: str) -> str:

@@ -16,7 +16,8 @@ seq range), not from the rows:
   alike: the profile lists every producer with its hash).
 
 A load without a current summary (none written, or its files or checkpoint changed since) is
-counted from its rows once, with the same shuffle, and its summary is written then.
+counted from its rows once, with the same shuffle, and its summary is kept in the audit's own
+area (audit_layout), which the next audit reads when the load's directory has none current.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from . import audit_layout as layout
 from . import load_summary
 from .audit_inputs import CommittedLoad
 from .hours import HOUR_MS, hour_ms, parse_hour
@@ -161,10 +163,21 @@ def summarize(
                 shared_pairs.get((topic, previous.load_hour, summary.load_hour), 0),
             )
         try:
-            load_summary.write(fs, dirs[(topic, hour)], summary)
+            load_summary.write(fs, layout.load_summary_file(wh, topic, hour), summary)
         except Exception as exc:  # a read-only warehouse: counted from the rows again next time
             log.warning("could not write the summary of %s %s: %s", topic, summary.load_hour, exc)
     return out
+
+
+def _current_summary(fs: HadoopFS, wh: str, load: CommittedLoad) -> LoadSummary | None:
+    """The load's own summary if current, else the one an audit kept for it if current."""
+    for path in (None, layout.load_summary_file(wh, load.topic, load.load_hour)):
+        found = load_summary.read_current(
+            fs, load.data_uri(wh), load.committed_at, load.rows_sha256, load.rows, path=path
+        )
+        if found is not None:
+            return found
+    return None
 
 
 def _collides(prof: pd.DataFrame) -> bool:
@@ -186,9 +199,7 @@ def count_warehouse(
     summaries: dict[tuple[str, datetime], LoadSummary] = {}
     stale = []
     for load in loads:
-        current = load_summary.read_current(
-            fs, load.data_uri(wh), load.committed_at, load.rows_sha256, load.rows
-        )
+        current = _current_summary(fs, wh, load)
         if current is None:
             stale.append(load)
         else:
@@ -302,11 +313,9 @@ def _count_contested(
     """loaded_rows, loaded_unique per topic and window over the contested pairs' rows."""
     from pyspark.sql import functions as F
 
-    from .audit_layout import load_dir
-
     pairs = contested[["topic", "load_hour", "window", "producer_id"]].drop_duplicates()
     dirs = {
-        (t, h): load_dir(wh, t, parse_hour(h))
+        (t, h): layout.load_dir(wh, t, parse_hour(h))
         for t, h in pairs[["topic", "load_hour"]].drop_duplicates().itertuples(index=False)
     }
     rows = load_summary.read_header_rows(spark, [(t, uri) for (t, _), uri in dirs.items()])

@@ -4,8 +4,9 @@
 
 The name starts with `_`, so readers of the hour's rows (Spark, Hive, pyarrow datasets) skip it,
 as they skip `_SUCCESS`. The hourly load writes it into its staging `rows/` before the commit,
-so it appears with the hour's data in the same rename; the audit writes it for a load that has
-none, or a stale one, after reading that load's rows once.
+so it appears with the hour's data in the same rename. For a load that has none, or a stale
+one, the audit reads the rows once and keeps the summary in its own area (audit_layout:
+`_audit_results/_load_summaries/`), never in the load's directory, which is the load's.
 
     {"format": 1, "topic": "page_views", "load_hour": "2026-11-22T10",
      "committed_at": "...Z", "rows_sha256": "...",        the checkpoint it describes
@@ -194,10 +195,16 @@ def _certificate(doc: dict[str, Any]) -> Certificate:
 
 
 def read_current(
-    fs: SummaryFS, load_dir: str, committed_at: str, rows_sha256: str, rows: int
+    fs: SummaryFS,
+    load_dir: str,
+    committed_at: str,
+    rows_sha256: str,
+    rows: int,
+    path: str | None = None,
 ) -> LoadSummary | None:
-    """The load's summary if it is there and current (see the module doc), else None."""
-    path = summary_path(load_dir)
+    """The load's summary (in its directory, or at `path`) if it is there and current (see
+    the module doc), else None."""
+    path = path or summary_path(load_dir)
     try:
         if not fs.exists(path):
             return None
@@ -208,8 +215,8 @@ def read_current(
     return summary if summary.describes(committed_at, rows_sha256, rows, files) else None
 
 
-def write(fs: SummaryFS, load_dir: str, summary: LoadSummary) -> None:
-    fs.write_bytes(summary_path(load_dir), summary.to_json().encode())
+def write(fs: SummaryFS, path: str, summary: LoadSummary) -> None:
+    fs.write_bytes(path, summary.to_json().encode())
 
 
 # -- computing summaries with Spark ------------------------------------------------------

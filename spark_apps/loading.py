@@ -381,7 +381,7 @@ def _write_summary(
             else None
         ),
     )
-    load_summary.write(wh.fs, rows_dir, summary)
+    load_summary.write(wh.fs, load_summary.summary_path(rows_dir), summary)
 
 
 def _read(

@@ -1,8 +1,8 @@
 """The audit counts from each load's `_load_summary.json`, and from the rows only where it must.
 
 A first audit of a warehouse without summaries (scenarios write none, as a warehouse from
-before them) counts every load from its rows and writes their summaries; the next audit reads
-only those, and its results are the same. Rows deleted by hand after that make the load's
+before them) counts every load from its rows and keeps their summaries in its own area (never
+in a load's directory); the next audit reads only those, and its results are the same. Rows deleted by hand after that make the load's
 summary stale: it is counted from its rows again, and the loss is exact. A name shared by two
 loads (the faulty warehouse's duplicates) is found by reading just that window's rows.
 """
@@ -25,6 +25,7 @@ from .scenarios import FAULTS, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, fault
 
 pytestmark = pytest.mark.slow
 
+KEPT = "_audit_results/_load_summaries"  # where the audit keeps the summaries it counted
 COUNTS = ["topic", "window", "loaded_rows", "loaded_unique", "duplicates", "missing", "status"]
 
 
@@ -40,8 +41,9 @@ def counts(out: AuditOutcome) -> list[tuple[Any, ...]]:
 def test_second_audit_reads_summaries_only_and_agrees(spark: Any, tmp_path: Path) -> None:
     root = faulty(tmp_path / "wh")
     first = audit(spark, root)
-    loads = list(root.glob("*/load_hour=*/" + SUMMARY_FILE))
-    assert first.loads_counted_from_rows > 0 and len(loads) >= first.loads_counted_from_rows
+    kept = list(root.glob(f"{KEPT}/*/*.json"))
+    assert first.loads_counted_from_rows > 0 and len(kept) == first.loads_counted_from_rows
+    assert not list(root.glob("*/load_hour=*/" + SUMMARY_FILE))  # the loads' own: untouched
     second = audit(spark, root)
     assert second.loads_counted_from_rows == 0
     assert counts(second) == counts(first)
@@ -73,16 +75,15 @@ def test_rows_deleted_after_the_summary_are_counted_again(spark: Any, tmp_path: 
     assert (hit.missing, hit.status) == (removed, "lost")
     assert out.totals("missing") == removed
     # its summary was written again for the rows as they are now
-    summary = json.loads((part.parent / SUMMARY_FILE).read_text())
+    summary = json.loads((root / KEPT / topic / "2026-11-22T10.json").read_text())
     assert sum(g[4] for g in summary["groups"]["data"]) == pq.read_metadata(part).num_rows
 
 
 def test_a_damaged_summary_is_counted_from_the_rows(spark: Any, tmp_path: Path) -> None:
     root = clean(tmp_path / "wh")
     before = counts(audit(spark, root))
-    victim = next(root.glob(f"{TOPICS[1]}/load_hour=*/" + SUMMARY_FILE))
-    victim.write_text("{not json")
-    (next(root.glob(f"{TOPICS[2]}/load_hour=*/")) / SUMMARY_FILE).unlink(missing_ok=True)
+    next(root.glob(f"{KEPT}/{TOPICS[1]}/*.json")).write_text("{not json")
+    next(root.glob(f"{KEPT}/{TOPICS[2]}/*.json")).unlink()
     out = audit(spark, root)
     assert out.loads_counted_from_rows == 2
     assert counts(out) == before

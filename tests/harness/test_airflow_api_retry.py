@@ -24,6 +24,7 @@ LOCKED = b'{"detail":"Database is locked. Backfill creation is not supported on 
 class _Server(ThreadingHTTPServer):
     answers: list[tuple[int, bytes]]
     posts: list[bytes]
+    gets: list[str]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -41,6 +42,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(answer)
 
+    def do_GET(self) -> None:
+        self.server.gets.append(self.path)
+        code, answer = self.server.answers.pop(0)
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
     def log_message(self, *args: object) -> None:
         pass
 
@@ -49,6 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[_Server]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
     httpd.posts = []
+    httpd.gets = []
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
@@ -111,3 +121,39 @@ def test_a_backfill_asked_while_the_previous_one_closes_waits_for_it(
     server.answers = [(409, BUSY)]
     with pytest.raises(AirflowStackError, match="already a running backfill"):
         stack.create_backfill({"dag_id": "d"}, busy_timeout=0)
+
+
+DB_ERROR = (
+    b'{"detail":{"reason":"Database error","statement":"hidden","orig_error":"hidden",'
+    b'"message":"Serious error when handling your request."}}'
+)
+
+
+def test_a_trigger_that_meets_a_database_error_is_repeated_under_its_run_id(
+    tmp_path: Path, server: _Server
+) -> None:
+    """CI: the end-to-end test's first trigger got 500 "Database error" (SQLite's lock held
+    past its busy timeout while the run's action log was written)."""
+    naps: list[float] = []
+    stack = _stack(tmp_path, server, naps)
+    server.answers = [(500, DB_ERROR), (200, b'{"dag_run_id": "r1"}')]
+    assert stack.trigger_dag_run("d", {"k": 1}, run_id="r1") == {"dag_run_id": "r1"}
+    bodies = [json.loads(b) for b in server.posts]
+    assert [b["dag_run_id"] for b in bodies] == ["r1", "r1"] and bodies[0]["conf"] == {"k": 1}
+
+    # the failed try had created the run after all: the repeat meets 409, the run is read back
+    server.posts.clear()
+    server.answers = [
+        (500, DB_ERROR),
+        (409, b'{"detail":"DAG run with id r2 already exists"}'),
+        (200, b'{"dag_run_id": "r2"}'),
+    ]
+    assert stack.trigger_dag_run("d", run_id="r2") == {"dag_run_id": "r2"}
+    assert len(server.posts) == 2 and server.gets == ["/api/v2/dags/d/dagRuns/r2"]
+
+    server.answers = [(500, b'{"detail":"something else"}')]
+    with pytest.raises(AirflowStackError, match="something else"):
+        stack.trigger_dag_run("d")  # another server error: raised at once
+    server.answers = [(409, b'{"detail":"exists"}')]
+    with pytest.raises(AirflowStackError, match="409"):
+        stack.trigger_dag_run("d", run_id="r3")  # a conflict on the first try is the caller's

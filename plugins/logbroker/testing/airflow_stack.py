@@ -26,6 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,36 @@ class AirflowStack:
                     f"{method} /api/v2{path}: HTTP {exc.code}: {detail!r}"
                 ) from exc
             return json.loads(text) if text else None
+
+    def trigger_dag_run(
+        self,
+        dag_id: str,
+        conf: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        db_timeout: float = 120,
+    ) -> Any:
+        """POST a manual run of `dag_id` under a run id of our own, and return it.
+
+        On SQLite a write lock held longer than the busy timeout fails the request with 500
+        "Database error" (CI saw it on the first trigger of the end-to-end test). The call is
+        repeated for up to `db_timeout` seconds with the same run id: if the failed try had
+        created the run after all, the repeat meets 409 and the run is read back."""
+        run_id = run_id or f"manual__{uuid.uuid4().hex[:16]}"
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
+        deadline = self.clock() + db_timeout
+        repeated = False
+        while True:
+            try:
+                return self.api("POST", f"/dags/{dag_id}/dagRuns", body)
+            except AirflowStackError as exc:
+                text = str(exc)
+                if repeated and "HTTP 409" in text:
+                    return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+                database = "HTTP 500" in text and "Database error" in text
+                if not database or self.clock() >= deadline:
+                    raise
+                repeated = True
+            self.sleep(1.0)
 
     def create_backfill(self, body: dict[str, Any], busy_timeout: float = 300) -> Any:
         """POST /backfills; while the DAG's previous backfill is still open, wait for it.

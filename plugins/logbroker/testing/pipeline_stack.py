@@ -307,10 +307,7 @@ class PipelineStack:
     # -- Airflow ----------------------------------------------------------------------
 
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-        run = self.airflow.api(
-            "POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}}
-        )
-        return str(run["dag_run_id"])
+        return str(self.airflow.trigger_dag_run(dag_id, conf)["dag_run_id"])
 
     def backfill(self, dag_id: str, first_hour: str, last_hour: str, reprocess: bool) -> int:
         """Backfill the hours [first_hour, last_hour] (logical dates are interval starts).
