@@ -278,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     read = sum(len(outcome.plan.loads_read(t)) for t in outcome.plan.topics)
     print(
         f"audit: {read} loads counted: {read - outcome.loads_counted_from_rows} from their "
-        f"_load_summary.json, {outcome.loads_counted_from_rows} from their rows (no current "
-        f"summary; written now); rows read again for {outcome.contested_pairs} (window, "
-        "producer) pairs that two loads may share",
+        f"summaries, {outcome.loads_counted_from_rows} from their rows (no current summary; "
+        f"kept now under _audit_results/_load_summaries/); rows read again for "
+        f"{outcome.contested_pairs} (window, producer) pairs that two loads may share",
         file=sys.stderr,
         flush=True,
     )
