@@ -14,8 +14,8 @@
 5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
    order stays; an event already in the previous hour's rows goes. The check reads two
    columns of what was written; only an hour that has repeats is written again without them
-6. the summary the audit reads instead of the rows (load_summary): one aggregation over
-   the header columns of what was written, into the staged rows directory
+6. the summary the audit reads instead of the rows (load_summary), into the staged rows
+   directory: an aggregation over the header columns collected in step 5's Spark job
 7. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
    checkpoint (commit.py)
 """
@@ -444,10 +444,10 @@ def _duplicates(
         keys = keys.unionByName(previous_rows.select(hashed, "seq"))
     repeated_keys = keys.groupBy("_h", "seq").count().filter(F.col("count") > 1).select("_h", "seq")
     first = repeated_keys.limit(BROADCAST_REPEATS + 1)
-    found_rows: list[Any] = []
+    found: list[Any] = []
     profiled = None
     if profile is None:
-        found_rows = first.collect()
+        found = first.collect()
     else:  # one job for both answers: (key, null) and (null, profile row)
         both = first.select(
             F.struct("_h", "seq").alias("key"),
@@ -461,11 +461,10 @@ def _duplicates(
         groups = []
         for row in both.collect():
             if row["key"] is not None:
-                found_rows.append(row["key"])
+                found.append(row["key"])
             else:
                 groups.append(row["group"].asDict())
         profiled = pd.DataFrame(groups, columns=profile.columns)
-    found = found_rows
     if not found:
         return [], profiled
     repeated = rows.sparkSession.createDataFrame(found, repeated_keys.schema)
