@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 from .audit_inputs import CommittedLoad
 from .audit_layout import AUDIT_TOPIC
 from .hours import HOUR_MS, WINDOW_MS, format_hour, hour_ms
+from .load_summary import millis, plain_value
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 TIERS = {"producer": "produced", "mirror": "mirrored"}  # tier -> result column
 # The AuditCount's own `topic` field, as the load names its column: the row's `topic` column is
@@ -63,16 +64,6 @@ def audited_topic_column(columns: Sequence[str]) -> str:
         f"the {AUDIT_TOPIC} rows have no column for the AuditCount's topic field "
         f"(looked for {', '.join(AUDITED_TOPIC_COLUMNS)}; the rows have {', '.join(columns)})"
     )
-
-
-def _millis(df: DataFrame, name: str) -> Column:
-    """A timestamp-millis field as milliseconds, whether the load kept it as timestamp or long."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampNTZType, TimestampType
-
-    if isinstance(df.schema[name].dataType, TimestampType | TimestampNTZType):
-        return F.unix_millis(F.col(name).cast("timestamp"))
-    return F.col(name).cast("long")
 
 
 def read_audit_events(
@@ -113,7 +104,7 @@ def read_audit_events(
         F.col("seq").cast("long").alias("seq"),
         F.col(topic_col).cast("string").alias("a_topic"),
         F.col("tier").cast("string"),
-        _millis(raw, "window_start").alias("ws"),
+        millis(raw, "window_start").alias("ws"),
         F.col("window_ms").cast("long").alias("wms"),
         F.col("count").cast("long").alias("cnt"),
         *[F.col(c) for c in position_cols if c != "load_hour"],
@@ -201,13 +192,13 @@ def _check_and_sum(
             hour_counts[reason] = hour_counts.get(reason, 0) + int(n)
         ordered = bad.sort_values(["audit_hour", *position_cols], na_position="first")
         for _, row in ordered.groupby("audit_hour").head(EXAMPLES_PER_HOUR).iterrows():
-            example = {c: _plain(row[c]) for c in position_cols}
+            example = {c: plain_value(row[c]) for c in position_cols}
             example.update(
                 reason=row["reason"],
-                topic=_plain(row["a_topic"]),
-                tier=_plain(row["tier"]),
-                window_start=_plain(row["ws"]),
-                count=_plain(row["cnt"]),
+                topic=plain_value(row["a_topic"]),
+                tier=plain_value(row["tier"]),
+                window_start=plain_value(row["ws"]),
+                count=plain_value(row["cnt"]),
             )
             bad_examples.setdefault(row["audit_hour"], []).append(example)
     events_read = sum(sum(v.values()) for v in index.values())
@@ -255,14 +246,6 @@ def _reasons(checked: pd.DataFrame, conflicting: Any, known_topics: set[str]) ->
             if reasons[i] is None:
                 reasons[i] = say(checked.iloc[i])
     return pd.Series(reasons, index=checked.index, dtype=object)
-
-
-def _plain(value: Any) -> Any:
-    import pandas as pd
-
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return None
-    return value.item() if hasattr(value, "item") else value
 
 
 def _add_undecodable(

@@ -222,14 +222,15 @@ def write(fs: SummaryFS, path: str, summary: LoadSummary) -> None:
 # -- computing summaries with Spark ------------------------------------------------------
 
 
-def event_ms(df: DataFrame) -> Column:
-    """`event_time` as epoch milliseconds, whichever type the rows store it as."""
+def millis(df: DataFrame, name: str) -> Column:
+    """A timestamp-millis field as epoch milliseconds, whether the load kept it as a
+    timestamp or a long."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
-    if isinstance(df.schema["event_time"].dataType, TimestampType | TimestampNTZType):
-        return F.unix_millis(F.col("event_time").cast("timestamp"))
-    return F.col("event_time").cast("long")
+    if isinstance(df.schema[name].dataType, TimestampType | TimestampNTZType):
+        return F.unix_millis(F.col(name).cast("timestamp"))
+    return F.col(name).cast("long")
 
 
 def load_hour_column() -> Column:
@@ -251,7 +252,7 @@ def header_rows(raw: DataFrame, topic: str, load_hour: Column) -> DataFrame:
     return raw.select(
         F.lit(topic).alias("topic"),
         load_hour.alias("load_hour"),
-        event_ms(raw).alias("event_ms"),
+        millis(raw, "event_time").alias("event_ms"),
         *[
             (F.col(c) if c in cols else F.lit(None)).cast(t).alias(c)
             for c, t in (
@@ -397,14 +398,18 @@ def frame_rows(frame: pd.DataFrame, columns: Sequence[str]) -> list[list[Any]]:
     """A pandas frame's `columns` as JSON-ready lists (NaN -> null, numpy -> Python)."""
     out = []
     for record in frame[list(columns)].itertuples(index=False, name=None):
-        out.append([_plain(v) for v in record])
+        out.append([plain_value(v) for v in record])
     return out
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
+    """A value of a pandas frame as JSON takes it: null for None, NaN and pd.NA; numpy
+    scalars as Python ones; a float that is a whole number (a nullable column's) as an int."""
     import math
 
-    if value is None:
+    import pandas as pd
+
+    if value is None or value is pd.NA:
         return None
     if hasattr(value, "item"):
         value = value.item()
