@@ -91,6 +91,10 @@ class AirflowStack:
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.plugins_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                # SQLite: wait for another component's write lock instead of failing at 5 s
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": (
+                    "logbroker.testing.airflow_sqlite.CONNECT_ARGS"
+                ),
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                 "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
