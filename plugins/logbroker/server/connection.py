@@ -34,12 +34,12 @@ from ..protocol.requests import (
     AckedProduceRequest,
     MultiProduceRequest,
     ProduceRequest,
-    WaitingFetchRequest,
     decode_produce_fast,
     decode_request,
 )
 from ..storage.segment import FileRegion
 from .handlers import Response
+from .waiters import WaitingFetch
 
 if TYPE_CHECKING:
     from .socket_server import SocketServer
@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _PRODUCES = (ProduceRequest, MultiProduceRequest, AckedProduceRequest)
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
+_COPY_MAX = 16 * 1024  # file regions up to this size are copied into one write (_send_now)
 
 
 class _Unhandled:
@@ -122,7 +123,7 @@ class ClientConnection(asyncio.Protocol):
         self.closed = False
         self.last_activity = self.loop.time()
         self.partial_since: float | None = None  # when the unfinished frame began
-        self._waiting: asyncio.Task[None] | None = None  # a response being waited for
+        self._waiting: WaitingFetch[Response] | None = None  # a FETCH_WAIT not answered yet
         self._drain_pending = False  # the client left with whole produces not handled yet
         self._sending: asyncio.Task[None] | None = None  # the last response's task
 
@@ -153,8 +154,9 @@ class ClientConnection(asyncio.Protocol):
             self._drain_pending = True
         else:
             self.server.track(self.loop.create_task(self._drain()))
-        if self._waiting is not None and not self._waiting.done():
+        if self._waiting is not None:
             self._waiting.cancel()  # the client is gone: stop waiting for its answer
+            self._waiting = None
         self.server.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
@@ -273,6 +275,13 @@ class ClientConnection(asyncio.Protocol):
         if outcome is None:
             return False
         assert self.transport is not None
+        if isinstance(outcome, WaitingFetch):
+            # Only a waiting fetch is given up when its client goes: a produce whose sets
+            # are being inflated was received whole, and is appended as any other would be.
+            self._busy = True
+            self._waiting = outcome
+            outcome.deliver_to(self._answer_waiting)
+            return self._busy
         waits = inspect.isawaitable(outcome)
         if not waits:
             rest = self._send_now(outcome)  # type: ignore[arg-type]
@@ -283,44 +292,75 @@ class ClientConnection(asyncio.Protocol):
         self._busy = True
         task = self._sending = self.loop.create_task(self._send_async(outcome))
         server.track(task)
-        if waits and isinstance(request, WaitingFetchRequest):
-            # Only a waiting fetch is given up when its client goes: a produce whose sets
-            # are being inflated was received whole, and is appended as any other would be.
-            self._waiting = task
         return True
+
+    def _answer_waiting(self, response: Response | None, error: BaseException | None) -> None:
+        """A waiting fetch's answer, sent from inside the append (or timer) that made it:
+        no event-loop turn between the data and its first byte to the client. Reading this
+        connection's next requests resumes on the loop's next turn, never from inside
+        someone else's append."""
+        self._waiting = None
+        if error is not None or response is None:
+            if not isinstance(error, asyncio.CancelledError):
+                self._failed(error)
+            return
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return
+        rest = self._send_now(response)
+        if rest is not None:  # the socket is full: the rest goes out in the background
+            self.transport.pause_reading()
+            task = self._sending = self.loop.create_task(self._send_async(rest))
+            self.server.track(task)
+            return
+        if not self.closed:
+            self._answered()
+            self.loop.call_soon(self._read_on)
 
     def _send_now(self, parts: Response) -> Response | None:
         """Send what the socket takes now; the unsent rest, or None when all went out.
 
-        File regions go straight from the page cache to the socket with os.sendfile, once
-        every byte queued before them has left (asyncio's own buffer is empty), so a fetch
-        costs no coroutine and no copy. What does not fit goes to loop.sendfile later.
+        A small file region (up to `_COPY_MAX` bytes) is read and sent in one write with the
+        header before it: one TCP segment, so the client wakes once (a 12-byte header sent
+        alone wakes it for nothing). Larger regions go straight from the page cache to the
+        socket with os.sendfile, once every byte queued before them has left (asyncio's own
+        buffer is empty), so a fetch costs no coroutine and no copy. What does not fit goes
+        to loop.sendfile later.
         """
         transport = self.transport
         assert transport is not None
-        for i, part in enumerate(parts):
-            if not isinstance(part, FileRegion):
-                transport.write(part)
-                continue
-            if not part.length or part.segment is None:
-                continue
-            if transport.get_write_buffer_size() or self._fd < 0:
-                return parts[i:]
-            try:
-                file = part.file()  # held: its descriptor stays open during the call
-                sent = os.sendfile(self._fd, file.fileno(), part.position, part.length)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError as exc:
-                self.close(f"sending the response failed: {exc}", cause="send_failed")
-                return None
-            if sent < part.length:
-                rest = part._replace(
-                    position=part.position + sent,
-                    length=part.length - sent,
-                    offset=part.offset + sent,
-                )
-                return [rest, *parts[i + 1 :]]
+        pending: list[bytes] = []  # bytes to write together, before the next large region
+        try:
+            for i, part in enumerate(parts):
+                if not isinstance(part, FileRegion):
+                    pending.append(part)
+                    continue
+                if not part.length or part.segment is None:
+                    continue
+                if part.length <= _COPY_MAX:
+                    pending.append(part.read())
+                    continue
+                if pending:
+                    transport.write(b"".join(pending))
+                    pending = []
+                if transport.get_write_buffer_size() or self._fd < 0:
+                    return parts[i:]
+                try:
+                    file = part.file()  # held: its descriptor stays open during the call
+                    sent = os.sendfile(self._fd, file.fileno(), part.position, part.length)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                if sent < part.length:
+                    rest = part._replace(
+                        position=part.position + sent,
+                        length=part.length - sent,
+                        offset=part.offset + sent,
+                    )
+                    return [rest, *parts[i + 1 :]]
+        except OSError as exc:
+            self.close(f"sending the response failed: {exc}", cause="send_failed")
+            return None
+        if pending:
+            transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         return None
 
     async def _send_async(self, outcome: object) -> None:
@@ -379,35 +419,46 @@ class ClientConnection(asyncio.Protocol):
                         await self.loop.sendfile(transport, part.file(), part.position, part.length)
                 else:
                     transport.write(part)
-        except (ConnectionError, OSError) as exc:
-            self.close(f"sending the response failed: {exc}", cause="send_failed")
-            return
-        except StorageError as exc:  # a produce without an answer, written after inflating
-            self._lost_produces(exc)
-            return
-        except LogbrokerError as exc:  # a produce without an answer refused after inflating
-            self.server.metrics.error("rejected")
-            self.close(str(exc), cause="rejected")
-            return
         except asyncio.CancelledError:
             self.close("broker shutting down", cause="shutdown")
             raise
-        except Exception:
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._answered()
+        self._read_on()
+
+    def _failed(self, exc: BaseException | None) -> None:
+        """A response that could not be made or sent: say why, and close."""
+        if isinstance(exc, (ConnectionError, OSError)):
+            self.close(f"sending the response failed: {exc}", cause="send_failed")
+        elif isinstance(exc, StorageError):  # a produce without an answer, after inflating
+            self._lost_produces(exc)
+        elif isinstance(exc, LogbrokerError):  # a produce without an answer, refused so
+            self.server.metrics.error("rejected")
+            self.close(str(exc), cause="rejected")
+        else:
             self.server.warnings.log(
-                logging.ERROR, "broker_error", "response to %s failed", self.client, exc_info=True
+                logging.ERROR,
+                "broker_error",
+                "response to %s failed",
+                self.client,
+                exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None,
             )
             self.close(
                 "the broker failed on this request (see the traceback)", cause="broker_error"
             )
-            return
+
+    def _answered(self) -> None:
         self._busy = False
-        self._waiting = None
         self.last_activity = self.loop.time()
-        if self.closed or self.transport is None:
+
+    def _read_on(self) -> None:
+        """After an answer: read and handle what this client sent meanwhile."""
+        if self._busy or self.closed or self.transport is None or self._write_paused:
             return
-        if not self._write_paused:
-            self.transport.resume_reading()
-            self._process_pending()
+        self.transport.resume_reading()
+        self._process_pending()
 
     # -- closing ----------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 A handler returns the response as parts to send in order (header bytes, and FileRegions the
 connection sends with sendfile), None for the requests 0.7 never answers (PRODUCE,
-MULTIPRODUCE), or an awaitable of parts for the requests that wait (FETCH_WAIT, and
-PRODUCE_ACK with fsync). A handler raises only for what 0.7 answered by closing the
+MULTIPRODUCE), a `WaitingFetch` for a FETCH_WAIT that has to wait (answered from the append
+that brings the data, see waiters.py), or an awaitable of parts for the requests that wait
+otherwise (PRODUCE_ACK with fsync, produces with compressed sets). A handler raises only for what 0.7 answered by closing the
 connection; everything else becomes an error code here, at the edge (`error_code`).
 
 | request      | bad topic / partition        | damaged set, first entry cut | payload > max.message.size |
@@ -27,10 +28,9 @@ the producer learns that something was lost, and the failure is counted either w
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Union
 
@@ -85,7 +85,7 @@ from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
 from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics
-from .waiters import AppendWaiters
+from .waiters import AppendWaiters, WaitingFetch
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,8 @@ class RequestHandlers:
         # Compressed sets are inflated and checked here; the loop never inflates.
         self._inflater = ThreadPoolExecutor(max_workers=2, thread_name_prefix="inflate")
         self._batching = False
+        self._batched = _BatchedAppends(self)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop waiting fetches run on
         self._dispatch: dict[type, Callable[[object, str], Outcome]] = {
             ProduceRequest: self.produce,  # type: ignore[dict-item]
             MultiProduceRequest: self.multiproduce,  # type: ignore[dict-item]
@@ -140,16 +142,10 @@ class RequestHandlers:
             self.flush_appends()  # whatever comes next sees the produces before it
         return self._dispatch[type(request)](request, client)
 
-    @contextlib.contextmanager
-    def batched_appends(self) -> Iterator[None]:
+    def batched_appends(self) -> _BatchedAppends:
         """Within this block, produces that get no answer are appended together at its end
         (or before the next request of another kind): one write per log per socket read."""
-        self._batching = True
-        try:
-            yield
-        finally:
-            self._batching = False
-            self.flush_appends()
+        return self._batched
 
     def flush_appends(self) -> None:
         """Append the deferred produces. A log that cannot write (a full disk) keeps none of
@@ -167,11 +163,11 @@ class RequestHandlers:
                     part_log.topic, part_log.partition
                 )  # a roll may have kept some
                 continue
-            self.metrics.produced(
-                part_log.topic,
-                sum(c.messages for _, c in sets),
-                sum(c.valid_bytes for _, c in sets),
-            )
+            messages = nbytes = 0
+            for _, check in sets:
+                messages += check.messages
+                nbytes += check.valid_bytes
+            self.metrics.produced(part_log.topic, messages, nbytes)
             self.waiters.appended(part_log.topic, part_log.partition)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
@@ -267,9 +263,10 @@ class RequestHandlers:
             checked = [self._check_produce(p) for p in produces]
         except LogbrokerError as exc:
             raise ProduceRejected(f"{kind} refused, nothing appended: {exc}") from exc
-        if any(check.compressed for _, check in checked):
-            self.flush_appends()  # this connection's earlier produces go first
-            return self._produce_inflated(produces, list(checked), client, kind)
+        for _, check in checked:
+            if check.compressed:
+                self.flush_appends()  # this connection's earlier produces go first
+                return self._produce_inflated(produces, list(checked), client, kind)
         self._defer(produces, checked, client)
         if not self._batching:
             self.flush_appends()
@@ -366,8 +363,11 @@ class RequestHandlers:
         try:
             if req.max_size < 0:
                 raise InvalidFetchSizeError(f"fetch size {req.max_size} is negative")
-            validate_topic(req.topic)
-            part_log = self.logs.get_log(req.topic, req.partition)
+            # an existing log's name and partition need no checks (as for produces)
+            part_log = self.logs.lookup(req.topic, req.partition)
+            if part_log is None:
+                validate_topic(req.topic)
+                part_log = self.logs.get_log(req.topic, req.partition)
             if part_log is None:
                 region = empty_region(req.offset)
             else:
@@ -395,27 +395,35 @@ class RequestHandlers:
     def waiting_fetch(self, req: WaitingFetchRequest, client: str) -> Outcome:
         self.metrics.request("fetch_wait")
         sets = [self._fetch_set(f, True) for f in req.fetches]
-        # Nothing to wait for when nothing is asked: an empty FETCH_WAIT is answered at once.
-        if req.max_wait_ms == 0 or not req.fetches or self._enough(sets, req.min_bytes):
+        # Nothing to wait for when nothing is asked: an empty FETCH_WAIT is answered at once,
+        # and so is every fetch once the broker is stopping.
+        if (
+            req.max_wait_ms == 0
+            or not req.fetches
+            or self.waiters.closed
+            or self._enough(sets, req.min_bytes)
+        ):
             return encode_multifetch_response(sets)
-        return self._wait_then_fetch(req)
+
+        def look(final: bool) -> Response | None:
+            sets = [self._fetch_set(f, True) for f in req.fetches]
+            if final or self._enough(sets, req.min_bytes):
+                return encode_multifetch_response(sets)
+            return None
+
+        keys = [(f.topic, f.partition) for f in req.fetches]
+        if self._loop is None:  # asyncio.get_running_loop costs a getpid() per call
+            self._loop = asyncio.get_running_loop()
+        return WaitingFetch(self.waiters, keys, look, req.max_wait_ms / 1000, self._loop)
 
     @staticmethod
     def _enough(sets: list[FetchedSet[FileRegion]], min_bytes: int) -> bool:
-        return sum(s.size for s in sets) >= max(1, min_bytes) or any(s.error for s in sets)
-
-    async def _wait_then_fetch(self, req: WaitingFetchRequest) -> Response:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req.max_wait_ms / 1000
-        keys = [(f.topic, f.partition) for f in req.fetches]
-        while True:
-            # Look before every wait: an append may have come between the request and the
-            # first step of this task, and nothing would wake us for it.
-            sets = [self._fetch_set(f, True) for f in req.fetches]
-            remaining = deadline - loop.time()
-            if self._enough(sets, req.min_bytes) or remaining <= 0 or self.waiters.closed:
-                return encode_multifetch_response(sets)
-            await self.waiters.wait(keys, remaining)
+        total = 0
+        for s in sets:
+            if s.error:
+                return True
+            total += s.size
+        return total >= max(1, min_bytes)
 
     # -- offsets and metadata ---------------------------------------------------------
 
@@ -484,3 +492,19 @@ def _error_kind(exc: BaseException) -> str:
 
 async def _in_thread(fn: Callable[[], None]) -> None:
     await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+class _BatchedAppends:
+    """RequestHandlers.batched_appends' block (a plain class: entered on every socket read)."""
+
+    __slots__ = ("_handlers",)
+
+    def __init__(self, handlers: RequestHandlers) -> None:
+        self._handlers = handlers
+
+    def __enter__(self) -> None:
+        self._handlers._batching = True
+
+    def __exit__(self, *exc: object) -> None:
+        self._handlers._batching = False
+        self._handlers.flush_appends()

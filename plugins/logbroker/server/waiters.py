@@ -1,55 +1,54 @@
 """Fetches that wait for data (the FETCH_WAIT extension).
 
-A waiting fetch registers a future under every (topic, partition) it reads; an append to one
-of them resolves the futures registered there. Both sides run on the broker's event loop, so
-there is no lock, and an append with nobody waiting costs one dict lookup.
+A waiting fetch (`WaitingFetch`) registers itself under every (topic, partition) it reads;
+an append to one of them calls it right away, inside the append's own call: it looks at
+the logs again and, with enough data, hands its answer to whoever is to send it (the
+connection writes it to the socket there and then). Everything runs on the broker's event
+loop, so there is no lock, and an append with nobody waiting costs one dict lookup.
 
-The wait is the future itself with a timer beside it (not asyncio.wait_for, which puts a
-second future and one more event-loop turn between the append and the waiting task):
-an append resolves the future, and the task runs on the loop's next turn.
+Why not a future the waiting task awaits: resolving a future only schedules the task, and
+the answer left one event-loop turn later (an epoll_wait and the task's step through three
+coroutines: ~55 µs of a one-way latency of ~350 µs measured per hop on this machine).
+A `WaitingFetch` can still be awaited (tests, and callers without a connection do).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, Generic, TypeVar
 
 Key = tuple[str, int]
+Answer = TypeVar("Answer")
+
+# What the fetch's owner gets: the answer, or the exception looking at the logs raised.
+Deliver = Callable[[Any, BaseException | None], None]
 
 
 class AppendWaiters:
     def __init__(self) -> None:
-        self._waiting: dict[Key, set[asyncio.Future[bool]]] = {}
+        # dicts, not sets: waiters are called in the order they began to wait
+        self._waiting: dict[Key, dict[WaitingFetch[Any], None]] = {}
         self.closed = False  # set by wake_all: the broker is stopping, nobody waits any more
 
     def appended(self, topic: str, partition: int) -> None:
-        """Wake every fetch waiting on this partition."""
-        futures = self._waiting.pop((topic, partition), None)
-        if futures:
-            for future in futures:
-                if not future.done():
-                    future.set_result(True)
+        """Call every fetch waiting on this partition (each answers or waits again)."""
+        waiting = self._waiting.pop((topic, partition), None)
+        if waiting:
+            for fetch in waiting:
+                fetch.appended()
 
-    async def wait(self, keys: Iterable[Key], timeout: float) -> bool:
-        """Until an append to any of `keys`, or `timeout` seconds; True if woken by data."""
-        if self.closed:
-            return False
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        keys = list(keys)
+    def add(self, keys: Iterable[Key], fetch: WaitingFetch[Any]) -> None:
         for key in keys:
-            self._waiting.setdefault(key, set()).add(future)
-        timer = loop.call_later(timeout, _expire, future)
-        try:
-            return await future
-        finally:
-            timer.cancel()
-            for key in keys:
-                waiting = self._waiting.get(key)
-                if waiting is not None:
-                    waiting.discard(future)
-                    if not waiting:
-                        del self._waiting[key]
+            self._waiting.setdefault(key, {})[fetch] = None
+
+    def remove(self, keys: Iterable[Key], fetch: WaitingFetch[Any]) -> None:
+        for key in keys:
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                waiting.pop(fetch, None)
+                if not waiting:
+                    del self._waiting[key]
 
     def wake_all(self) -> None:
         """Answer every waiting fetch now, and let none wait again (the broker is stopping)."""
@@ -58,9 +57,105 @@ class AppendWaiters:
             self.appended(*key)
 
     def __len__(self) -> int:
-        return sum(len(f) for f in self._waiting.values())
+        return len({id(f) for waiting in self._waiting.values() for f in waiting})
 
 
-def _expire(future: asyncio.Future[bool]) -> None:
-    if not future.done():
-        future.set_result(False)
+class WaitingFetch(Generic[Answer]):
+    """One fetch waiting for an append to `keys`, or for `timeout` seconds.
+
+    `look(final)` looks at the logs: it returns the answer when there is enough data (or,
+    with `final`, whatever there is), else None to go on waiting. The first look is the
+    caller's, before this object exists; the next ones come from appends, the last from the
+    timer. The answer goes to the callable given to `deliver_to`, or to whoever awaits.
+    """
+
+    def __init__(
+        self,
+        waiters: AppendWaiters,
+        keys: Iterable[Key],
+        look: Callable[[bool], Answer | None],
+        timeout: float,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._waiters = waiters
+        self._keys = list(keys)
+        self._look = look
+        self._loop = loop
+        self._deliver: Deliver | None = None
+        self._outcome: tuple[Answer | None, BaseException | None] | None = None
+        self._future: asyncio.Future[Answer] | None = None
+        self._timer: asyncio.TimerHandle | None = loop.call_later(timeout, self._expire)
+        waiters.add(self._keys, self)
+
+    @property
+    def done(self) -> bool:
+        return self._outcome is not None
+
+    def deliver_to(self, deliver: Deliver) -> None:
+        """Hand the answer to `deliver(answer, error)` when it comes (now if it has)."""
+        self._deliver = deliver
+        if self._outcome is not None:
+            deliver(*self._outcome)
+
+    def appended(self) -> None:
+        """An append to one of the keys (AppendWaiters has already taken us off it)."""
+        if self._outcome is None:
+            self._step(final=self._waiters.closed)
+
+    def cancel(self) -> None:
+        """Stop waiting; nothing is delivered (the client went away)."""
+        if self._outcome is None:
+            self._outcome = (None, asyncio.CancelledError())
+            self._stop_waiting()
+            if self._future is not None and not self._future.done():
+                self._future.cancel()
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._outcome is None:
+            self._step(final=True)
+
+    def _step(self, final: bool) -> None:
+        try:
+            answer = self._look(final)
+        except Exception as exc:  # the owner reports it; the append that called us goes on
+            self._finish(None, exc)
+            return
+        if answer is None:
+            self._waiters.add(self._keys, self)  # not enough yet: wait again
+        else:
+            self._finish(answer, None)
+
+    def _finish(self, answer: Answer | None, error: BaseException | None) -> None:
+        self._outcome = (answer, error)
+        self._stop_waiting()
+        if self._deliver is not None:
+            self._deliver(answer, error)
+        elif self._future is not None and not self._future.done():
+            if error is not None:
+                self._future.set_exception(error)
+            else:
+                self._future.set_result(answer)  # type: ignore[arg-type]
+
+    def _stop_waiting(self) -> None:
+        self._waiters.remove(self._keys, self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def __await__(self) -> Generator[Any, None, Answer]:
+        if self._future is None:
+            self._future = self._loop.create_future()
+            if self._outcome is not None:
+                answer, error = self._outcome
+                if isinstance(error, asyncio.CancelledError):
+                    self._future.cancel()
+                elif error is not None:
+                    self._future.set_exception(error)
+                else:
+                    self._future.set_result(answer)  # type: ignore[arg-type]
+        try:
+            return (yield from self._future.__await__())
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
