@@ -23,6 +23,7 @@ from ..protocol.requests import Request, encode_request
 _SIZE = struct.Struct(">i")
 DEFAULT_TIMEOUT_S = 30.0
 MAX_RESPONSE_BYTES = 1 << 31
+_READ_AHEAD = 64 * 1024
 
 
 class BrokerUnavailableError(LogbrokerError):
@@ -44,6 +45,10 @@ class BrokerConnection:
         self.buffer_size = buffer_size
         self._sock: socket.socket | None = None
         self.lock = threading.RLock()
+        # bytes read past the last response (pipelined answers), and the buffer reads go to
+        self._ahead = bytearray()
+        self._scratch = bytearray(_READ_AHEAD)
+        self._scratch_view = memoryview(self._scratch)
 
     @property
     def address(self) -> str:
@@ -65,6 +70,7 @@ class BrokerConnection:
 
     def close(self) -> None:
         with self.lock:
+            self._ahead.clear()  # what was read ahead belongs to this socket's requests
             if self._sock is not None:
                 try:
                     self._sock.close()
@@ -125,24 +131,40 @@ class BrokerConnection:
                 ) from exc
 
     def _receive(self, sock: socket.socket) -> bytes:
-        header = self._read_exactly(sock, 4)
-        (size,) = _SIZE.unpack(header)
+        ahead = self._ahead
+        while len(ahead) < 4:
+            self._read_ahead(sock)
+        (size,) = _SIZE.unpack_from(ahead, 0)
         if not 2 <= size < MAX_RESPONSE_BYTES:
             raise BrokerUnavailableError(f"broker {self.address} sent a response size of {size}")
-        return self._read_exactly(sock, size)
-
-    def _read_exactly(self, sock: socket.socket, n: int) -> bytes:
-        buf = bytearray(n)
+        end = 4 + size
+        if len(ahead) >= end:  # a small response: it came whole with its size
+            body = bytes(ahead[4:end])
+            del ahead[:end]
+            return body
+        have = len(ahead) - 4
+        buf = bytearray(size)
+        buf[:have] = ahead[4:]
+        ahead.clear()
         view = memoryview(buf)
-        got = 0
-        while got < n:
-            chunk = sock.recv_into(view[got:], n - got)
-            if chunk == 0:
+        while have < size:
+            got = sock.recv_into(view[have:], size - have)
+            if got == 0:
                 raise BrokerUnavailableError(
-                    f"broker {self.address} closed the connection ({got} of {n} bytes read)"
+                    f"broker {self.address} closed the connection ({have} of {size} bytes read)"
                 )
-            got += chunk
-        return bytes(buf) if n < 4096 else buf  # type: ignore[return-value]
+            have += got
+        return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
+
+    def _read_ahead(self, sock: socket.socket) -> None:
+        """One read of whatever the socket holds (up to 64 KiB): a small response arrives
+        with its size in one system call instead of two."""
+        got = sock.recv_into(self._scratch)
+        if got == 0:
+            raise BrokerUnavailableError(
+                f"broker {self.address} closed the connection (a response was expected)"
+            )
+        self._ahead += self._scratch_view[:got]
 
     def __enter__(self) -> Self:
         return self
