@@ -21,9 +21,10 @@ from ..protocol.errors import LogbrokerError
 from ..protocol.requests import Request, encode_request
 
 _SIZE = struct.Struct(">i")
+_TIMEVAL = struct.Struct("@ll")  # struct timeval: seconds, microseconds
 DEFAULT_TIMEOUT_S = 30.0
 MAX_RESPONSE_BYTES = 1 << 31
-_READ_AHEAD = 64 * 1024
+_READ_AHEAD = 8 * 1024  # small answers whole in one read; a large one copies at most this
 
 
 class BrokerUnavailableError(LogbrokerError):
@@ -45,10 +46,11 @@ class BrokerConnection:
         self.buffer_size = buffer_size
         self._sock: socket.socket | None = None
         self.lock = threading.RLock()
-        # bytes read past the last response (pipelined answers), and the buffer reads go to
-        self._ahead = bytearray()
-        self._scratch = bytearray(_READ_AHEAD)
-        self._scratch_view = memoryview(self._scratch)
+        # What was read and not returned yet: bytes [start, end) of this buffer (the start
+        # of the next pipelined answers); small answers are read whole into it.
+        self._ahead = bytearray(_READ_AHEAD)
+        self._ahead_view = memoryview(self._ahead)
+        self._ahead_start = self._ahead_end = 0
 
     @property
     def address(self) -> str:
@@ -65,12 +67,27 @@ class BrokerConnection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.buffer_size)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.buffer_size)
+            if self.timeout is not None:
+                # The kernel's own timeouts on a blocking socket: Python waits in poll()
+                # before every send and recv of a socket that has a timeout, one system call
+                # more each, and a waiting consumer is woken in poll() and reads after.
+                seconds = max(self.timeout, 0.001)
+                timeval = _TIMEVAL.pack(int(seconds), int(seconds % 1 * 1_000_000))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+                sock.settimeout(None)
             self._sock = sock
         return self._sock
 
+    def _failure(self, exc: OSError) -> str:
+        """What went wrong, in words: the kernel's timeout surfaces as EAGAIN."""
+        if isinstance(exc, BlockingIOError | TimeoutError):
+            return f"timed out after {self.timeout:g} s"
+        return str(exc)
+
     def close(self) -> None:
         with self.lock:
-            self._ahead.clear()  # what was read ahead belongs to this socket's requests
+            self._ahead_start = self._ahead_end = 0  # read ahead from this socket: dropped
             if self._sock is not None:
                 try:
                     self._sock.close()
@@ -93,7 +110,7 @@ class BrokerConnection:
             except OSError as exc:
                 self.close()
                 raise BrokerUnavailableError(
-                    f"sending to broker {self.address} failed: {exc}"
+                    f"sending to broker {self.address} failed: {self._failure(exc)}"
                 ) from exc
 
     def request(self, request: Request | bytes) -> bytes:
@@ -110,10 +127,10 @@ class BrokerConnection:
                 return self._receive(sock)
             except (OSError, BrokerUnavailableError) as exc:
                 self.close()
-                if isinstance(exc, BrokerUnavailableError):
+                if not isinstance(exc, OSError):
                     raise
                 raise BrokerUnavailableError(
-                    f"request to broker {self.address} failed: {exc}"
+                    f"request to broker {self.address} failed: {self._failure(exc)}"
                 ) from exc
 
     def receive(self) -> bytes:
@@ -124,28 +141,29 @@ class BrokerConnection:
                 return self._receive(sock)
             except (OSError, BrokerUnavailableError) as exc:
                 self.close()
-                if isinstance(exc, BrokerUnavailableError):
+                if not isinstance(exc, OSError):
                     raise
                 raise BrokerUnavailableError(
-                    f"reading from broker {self.address} failed: {exc}"
+                    f"reading from broker {self.address} failed: {self._failure(exc)}"
                 ) from exc
 
     def _receive(self, sock: socket.socket) -> bytes:
-        ahead = self._ahead
-        while len(ahead) < 4:
+        while self._ahead_end - self._ahead_start < 4:
             self._read_ahead(sock)
-        (size,) = _SIZE.unpack_from(ahead, 0)
+        (size,) = _SIZE.unpack_from(self._ahead, self._ahead_start)
         if not 2 <= size < MAX_RESPONSE_BYTES:
             raise BrokerUnavailableError(f"broker {self.address} sent a response size of {size}")
-        end = 4 + size
-        if len(ahead) >= end:  # a small response: it came whole with its size
-            body = bytes(ahead[4:end])
-            del ahead[:end]
+        start = self._ahead_start + 4
+        end = start + size
+        if end <= self._ahead_end:  # a small response: it came whole with its size
+            body = bytes(self._ahead_view[start:end])
+            self._ahead_start = end
             return body
-        have = len(ahead) - 4
+        # A large one: what came with the size, then the rest read straight into place.
+        have = self._ahead_end - start
         buf = bytearray(size)
-        buf[:have] = ahead[4:]
-        ahead.clear()
+        buf[:have] = self._ahead_view[start : self._ahead_end]
+        self._ahead_start = self._ahead_end = 0
         view = memoryview(buf)
         while have < size:
             got = sock.recv_into(view[have:], size - have)
@@ -157,14 +175,20 @@ class BrokerConnection:
         return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
 
     def _read_ahead(self, sock: socket.socket) -> None:
-        """One read of whatever the socket holds (up to 64 KiB): a small response arrives
-        with its size in one system call instead of two."""
-        got = sock.recv_into(self._scratch)
+        """One read of whatever the socket holds, after what is already here: a small
+        response arrives with its size in one system call instead of two."""
+        if self._ahead_start == self._ahead_end:
+            self._ahead_start = self._ahead_end = 0
+        elif self._ahead_end == len(self._ahead):  # full: move what is left to the front
+            left = bytes(self._ahead_view[self._ahead_start : self._ahead_end])
+            self._ahead[: len(left)] = left
+            self._ahead_start, self._ahead_end = 0, len(left)
+        got = sock.recv_into(self._ahead_view[self._ahead_end :])
         if got == 0:
             raise BrokerUnavailableError(
                 f"broker {self.address} closed the connection (a response was expected)"
             )
-        self._ahead += self._scratch_view[:got]
+        self._ahead_end += got
 
     def __enter__(self) -> Self:
         return self
