@@ -14,7 +14,9 @@ CLOCK_MONOTONIC read at each step on the way:
   written   the log's write (Log.append_many) returned
   woken     the waiting fetch is called (AppendWaiters.appended)
   answer    the answer is made and handed to the connection (_send_now called)
-  sent      the answer is in the kernel (_send_now returned)
+  sent      the answer is in the kernel (_send_now returned; the consumer, woken by the
+            send, may have read it before the broker's call returns: "sent -> received"
+            can be negative)
   received  the consumer's read of the answer returned
   handed    the consumer's iterator handed the message to the application
 
@@ -207,7 +209,7 @@ def _per_message(
         seen = produces[j]
         read = reads[bisect.bisect_right(reads, hand) - 1]
         row = [stamp, back, *(seen[h] for h in BROKER_HOPS), read, hand]
-        if sorted(row[2:]) != row[2:]:
+        if seen["answer"] > read:
             continue  # the answer went out before this PRODUCE's append: not this one's
         for hop, t in zip(HOPS, row, strict=True):
             out[hop].append(t)
@@ -219,12 +221,14 @@ def _per_message(
 
 def report(times: dict[str, list[int]]) -> list[dict[str, float | str]]:
     rows: list[dict[str, float | str]] = []
-    # every hop, then the producer's part, the broker's, the consumer's and the whole
+    # every hop, then the producer's part, the broker's (to its answer), the send to the
+    # consumer's read, the consumer's part with it, and the whole
     pairs = [
         *itertools.pairwise(HOPS),
         ("stamp", "in"),
-        ("in", "sent"),
-        ("sent", "handed"),
+        ("in", "answer"),
+        ("answer", "received"),
+        ("answer", "handed"),
         ("stamp", "handed"),
     ]
     for start, end in pairs:
