@@ -227,8 +227,8 @@ class Client:
         self, topic: str, total: int, warmup: int, ack_path: str, ready: Callable[[], None]
     ) -> dict[str, Any]:
         """The one-way latency's consumer: SimpleConsumer.iter_messages waiting at the end of
-        the log (FETCH_WAIT, pipelined: the next waiting fetch is sent before a message is
-        handed over)."""
+        the log (FETCH_WAIT; caught up, a message is handed over before the next waiting
+        fetch is sent)."""
         producer = self._producer()
         consumer = self._consumer(fetch_size=64 * 1024)
         producer.send(topic, payload(64))  # creates the topic
