@@ -124,7 +124,6 @@ class RequestHandlers:
         self._inflater = ThreadPoolExecutor(max_workers=2, thread_name_prefix="inflate")
         self._batching = False
         self._batched = _BatchedAppends(self)
-        self._loop: asyncio.AbstractEventLoop | None = None  # the loop waiting fetches run on
         self._dispatch: dict[type, Callable[[object, str], Outcome]] = {
             ProduceRequest: self.produce,  # type: ignore[dict-item]
             MultiProduceRequest: self.multiproduce,  # type: ignore[dict-item]
@@ -412,9 +411,8 @@ class RequestHandlers:
             return None
 
         keys = [(f.topic, f.partition) for f in req.fetches]
-        if self._loop is None:  # asyncio.get_running_loop costs a getpid() per call
-            self._loop = asyncio.get_running_loop()
-        return WaitingFetch(self.waiters, keys, look, req.max_wait_ms / 1000, self._loop)
+        loop = asyncio.get_running_loop()  # not kept: handlers may outlive a loop (tests)
+        return WaitingFetch(self.waiters, keys, look, req.max_wait_ms / 1000, loop)
 
     @staticmethod
     def _enough(sets: list[FetchedSet[FileRegion]], min_bytes: int) -> bool:
