@@ -4,8 +4,9 @@ A handler returns the response as parts to send in order (header bytes, and File
 connection sends with sendfile), None for the requests 0.7 never answers (PRODUCE,
 MULTIPRODUCE), a `WaitingFetch` for a FETCH_WAIT that has to wait (answered from the append
 that brings the data, see waiters.py), or an awaitable of parts for the requests that wait
-otherwise (PRODUCE_ACK with fsync, produces with compressed sets). A handler raises only for what 0.7 answered by closing the
-connection; everything else becomes an error code here, at the edge (`error_code`).
+otherwise (PRODUCE_ACK with fsync, produces with compressed sets). A handler raises only for
+what 0.7 answered by closing the connection; everything else becomes an error code here, at
+the edge (`error_code`).
 
 | request      | bad topic / partition        | damaged set, first entry cut | payload > max.message.size |
 |--------------|------------------------------|------------------------------|----------------------------|
