@@ -15,9 +15,9 @@ than that is a MessageTooLargeError naming topic, partition, offset and size.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.message import Message
@@ -45,6 +45,9 @@ from ..protocol.responses import (
     decode_offsets_response,
 )
 from .connection import BrokerConnection
+
+_Set = tuple[bytes | memoryview, int]  # whole entries and the offset of the first
+_Decoded = TypeVar("_Decoded")
 
 DEFAULT_FETCH_SIZE = 300 * 1024
 DEFAULT_MAX_FETCH_SIZE = 64 * 1024 * 1024
@@ -217,7 +220,8 @@ class SimpleConsumer:
         when a waiting fetch (stop_at_end=False) brought back less than half its size: caught
         up with the producer, the messages are handed over first (lower latency).
         """
-        with closing(self._whole_sets(topic, partition, offset, stop_at_end, max_wait_ms)) as sets:
+        sets = self._fetched(topic, partition, offset, stop_at_end, max_wait_ms, _whole_entries)
+        with closing(sets):
             for data, base in sets:
                 yield from iter_messages(data, base)
 
@@ -233,18 +237,26 @@ class SimpleConsumer:
         """The messages of iter_messages, a fetch at a time, as columns (a MessageBatch).
 
         The faster way to read a lot: one walk per fetch appends each payload to a list (the
-        same CRC checks, compressed sets unwrapped) instead of building a Message per message.
+        same CRC checks, compressed sets unwrapped) instead of building a Message per message,
+        and the next fetch is on its way while the application works through the batch.
         Resume after a batch at its `next_offset`.
         """
-        with closing(self._whole_sets(topic, partition, offset, stop_at_end, max_wait_ms)) as sets:
-            for data, base in sets:
-                columns = message_columns(data, base)
-                yield MessageBatch(columns.offsets, columns.payloads, base + columns.end)
+        batches = self._fetched(topic, partition, offset, stop_at_end, max_wait_ms, _batch)
+        with closing(batches):
+            yield from batches
 
-    def _whole_sets(
-        self, topic: str, partition: int, offset: int, stop_at_end: bool, max_wait_ms: int
-    ) -> Generator[tuple[bytes | memoryview, int], None, None]:
-        """(whole entries of one fetch, their offset), the next fetch pipelined."""
+    def _fetched(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        stop_at_end: bool,
+        max_wait_ms: int,
+        decode: Callable[[bytes | memoryview, int], tuple[_Decoded, int]],
+    ) -> Generator[_Decoded, None, None]:
+        """Each fetch's whole entries as `decode(data, offset)` makes them (it returns them
+        and where they end), the next fetch pipelined: sent once this one is decoded (that
+        walk finds where it ends), before it is handed over."""
         size = self.fetch_size
         wait = 0 if stop_at_end else max_wait_ms
         conn = self.connection
@@ -255,20 +267,20 @@ class SimpleConsumer:
                     conn.send(self._fetch_request(topic, partition, offset, size, wait))
                 data = self._fetch_response(conn.receive(), topic, partition, offset, wait)
                 in_flight = False
-                end = whole_entries_end(data)
+                decoded, end = decode(data, offset)
                 if end and (not wait or end * 2 >= size):
                     conn.send(
                         self._fetch_request(topic, partition, offset + end, self.fetch_size, wait)
                     )
                     in_flight = True
-                    yield data[:end] if end < len(data) else data, offset
+                    yield decoded
                     offset, size = offset + end, self.fetch_size
                     continue
                 if end:
                     # Caught up with a waiting fetch (a small answer): the messages go to the
                     # application first and the next fetch after them, so that its send is
                     # not in the way of the message (the broker waits for new data anyway).
-                    yield data[:end] if end < len(data) else data, offset
+                    yield decoded
                     offset, size = offset + end, self.fetch_size
                     continue
                 grown = self._grown(topic, partition, offset, data, size)
@@ -300,6 +312,18 @@ class SimpleConsumer:
                 response.error, _describe(response.error, topic, partition, offset)
             )
         return response.messages
+
+
+def _whole_entries(data: bytes | memoryview, base: int) -> tuple[_Set, int]:
+    """iter_messages' decoding: the whole entries only (sizes walked, no CRC checked yet)."""
+    end = whole_entries_end(data)
+    return (data[:end] if end < len(data) else data, base), end
+
+
+def _batch(data: bytes | memoryview, base: int) -> tuple[MessageBatch, int]:
+    """iter_batches' decoding: every whole message, CRC checked, as columns."""
+    columns = message_columns(data, base)
+    return MessageBatch(columns.offsets, columns.payloads, base + columns.end), columns.end
 
 
 def _describe(code: int, topic: str, partition: int, offset: int) -> str:
