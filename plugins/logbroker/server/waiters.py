@@ -127,11 +127,15 @@ class WaitingFetch(Generic[Answer]):
             self._finish(answer, None)
 
     def _finish(self, answer: Answer | None, error: BaseException | None) -> None:
-        self._outcome = (answer, error)
-        self._stop_waiting()
+        self._outcome = (answer, error)  # from here on nothing calls or times us out again
         if self._deliver is not None:
-            self._deliver(answer, error)
-        elif self._future is not None and not self._future.done():
+            try:
+                self._deliver(answer, error)  # first: the answer goes out before the tidying
+            finally:
+                self._stop_waiting()
+            return
+        self._stop_waiting()
+        if self._future is not None and not self._future.done():
             if error is not None:
                 self._future.set_exception(error)
             else:
