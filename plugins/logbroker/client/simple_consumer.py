@@ -77,6 +77,51 @@ class FetchedData(NamedTuple):
         return iter_messages(self.data, self.offset)
 
 
+class PipelinedFetches:
+    """FETCHes of one partition where the next can be asked for before this one is used:
+    `ask` sends it, `get` returns it (reading the answer already on its way when it is for
+    the same offset and size; an answer for another is read and dropped first, as 0.7
+    answers in order). `close` drops the connection when an answer was asked for and never
+    read, so that nobody takes it for theirs.
+
+        fetches = consumer.pipelined(topic, partition)
+        data = fetches.get(offset, size)
+        fetches.ask(offset + used, size)   # on its way while `data` is worked on
+    """
+
+    def __init__(self, consumer: SimpleConsumer, topic: str, partition: int) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.partition = partition
+        self._asked: tuple[int, int] | None = None
+
+    def ask(self, offset: int, size: int) -> None:
+        if self._asked is not None:
+            self._answer(*self._asked)  # read, not used
+        self.consumer.connection.send(FetchRequest(self.topic, self.partition, offset, size))
+        self._asked = (offset, size)
+
+    def get(self, offset: int, size: int) -> bytes | memoryview:
+        """The log's bytes from `offset`, at most `size` (raises as SimpleConsumer.fetch)."""
+        if self._asked != (offset, size):
+            self.ask(offset, size)
+        return self._answer(offset, size)
+
+    def _answer(self, offset: int, size: int) -> bytes | memoryview:
+        self._asked = None
+        response = decode_fetch_response(self.consumer.connection.receive())
+        if response.error:
+            raise error_for_code(
+                response.error, _describe(response.error, self.topic, self.partition, offset)
+            )
+        return response.messages
+
+    def close(self) -> None:
+        if self._asked is not None:
+            self._asked = None
+            self.consumer.connection.close()
+
+
 class SimpleConsumer:
     def __init__(
         self,
@@ -120,6 +165,10 @@ class SimpleConsumer:
         """MULTIFETCH: one result per fetch, in order; an error code becomes an exception value."""
         body = self.connection.request(MultiFetchRequest(tuple(fetches)))
         return self._sets(fetches, decode_multifetch_response(body, len(fetches)))
+
+    def pipelined(self, topic: str, partition: int) -> PipelinedFetches:
+        """FETCHes of one partition with the next on its way while this one is used."""
+        return PipelinedFetches(self, topic, partition)
 
     def fetch_wait(
         self, fetches: Sequence[FetchRequest], max_wait_ms: int, min_bytes: int = 1
