@@ -272,12 +272,14 @@ def digest_input(data: Buffer, base: int, r: PartitionRange) -> tuple[DigestInpu
     through message_columns. CRCs are not checked here: what the digest hashes is what the
     brokers hold, and the reader that loads the same bytes checks every CRC.
     """
+    if not isinstance(data, bytes):
+        data = bytes(data)  # a fetch's memoryview: slices of bytes are ~2x cheaper
     length = len(data)
     unpack_entry = _ENTRY_HEAD.unpack_from
     pack = _DIGEST_HEADER.pack
-    parts: list[Buffer] = []
+    parts: list[bytes] = []  # header, payload, header, payload, ...
     add = parts.append
-    messages = pos = 0
+    pos = 0
     while pos + 4 <= length:
         while pos + 10 <= length:
             size, magic, attributes = unpack_entry(data, pos)
@@ -286,7 +288,6 @@ def digest_input(data: Buffer, base: int, r: PartitionRange) -> tuple[DigestInpu
                 break
             add(pack(base + pos, 0, size - 6))
             add(data[pos + 10 : end])
-            messages += 1
             pos = end
         if pos + 4 > length:
             break
@@ -300,9 +301,8 @@ def digest_input(data: Buffer, base: int, r: PartitionRange) -> tuple[DigestInpu
         ):
             add(pack(offset, index, len(payload)))
             add(payload)
-        messages += len(columns.payloads)
         pos = end
-    return DigestInput(b"".join(parts), messages), pos
+    return DigestInput(b"".join(parts), len(parts) // 2), pos  # two parts per message
 
 
 class RangeDigest(NamedTuple):
