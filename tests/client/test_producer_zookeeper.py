@@ -56,3 +56,25 @@ def test_sending_goes_on_when_a_broker_dies_and_uses_it_again_after_restart(
         sent_to = {r.broker_id for _ in range(100) for r in p.send("clicks", b"both up")}
         assert sent_to == {0, 1}
     assert b0.stop() == 0
+
+
+def test_a_watch_that_loses_zookeeper_mid_read_keeps_its_view_quietly(zk_chroot, broker_factory):
+    """A producer closing (or a session moving) while a watch reads its nodes: the watch
+    keeps the last view instead of raising in kazoo's thread (a traceback on the console)."""
+    from kazoo.client import KazooClient
+
+    from logbroker.client.brokers import ZooKeeperBrokers
+
+    broker_factory(0, zk=zk_chroot, num_partitions=2)
+    client = KazooClient(hosts=zk_chroot.connect)
+    client.start()
+    brokers = ZooKeeperBrokers(client)
+    wait_until(lambda: set(brokers.brokers()) == {0}, what="the live broker")
+    assert brokers.partitions("clicks") == [(0, 0)]
+    before = brokers.version
+    client.stop()  # every read from here on raises a KazooException
+    brokers._brokers_changed(["0", "1"])
+    brokers._topic_changed("clicks", ["0"])
+    assert set(brokers.brokers()) == {0}
+    assert brokers.version == before
+    client.close()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ..coordination import paths
@@ -124,6 +124,9 @@ class ZooKeeperBrokers:
                 continue  # gone between the listing and the read
             except ValueError as exc:
                 log.warning("ignoring broker registration %s: %s", child, exc)
+            except KazooException as exc:
+                _kept("live brokers", exc)
+                return
         with self._lock:
             changed = brokers != self._brokers
             self._brokers = brokers
@@ -149,6 +152,9 @@ class ZooKeeperBrokers:
                 counts[int(child)] = paths.parse_topic_value(data)
             except (NoNodeError, ValueError):
                 continue
+            except KazooException as exc:
+                _kept(f"partitions of {topic!r}", exc)
+                return
         with self._lock:
             self._topics[topic] = counts
             self.version += 1
@@ -176,3 +182,10 @@ class ZooKeeperBrokers:
 
     def close(self) -> None:
         pass  # watches die with the client, which belongs to the caller
+
+
+def _kept(what: str, exc: KazooException) -> None:
+    """The ZooKeeper connection went while a watch read its nodes (the client is closing,
+    or its session is moving): the last view stands, and the watch fires again once the
+    session is back. Raising here would print kazoo's traceback and end the watch."""
+    log.debug("kept the last view of the %s: ZooKeeper read failed (%s)", what, type(exc).__name__)
