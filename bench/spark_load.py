@@ -12,7 +12,8 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    duplicate check, commit; its phases are reported
   source_only      spark.read.format("logbroker") ... .write.parquet(): the data source alone
   json_load        spark.read.json(<JSON lines on local disk>).write.parquet()
-and the peak memory (RSS) of the driver, its JVM and the Python workers, sampled every 0.1 s.
+the peak memory (RSS) of the driver, its JVM and the Python workers, sampled every 0.1 s,
+and the CPU seconds each of those (and the brokers) spent: where the time goes.
 Two sizes (--events/4 and --events) show whether memory grows with the number of events.
 --standalone starts a Spark master and worker (spark-class, 127.0.0.1), runs the same load
 there by spark-submit, and stops them by PID. Results: bench/results/spark_load.json and
@@ -86,6 +87,27 @@ class PeakMemory(threading.Thread):
         self.join()
 
 
+def cpu_seconds() -> dict[str, float]:
+    """CPU time (user + system, s) so far of: this process (the driver's Python), the JVM
+    (Spark's driver and executors in local mode), the Python workers under it (exited
+    ones through their parent's children times), and the brokers + ZooKeeper."""
+    me = psutil.Process()
+    own = me.cpu_times()
+    out = {"driver": own.user + own.system, "jvm": 0.0, "python_workers": 0.0, "brokers": 0.0}
+    for child in me.children():
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            if child.pid in EXCLUDED:
+                out["brokers"] += times.user + times.system
+                continue
+            out["jvm"] += times.user + times.system
+            for worker in child.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    t = worker.cpu_times()
+                    out["python_workers"] += t.user + t.system + t.children_user + t.children_system
+    return out
+
+
 def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
     """n events to the topic (batches of 500) and as JSON lines; returns payload bytes."""
     writer = cluster.codec().writer(topic)  # logbroker.serde: the subject's latest schema
@@ -119,12 +141,15 @@ def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
     return total
 
 
-def timed(fn: Any) -> tuple[float, int, Any]:
+def timed(fn: Any) -> tuple[float, int, Any, dict[str, float]]:
+    """(seconds, peak RSS, fn's result, CPU seconds per process group during it)."""
     with PeakMemory() as mem:
+        before = cpu_seconds()
         t = time.perf_counter()
         result = fn()
         elapsed = time.perf_counter() - t
-    return elapsed, mem.peak, result
+        after = cpu_seconds()
+    return elapsed, mem.peak, result, {k: round(after[k] - before[k], 2) for k in after}
 
 
 def run_size(
@@ -172,12 +197,14 @@ def run_size(
     }
     for rep in range(reps):
         wh = Warehouse.open(str(work / f"wh-{n}-{rep}"), spark=spark)  # a first load each time
-        secs, peak, report = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
+        secs, peak, report, cpu = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
         assert report.checkpoint.rows == n, report.summary()
-        runs["logbroker_load"].append({"seconds": secs, "peak": peak, "phases": report.seconds})
+        runs["logbroker_load"].append(
+            {"seconds": secs, "peak": peak, "phases": report.seconds, "cpu": cpu}
+        )
         for kind, fn in (("source_only", source_only), ("json_load", json_load)):
-            secs, peak, _ = timed(fn)
-            runs[kind].append({"seconds": secs, "peak": peak})
+            secs, peak, _, cpu = timed(fn)
+            runs[kind].append({"seconds": secs, "peak": peak, "cpu": cpu})
         print(
             f"  rep {rep + 1}: "
             + ", ".join(f"{k} {n / v[-1]['seconds']:,.0f} rows/s" for k, v in runs.items()),
@@ -192,12 +219,14 @@ def run_size(
             "rows_per_s": n / median["seconds"],
             "rows_per_s_each": [n / m["seconds"] for m in measured],
             "peak_rss_mb": max(m["peak"] for m in measured) / 2**20,
+            "cpu_seconds": median["cpu"],
+            "cpu_seconds_each": [m["cpu"] for m in measured],
         }
         if "phases" in median:
             out[kind]["phases"] = median["phases"]
         print(
             f"  {kind:15} {n / median['seconds']:>10,.0f} rows/s (median of {reps})  peak "
-            f"{out[kind]['peak_rss_mb']:,.0f} MB  {median.get('phases', '')}",
+            f"{out[kind]['peak_rss_mb']:,.0f} MB  cpu {median['cpu']}  {median.get('phases', '')}",
             flush=True,
         )
     out["ratio_vs_json"] = out["logbroker_load"]["rows_per_s"] / out["json_load"]["rows_per_s"]
