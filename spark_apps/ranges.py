@@ -28,7 +28,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, TypeVar
 
-from logbroker.client.simple_consumer import PipelinedFetches, SimpleConsumer
+from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import LogbrokerError, OffsetOutOfRangeError
 from logbroker.protocol.message import MIN_MESSAGE_SIZE
 from logbroker.protocol.message_set import (
@@ -148,101 +148,74 @@ def _read(
     owned_from = r.start if owned_from is None else owned_from
     owned_to = r.end if owned_to is None else owned_to
     offset = r.start if read_from is None else read_from
+    size = fetch_size
     # The next fetch is asked for once a fetch is decoded, before its chunk is handed over:
     # the broker sends it while the caller works (Avro, Parquet), not while it waits.
     fetches = consumer.pipelined(r.topic, r.partition)
     try:
-        yield from _read_owned(
-            fetches,
-            r,
-            decode,
-            offset,
-            owned_from,
-            owned_to,
-            fetch_size,
-            max_fetch_size,
-            fail_on_data_loss,
-            warn,
-        )
+        while offset < owned_to:
+            want = min(size, r.end - offset)
+            try:
+                data = fetches.get(offset, want)
+            except OffsetOutOfRangeError:
+                earliest = consumer.earliest_offset(r.topic, r.partition)
+                if offset >= earliest:
+                    latest = consumer.latest_offset(r.topic, r.partition)
+                    raise RangeError(
+                        f"{r.describe()}: the log ends at offset {latest}, before the range "
+                        f"[{r.start}, {r.end}) ends; was the broker's log replaced?"
+                    ) from None
+                if fail_on_data_loss:
+                    raise DataLossError(data_loss_message(r, offset, earliest)) from None
+                warn(
+                    data_loss_message(r, offset, earliest)
+                    + "; reading from there (failOnDataLoss=false)"
+                )
+                offset = max(offset, earliest)
+                continue
+            if owned_from <= offset and offset + len(data) <= owned_to:
+                # The whole fetch is this reader's (nearly every fetch): one walk decodes it.
+                decoded, end = decode(data, offset, r)
+                if end:
+                    offset += end
+                    size = fetch_size
+                    if offset < owned_to:
+                        fetches.ask(offset, min(size, r.end - offset))
+                    yield decoded
+                    continue
+            view = memoryview(data)
+            whole = whole_entries_end(view)
+            if whole == 0:
+                needed = first_entry_size(view)
+                if needed is None or len(view) == 0:
+                    raise RangeError(
+                        f"{r.describe()}: the log ends at offset {offset}, before the range "
+                        f"[{r.start}, {r.end}) ends"
+                    )
+                if needed > r.end - offset:
+                    raise RangeError(
+                        f"{r.describe()}: offset {r.end} (the range's end) is not a message "
+                        f"boundary: the message at {offset} is {needed} bytes"
+                    )
+                if needed > max_fetch_size:
+                    raise RangeError(
+                        f"{r.describe()}: the message at offset {offset} is {needed} bytes, over "
+                        f"the largest fetch size {max_fetch_size}"
+                    )
+                size = needed
+                continue
+            size = fetch_size
+            first = 0
+            if offset < owned_from:  # walking to the first entry this reader owns
+                first = _entry_at_or_after(view, offset, owned_from, whole)
+            last = whole
+            if offset + whole > owned_to:
+                last = _entry_at_or_after(view, offset, owned_to, whole)
+            if last > first:
+                yield decode(view[first:last], offset + first, r)[0]
+            offset += last if last < whole else whole
     finally:
         fetches.close()  # an answer asked for and not read: the connection goes with it
-
-
-def _read_owned(
-    fetches: PipelinedFetches,
-    r: PartitionRange,
-    decode: Decode[_Decoded],
-    offset: int,
-    owned_from: int,
-    owned_to: int,
-    fetch_size: int,
-    max_fetch_size: int,
-    fail_on_data_loss: bool,
-    warn: Callable[[str], None],
-) -> Iterator[_Decoded]:
-    consumer = fetches.consumer
-    size = fetch_size
-    while offset < owned_to:
-        want = min(size, r.end - offset)
-        try:
-            data = fetches.get(offset, want)
-        except OffsetOutOfRangeError:
-            earliest = consumer.earliest_offset(r.topic, r.partition)
-            if offset >= earliest:
-                latest = consumer.latest_offset(r.topic, r.partition)
-                raise RangeError(
-                    f"{r.describe()}: the log ends at offset {latest}, before the range "
-                    f"[{r.start}, {r.end}) ends; was the broker's log replaced?"
-                ) from None
-            if fail_on_data_loss:
-                raise DataLossError(data_loss_message(r, offset, earliest)) from None
-            warn(
-                data_loss_message(r, offset, earliest)
-                + "; reading from there (failOnDataLoss=false)"
-            )
-            offset = max(offset, earliest)
-            continue
-        if owned_from <= offset and offset + len(data) <= owned_to:
-            # The whole fetch is this reader's (nearly every fetch): one walk decodes it.
-            decoded, end = decode(data, offset, r)
-            if end:
-                offset += end
-                size = fetch_size
-                if offset < owned_to:
-                    fetches.ask(offset, min(size, r.end - offset))
-                yield decoded
-                continue
-        view = memoryview(data)
-        whole = whole_entries_end(view)
-        if whole == 0:
-            needed = first_entry_size(view)
-            if needed is None or len(view) == 0:
-                raise RangeError(
-                    f"{r.describe()}: the log ends at offset {offset}, before the range "
-                    f"[{r.start}, {r.end}) ends"
-                )
-            if needed > r.end - offset:
-                raise RangeError(
-                    f"{r.describe()}: offset {r.end} (the range's end) is not a message "
-                    f"boundary: the message at {offset} is {needed} bytes"
-                )
-            if needed > max_fetch_size:
-                raise RangeError(
-                    f"{r.describe()}: the message at offset {offset} is {needed} bytes, over "
-                    f"the largest fetch size {max_fetch_size}"
-                )
-            size = needed
-            continue
-        size = fetch_size
-        first = 0
-        if offset < owned_from:  # walking to the first entry this reader owns
-            first = _entry_at_or_after(view, offset, owned_from, whole)
-        last = whole
-        if offset + whole > owned_to:
-            last = _entry_at_or_after(view, offset, owned_to, whole)
-        if last > first:
-            yield decode(view[first:last], offset + first, r)[0]
-        offset += last if last < whole else whole
 
 
 def _columns(data: Buffer, base: int, r: PartitionRange) -> MessageColumns:
