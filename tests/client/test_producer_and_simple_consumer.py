@@ -264,3 +264,34 @@ def test_unkeyed_sends_fail_over_to_a_live_broker(broker_factory):
         assert info.value.lost > 0
         assert p.stats.failed_messages == info.value.lost
         assert p.stats.retried_sets > 0
+
+
+def test_pipelined_fetches_read_the_answer_asked_for_and_drop_the_others(broker_factory):
+    """PipelinedFetches (the Spark reader's fetch loop): an answer asked for ahead is the one
+    `get` returns; one asked for and not used is read and dropped (0.7 answers in order, so
+    it would otherwise be taken for the next); `close` with an answer on its way drops the
+    connection; a broker gone is an error at `get`, not at the early `ask`."""
+    from logbroker.client.connection import BrokerUnavailableError
+
+    broker = broker_factory()
+    with Producer(broker_list=f"{broker.host}:{broker.port}", acks="ack") as p:
+        p.send("t", [b"one", b"two", b"three"])  # entries of 13, 13 and 15 bytes
+    with SimpleConsumer(broker.host, broker.port) as c:
+        fetches = c.pipelined("t", 0)
+        whole = bytes(fetches.get(0, 1000))
+        assert len(whole) == 41
+        fetches.ask(13, 1000)
+        assert bytes(fetches.get(13, 1000)) == whole[13:]
+        fetches.ask(0, 5)  # asked for, then another fetch is wanted
+        assert bytes(fetches.get(26, 1000)) == whole[26:]
+        fetches.ask(999, 10)
+        with pytest.raises(OffsetOutOfRangeError, match="t-0 at offset 999"):
+            fetches.get(999, 10)
+        fetches.ask(0, 1000)
+        fetches.close()  # its answer is never read: the connection goes, the next is clean
+        assert c.latest_offset("t", 0) == 41
+        assert bytes(c.fetch("t", 0, 13, 13).data) == whole[13:26]
+        broker.kill()
+        fetches.ask(0, 1000)  # nobody there: not raised here ...
+        with pytest.raises(BrokerUnavailableError):
+            fetches.get(0, 1000)  # ... but here

@@ -44,7 +44,7 @@ from ..protocol.responses import (
     decode_multifetch_response,
     decode_offsets_response,
 )
-from .connection import BrokerConnection
+from .connection import BrokerConnection, BrokerUnavailableError
 
 _Set = tuple[bytes | memoryview, int]  # whole entries and the offset of the first
 _Decoded = TypeVar("_Decoded")
@@ -96,16 +96,24 @@ class PipelinedFetches:
         self._asked: tuple[int, int] | None = None
 
     def ask(self, offset: int, size: int) -> None:
-        if self._asked is not None:
-            self._answer(*self._asked)  # read, not used
-        self.consumer.connection.send(FetchRequest(self.topic, self.partition, offset, size))
-        self._asked = (offset, size)
+        """Send this fetch now. A broker that cannot be reached is not an error yet: `get`
+        sends it again (reconnecting) and raises there, after the caller's current work."""
+        try:
+            self._send(offset, size)
+        except BrokerUnavailableError:
+            self._asked = None
 
     def get(self, offset: int, size: int) -> bytes | memoryview:
         """The log's bytes from `offset`, at most `size` (raises as SimpleConsumer.fetch)."""
         if self._asked != (offset, size):
-            self.ask(offset, size)
+            self._send(offset, size)
         return self._answer(offset, size)
+
+    def _send(self, offset: int, size: int) -> None:
+        if self._asked is not None:
+            self._answer(*self._asked)  # read, not used
+        self.consumer.connection.send(FetchRequest(self.topic, self.partition, offset, size))
+        self._asked = (offset, size)
 
     def _answer(self, offset: int, size: int) -> bytes | memoryview:
         self._asked = None
