@@ -314,7 +314,10 @@ class ClientConnection(asyncio.Protocol):
             return
         if not self.closed:
             self._answered()
-            self.loop.call_soon(self._read_on)
+            # Nothing arrived meanwhile and reading goes on: the next bytes are handled as
+            # they come, and the loop turn (an epoll_wait) is spared.
+            if self._unhandled or not self.transport.is_reading():
+                self.loop.call_soon(self._read_on)
 
     def _send_now(self, parts: Response) -> Response | None:
         """Send what the socket takes now; the unsent rest, or None when all went out.

@@ -163,12 +163,13 @@ class RequestHandlers:
                     part_log.topic, part_log.partition
                 )  # a roll may have kept some
                 continue
+            # A waiting fetch is answered first: counting is not on its way.
+            self.waiters.appended(part_log.topic, part_log.partition)
             messages = nbytes = 0
             for _, check in sets:
                 messages += check.messages
                 nbytes += check.valid_bytes
             self.metrics.produced(part_log.topic, messages, nbytes)
-            self.waiters.appended(part_log.topic, part_log.partition)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
             raise StorageError(f"{failed[0]}{more}")
