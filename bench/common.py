@@ -250,6 +250,40 @@ def disk_bytes(path: Path) -> int:
     return total
 
 
+# The one-way latency's "apart" placement: the server on its own core, the producer and the
+# consumer (which take turns: one message in flight) on another. Redis's benchmark notes say
+# results are non-deterministic while the scheduler moves client and server between cores,
+# and that process placement (taskset) is needed for deterministic results.
+SERVER_CPUS = frozenset({0})
+CLIENT_CPUS = frozenset({1})
+
+
+def can_place() -> bool:
+    cpus = os.sched_getaffinity(0)
+    return (SERVER_CPUS | CLIENT_CPUS) <= cpus  # noqa: SIM300 (a subset, read as one)
+
+
+def place(pid: int, cpus: Iterable[int]) -> None:
+    """Bind every thread of `pid` and of its descendants to `cpus` (taskset -a -p); threads
+    started later inherit it. A process or thread that ended meanwhile is skipped."""
+    import psutil
+
+    wanted = set(cpus)
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            threads = proc.threads()
+        except psutil.NoSuchProcess:
+            continue
+        for thread in threads:
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(thread.id, wanted)
+
+
 def settled_disk_bytes(path: Path, timeout: float = 20.0, interval: float = 0.5) -> int:
     """`disk_bytes(path)` once it stopped changing for three looks in a row (servers write
     behind: RabbitMQ's queue index, KahaDB's journal, the page cache's delayed allocation)."""

@@ -15,7 +15,10 @@ the 2014 benchmark post on one machine, every system measured in the same invoca
   4  latency_p50, latency_p99, latency_p999 one-way (the 2014 post's end-to-end latency):
                                             from just before a producer process's send
                                             to a consumer process, already waiting, having
-                                            the message; one in flight (ms)
+                                            the message; one in flight (ms); the server on
+                                            CPU 0, producer and consumer on CPU 1 (taskset,
+                                            as Redis's benchmark notes advise)
+     latency_unpinned_{p50,p99,p999}        the same where the kernel's scheduler puts them
   5  disk_bytes_per_message,                bytes on disk per 200-byte message after
      disk_overhead_per_message              produce_batch50 settled, and that minus 200
   6  growth_first_100mb, growth_final,      producer throughput (batch 50) as stored data
@@ -70,9 +73,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import systems
-from common import BENCH_DIR, BenchError, median, percentile, settled_disk_bytes
+from common import (
+    BENCH_DIR,
+    CLIENT_CPUS,
+    SERVER_CPUS,
+    BenchError,
+    can_place,
+    median,
+    percentile,
+    place,
+    settled_disk_bytes,
+)
 
 SIZE = 200
+ALL_CPUS = frozenset(os.sched_getaffinity(0))  # what the servers get back after a placement
 ENTRY = SIZE + 10  # a logbroker entry: 10 bytes of header
 FETCH_BYTES = 1000 * ENTRY  # "up to 1000 messages or about 200KB" per pull
 THROUGHPUT = "msgs/s"
@@ -83,6 +97,7 @@ SKIPPABLE = (
     "produce_batch1",
     "produce_and_consume",
     "latency",
+    "latency_unpinned",
     "group",
     "json",
 )
@@ -157,7 +172,7 @@ class Engine:
         self.values: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.units: dict[str, str] = {}
         self.extra: dict[tuple[str, str], dict[str, Any]] = {}
-        self.series: dict[str, Any] = {"latency": {}, "growth": {}}
+        self.series: dict[str, Any] = {"latency": {}, "latency_unpinned": {}, "growth": {}}
         self.errors: list[str] = []
         self.running: list[Any] = []
         self.profile_dir: Path | None = None
@@ -248,9 +263,14 @@ class Engine:
                     p.kill()
                     p.wait()
 
-    def one_way(self, system: str, endpoint: dict[str, Any], tag: str) -> dict[str, Any]:
+    def one_way(
+        self, system: str, server: Any, topic: str, tag: str, apart: bool
+    ) -> dict[str, Any]:
         """The one-way latency: a consumer process waiting on the system first, then a
-        producer process; the consumer's result holds the latencies (common.one_way_*)."""
+        producer process; the consumer's result holds the latencies (common.one_way_*).
+        `apart`: the server's processes on SERVER_CPUS and both clients on CLIENT_CPUS for
+        the workload (the server is given every core back after it)."""
+        endpoint = server.endpoint
         total = self.cfg["latency"] + self.cfg["latency_warmup"]
         ack_dir = Path(tempfile.mkdtemp(prefix="lbl-"))  # a Unix socket path stays short
         ack_path = str(ack_dir / "ack")
@@ -259,21 +279,27 @@ class Engine:
             system,
             "latency_consume",
             endpoint,
-            dict(topic="lat", total=total, warmup=self.cfg["latency_warmup"], ack_path=ack_path),
+            dict(topic=topic, total=total, warmup=self.cfg["latency_warmup"], ack_path=ack_path),
             False,
             f"{tag}-consumer",
         )
         producer = None
+        server_pid = server.pids()[0]
         try:
+            if apart:
+                place(server_pid, SERVER_CPUS)
+                place(consumer.pid, CLIENT_CPUS)
             self._wait_line(consumer, "READY")
             producer = self._spawn(
                 system,
                 "latency_produce",
                 endpoint,
-                dict(topic="lat", total=total, size=SIZE, ack_path=ack_path),
+                dict(topic=topic, total=total, size=SIZE, ack_path=ack_path),
                 False,
                 f"{tag}-producer",
             )
+            if apart:
+                place(producer.pid, CLIENT_CPUS)
             self._finish(producer, f"{system} {tag} producer")
             return self._finish(consumer, f"{system} {tag} consumer")
         finally:
@@ -283,6 +309,8 @@ class Engine:
                     p.kill()
                     p.wait()
             shutil.rmtree(ack_dir, ignore_errors=True)
+            if apart:
+                place(server_pid, ALL_CPUS)
 
     def one(
         self, system: str, action: str, endpoint: dict[str, Any], tag: str, **params: Any
@@ -450,17 +478,37 @@ class Engine:
                 )
             self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="pc")
 
-        # 4: one-way latency, one message in flight, producer and consumer processes.
-        if "latency" not in skip and hasattr(module.Client, "latency_consume"):
-            r = self.attempt(f"{system} latency", self.one_way, system, ep, f"latency-{tag}")
+        # 4: one-way latency, one message in flight, producer and consumer processes: the
+        # server on its own core (Redis's advice for deterministic results), then wherever
+        # the scheduler puts them. Multi-threaded servers may do better unpinned: the goal
+        # takes each system at its better placement (report.goals).
+        for workload, apart, topic in (
+            ("latency", True, "lat"),
+            ("latency_unpinned", False, "latu"),
+        ):
+            if workload in skip or not hasattr(module.Client, "latency_consume"):
+                continue
+            if apart and not can_place():
+                continue  # one core: main() noted why
+            r = self.attempt(
+                f"{system} {workload}",
+                self.one_way,
+                system,
+                server,
+                topic,
+                f"{workload}-{tag}",
+                apart,
+            )
             if r:
                 lat = r["latencies_ms"]
-                for name, q in (("latency_p50", 50), ("latency_p99", 99), ("latency_p999", 99.9)):
-                    self.add(system, name, "ms", percentile(lat, q), messages=len(lat))
-                self.series["latency"].setdefault(system, []).append(
+                for suffix, q in (("p50", 50), ("p99", 99), ("p999", 99.9)):
+                    self.add(
+                        system, f"{workload}_{suffix}", "ms", percentile(lat, q), messages=len(lat)
+                    )
+                self.series[workload].setdefault(system, []).append(
                     [round(x, 4) for x in sorted(lat)[:: max(1, len(lat) // 2000)]]
                 )
-            self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="lat")
+            self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic=topic)
 
         # 7: a consumer group of 1 and of 2 processes.
         if "group" not in skip and hasattr(module.Client, "group_consume"):
@@ -890,6 +938,11 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print("nothing to measure", file=sys.stderr)
         return 2
+    if "latency" not in args.skip and not can_place():
+        skipped["latency"] = (
+            f"needs CPUs {sorted(SERVER_CPUS | CLIENT_CPUS)} to place the server apart from its "
+            "clients; latency_unpinned is measured"
+        )
 
     now = datetime.now(UTC)
     run_id = now.strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
@@ -912,6 +965,10 @@ def main(argv: list[str] | None = None) -> int:
         "parameters": {
             "message_bytes": SIZE,
             "fetch_bytes": FETCH_BYTES,
+            "latency_placement": {
+                "server_cpus": sorted(SERVER_CPUS),
+                "client_cpus": sorted(CLIENT_CPUS),
+            },
             "reps": args.reps,
             "scale": args.scale,
             "growth_gb": args.growth_gb,
