@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/latency_hops.py                  # 3,000 messages, a table
     .venv/bin/python bench/latency_hops.py --messages 10000 --json hops.json
+    .venv/bin/python bench/latency_hops.py --apart      # bench/run.py's placed latency
 
 The one-way latency workload of bench/run.py (a producer process sends one stamped message
 at a time, a consumer process waiting with FETCH_WAIT hands it over; common.one_way_*), with
@@ -43,7 +44,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import STAMP, one_way_consumer, one_way_producer, payload
+from common import (
+    CLIENT_CPUS,
+    SERVER_CPUS,
+    STAMP,
+    one_way_consumer,
+    one_way_producer,
+    payload,
+    place,
+)
 
 TOPIC = "hops"
 WARMUP = 200
@@ -136,8 +145,9 @@ def _producer(port: int, total: int, ack_path: str, out: str) -> None:
     Path(out).write_text(json.dumps(returned))
 
 
-def measure(total: int, workdir: Path) -> dict[str, list[int]]:
-    """Per message: the time of every hop (ns), in HOPS order."""
+def measure(total: int, workdir: Path, apart: bool = False) -> dict[str, list[int]]:
+    """Per message: the time of every hop (ns), in HOPS order. `apart`: the broker on
+    SERVER_CPUS, producer and consumer on CLIENT_CPUS (bench/run.py's `latency` rows)."""
     from logbroker.testing.broker import BrokerProcess
 
     launcher = workdir / "launcher.py"
@@ -151,6 +161,9 @@ def measure(total: int, workdir: Path) -> dict[str, list[int]]:
 
     os.environ["HOPS_OUT"] = str(points_file)
     broker = HopBroker(workdir / "broker", broker_id=0, zk_connect=None).start()
+    assert broker.pid is not None
+    if apart:
+        place(broker.pid, SERVER_CPUS)
     ack_path = str(workdir / "ack.sock")
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
@@ -160,12 +173,16 @@ def measure(total: int, workdir: Path) -> dict[str, list[int]]:
             args=(broker.port, total, ack_path, ready, str(workdir / "consumer.json")),
         )
         consumer.start()
+        if apart and consumer.pid is not None:
+            place(consumer.pid, CLIENT_CPUS)
         if not ready.wait(60):
             raise RuntimeError("the consumer did not get ready")
         producer = ctx.Process(
             target=_producer, args=(broker.port, total, ack_path, str(workdir / "producer.json"))
         )
         producer.start()
+        if apart and producer.pid is not None:
+            place(producer.pid, CLIENT_CPUS)
         producer.join()
         consumer.join()
         assert broker.pid is not None
@@ -250,10 +267,15 @@ def main() -> None:
     )
     parser.add_argument("--messages", type=int, default=3000, help="messages timed (default 3000)")
     parser.add_argument("--json", type=Path, help="also write the table here")
+    parser.add_argument(
+        "--apart",
+        action="store_true",
+        help="the broker on CPU 0, producer and consumer on CPU 1 (default: the scheduler's)",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="latency_hops."))
     try:
-        rows = report(measure(args.messages + WARMUP, workdir))
+        rows = report(measure(args.messages + WARMUP, workdir, args.apart))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{'hop':<22} {'p50 µs':>8} {'p90 µs':>8}")
