@@ -263,12 +263,17 @@ def _variable(
     offsets = np.zeros(len(pos) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     total = int(offsets[-1])
-    if total >= 2**31:
+    if total >= 2**31 or len(buf) >= 2**31:
         raise NotColumnar("batch too large")
-    gather = np.repeat(pos - offsets[:-1], lengths) + np.arange(total)
+    # The byte-per-byte index arrays in int32: a third of the time of int64 ones (they are
+    # the size of the column's data; measured 540 -> 155 ns per 50-byte string).
+    offsets32 = offsets.astype(np.int32)
+    gather = np.repeat((pos - offsets[:-1]).astype(np.int32), lengths) + np.arange(
+        total, dtype=np.int32
+    )
     data = buf[gather]
     array = pa.Array.from_buffers(
-        arrow, len(pos), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        arrow, len(pos), [None, pa.py_buffer(offsets32), pa.py_buffer(data)]
     )
     if arrow == pa.string():
         try:
