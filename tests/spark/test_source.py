@@ -42,19 +42,23 @@ def test_raw_rows_every_message_once_through_splits_and_compression(spark, clust
     inner = [r for r in rows if r["index"] > 0]  # messages inside compressed wrappers
     assert inner and all(r.value.startswith(b"m") for r in inner)
 
-    # JSON offsets: from the end of the first half of one partition, to the latest
-    first = next(r for r in rows if r.broker_id == 0 and r.partition == 0)
-    starting = json.dumps({"raw": {"0-0": first.offset}})
-    ending = json.dumps({"raw": {"0-0": -1}})
+    # JSON offsets: from the middle of one partition (a message boundary) to the latest. The
+    # producer picks partitions at random, so any one may be empty: the fullest is used.
+    fullest = Counter((r.broker_id, r.partition) for r in rows).most_common(1)[0][0]
+    name = f"{fullest[0]}-{fullest[1]}"
+    offsets = sorted({r.offset for r in rows if (r.broker_id, r.partition) == fullest})
+    start = offsets[len(offsets) // 2]
     part = reader(
         spark,
         cluster,
-        assign=json.dumps({"raw": ["0-0"]}),
-        startingOffsets=starting,
-        endingOffsets=ending,
+        assign=json.dumps({"raw": [name]}),
+        startingOffsets=json.dumps({"raw": {name: start}}),
+        endingOffsets=json.dumps({"raw": {name: -1}}),
     ).load()
-    expected = sorted(r.offset for r in rows if (r.broker_id, r.partition) == (0, 0))
-    assert sorted(r.offset for r in part.collect()) == expected
+    expected = sorted(
+        r.offset for r in rows if (r.broker_id, r.partition) == fullest and r.offset >= start
+    )
+    assert expected and sorted(r.offset for r in part.collect()) == expected
 
 
 def test_option_errors_name_the_option():
