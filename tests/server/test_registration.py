@@ -278,9 +278,13 @@ def test_nodes_come_back_after_the_session_expires(
     wait_for(lambda: node(zk_client, "/brokers/topics/clicks/3") == (b"4", new), "clicks")
     wait_for(lambda: node(zk_client, "/brokers/topics/late/3") == (b"2", new), "late")
     assert reg.session_id == new and reg.connected
-    assert any(
-        "re-registered" in r.getMessage() and "broker 3 at 127.0.0.1:9093" in r.getMessage()
-        for r in caplog.records
+    # said once every node is back, so a moment after the last of them appears
+    wait_for(
+        lambda: any(
+            "re-registered" in r.getMessage() and "broker 3 at 127.0.0.1:9093" in r.getMessage()
+            for r in caplog.records
+        ),
+        "the re-registered line",
     )
     # And it keeps working in the new session.
     reg.register_topic("later", 7)
