@@ -157,3 +157,41 @@ def test_a_trigger_that_meets_a_database_error_is_repeated_under_its_run_id(
     server.answers = [(409, b'{"detail":"exists"}')]
     with pytest.raises(AirflowStackError, match="409"):
         stack.trigger_dag_run("d", run_id="r3")  # a conflict on the first try is the caller's
+
+
+def test_a_backfill_that_meets_a_database_error_is_asked_again_unless_it_was_created(
+    tmp_path: Path, server: _Server
+) -> None:
+    """CI: POST /backfills answered 500 "Database error" 25 ms in (SQLite refused the action
+    log's write at once) and the end-to-end test's fixture failed."""
+    naps: list[float] = []
+    stack = _stack(tmp_path, server, naps)
+    body = {
+        "dag_id": "d",
+        "from_date": "2026-11-22T10:00:00+00:00",
+        "to_date": "2026-11-22T11:00:00Z",
+    }
+    none_open = b'{"backfills": [], "total_entries": 0}'
+    server.answers = [(500, DB_ERROR), (200, none_open), (200, b'{"id": 4}')]
+    assert stack.create_backfill(body) == {"id": 4}
+    assert len(server.posts) == 2 and server.gets == ["/api/v2/backfills?dag_id=d&limit=100"]
+
+    # the failed try had created it: found among the DAG's open backfills, not asked twice
+    server.posts.clear()
+    server.gets.clear()
+    listed = {
+        "backfills": [
+            {"id": 5, "from_date": "2026-11-22T10:00:00Z", "to_date": "2026-11-22T11:00:00Z",
+             "completed_at": None},
+            {"id": 6, "from_date": "2026-11-22T10:00:00Z", "to_date": "2026-11-22T12:00:00Z",
+             "completed_at": None},
+        ],
+        "total_entries": 2,
+    }  # fmt: skip
+    server.answers = [(500, DB_ERROR), (200, json.dumps(listed).encode())]
+    assert stack.create_backfill(body)["id"] == 5
+    assert len(server.posts) == 1
+
+    server.answers = [(500, DB_ERROR)]
+    with pytest.raises(AirflowStackError, match="Database error"):
+        stack.create_backfill(body, busy_timeout=0)

@@ -287,16 +287,51 @@ class AirflowStack:
         Airflow allows one running backfill per DAG and closes one a scheduler loop or more
         after its last run finished: a backfill asked for right after the previous one's runs
         ended meets 409 "There is already a running backfill". Nothing was created then, so
-        the call is repeated for up to `busy_timeout` seconds."""
+        the call is repeated for up to `busy_timeout` seconds.
+
+        On SQLite a request can also fail with 500 "Database error" (CI saw one 25 ms into
+        POST /backfills: a write that SQLite refuses at once rather than wait for, when the
+        reading transaction it would upgrade meets another writer). That is repeated too; if
+        the failed try had created the backfill after all, it is the DAG's open backfill of
+        the same dates, and that one is returned instead of asking for a second."""
         deadline = self.clock() + busy_timeout
+        failed_once = False
         while True:
+            if failed_once:
+                created = self._open_backfill(body)
+                if created is not None:
+                    return created
             try:
                 return self.api("POST", "/backfills", body)
             except AirflowStackError as exc:
-                busy = "HTTP 409" in str(exc) and "already a running backfill" in str(exc)
-                if not busy or self.clock() >= deadline:
+                text = str(exc)
+                busy = "HTTP 409" in text and "already a running backfill" in text
+                database = "HTTP 500" in text and "Database error" in text
+                if not (busy or database) or self.clock() >= deadline:
                     raise
+                failed_once = failed_once or database
             self.sleep(1.0)
+
+    def _open_backfill(self, body: dict[str, Any]) -> Any:
+        """The DAG's backfill of `body`'s dates that has not completed, or None."""
+        from datetime import datetime
+
+        def same(a: Any, b: Any) -> bool:
+            return (
+                a is not None
+                and b is not None
+                and (datetime.fromisoformat(str(a)) == datetime.fromisoformat(str(b)))
+            )
+
+        listed = self.api("GET", f"/backfills?dag_id={body['dag_id']}&limit=100") or {}
+        for backfill in listed.get("backfills", []):
+            if (
+                backfill.get("completed_at") is None
+                and same(backfill.get("from_date"), body.get("from_date"))
+                and same(backfill.get("to_date"), body.get("to_date"))
+            ):
+                return backfill
+        return None
 
 
 def stop_task_processes(
