@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -314,14 +315,9 @@ class AirflowStack:
 
     def _open_backfill(self, body: dict[str, Any]) -> Any:
         """The DAG's backfill of `body`'s dates that has not completed, or None."""
-        from datetime import datetime
 
-        def same(a: Any, b: Any) -> bool:
-            return (
-                a is not None
-                and b is not None
-                and (datetime.fromisoformat(str(a)) == datetime.fromisoformat(str(b)))
-            )
+        def same(a: Any, b: Any) -> bool:  # the API may write +00:00 as Z
+            return a is not None and b is not None and _instant(a) == _instant(b)
 
         listed = self.api("GET", f"/backfills?dag_id={body['dag_id']}&limit=100") or {}
         for backfill in listed.get("backfills", []):
@@ -332,6 +328,10 @@ class AirflowStack:
             ):
                 return backfill
         return None
+
+
+def _instant(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value))
 
 
 def stop_task_processes(
