@@ -116,6 +116,22 @@ def cpu_seconds() -> dict[str, float]:
     return out
 
 
+def event_record(seq: int) -> dict[str, Any]:
+    """The benchmark's event number `seq` (a PAGE_VIEW)."""
+    return {
+        "header": {
+            "timestamp": 1_795_000_000_000 + seq,
+            "server": f"web-{seq % 16:02d}.example.com",
+            "producer_id": "8d1b4c7a-9e6f-4a2b-b3c4-d5e6f7a8b9c0",
+            "seq": seq,
+        },
+        "user_id": seq * 7919 % 1_000_003,
+        "page": f"/articles/{seq % 5000}/a-readable-slug-for-the-page",
+        "referrer": None if seq % 3 else "https://search.example.com/?q=logs",
+        "tags": ["news", "tech"][: seq % 3],
+    }
+
+
 def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
     """n events to the topic (batches of 500) and as JSON lines; returns payload bytes."""
     writer = cluster.codec().writer(topic)  # logbroker.serde: the subject's latest schema
@@ -125,18 +141,7 @@ def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
     with Producer(zk_connect=cluster.live.connect) as producer, json_path.open("w") as out:
         batch: list[bytes] = []
         for seq in range(n):
-            record = {
-                "header": {
-                    "timestamp": 1_795_000_000_000 + seq,
-                    "server": f"web-{seq % 16:02d}.example.com",
-                    "producer_id": "8d1b4c7a-9e6f-4a2b-b3c4-d5e6f7a8b9c0",
-                    "seq": seq,
-                },
-                "user_id": seq * 7919 % 1_000_003,
-                "page": f"/articles/{seq % 5000}/a-readable-slug-for-the-page",
-                "referrer": None if seq % 3 else "https://search.example.com/?q=logs",
-                "tags": ["news", "tech"][: seq % 3],
-            }
+            record = event_record(seq)
             payload = writer.encode(record)
             total += len(payload)
             batch.append(payload)
@@ -164,23 +169,22 @@ def ceiling_batch(rows: int) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    seq = np.arange(rows, dtype=np.int64)
-    values = seq.tolist()
+    records = [event_record(seq) for seq in range(rows)]
+    headers = [r["header"] for r in records]
+    offsets = np.arange(rows, dtype=np.int64) * 150
     columns = [
         pa.array(["events"] * rows),
         pa.array(np.zeros(rows, np.int32)),
         pa.array(np.zeros(rows, np.int32)),
-        pa.array(seq * 150),
+        pa.array(offsets),
         pa.array(np.zeros(rows, np.int32)),
-        pa.array((1_795_000_000_000 + seq) * 1000, pa.timestamp("us", tz="UTC")),
-        pa.array([f"web-{v % 16:02d}.example.com" for v in values]),
-        pa.array(["8d1b4c7a-9e6f-4a2b-b3c4-d5e6f7a8b9c0"] * rows),
-        pa.array(seq),
+        pa.array([h["timestamp"] * 1000 for h in headers], pa.timestamp("us", tz="UTC")),
+        pa.array([h["server"] for h in headers]),
+        pa.array([h["producer_id"] for h in headers]),
+        pa.array([h["seq"] for h in headers], pa.int64()),
         pa.array(np.ones(rows, np.int64)),
-        pa.array(seq * 7919 % 1_000_003),
-        pa.array([f"/articles/{v % 5000}/a-readable-slug-for-the-page" for v in values]),
-        pa.array([None if v % 3 else "https://search.example.com/?q=logs" for v in values]),
-        pa.array([["news", "tech"][: v % 3] for v in values], pa.list_(pa.string())),
+        *(pa.array([r[f] for r in records]) for f in ("user_id", "page", "referrer")),
+        pa.array([r["tags"] for r in records], pa.list_(pa.string())),
     ]
     names = [c.split()[0] for c in CEILING_DDL.split(", ")]
     return pa.RecordBatch.from_arrays(columns, names=names)
