@@ -25,8 +25,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
+
+import numpy as np
+import pyarrow as pa
 
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import LogbrokerError, OffsetOutOfRangeError
@@ -38,6 +41,8 @@ from logbroker.protocol.message_set import (
     message_columns,
     whole_entries_end,
 )
+
+from .entry_scan import ends_with_partial_entry, plain_run
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +78,45 @@ class PartitionRange(NamedTuple):
         return f"topic {self.topic!r} partition {self.name}"
 
 
-class Chunk(NamedTuple):
-    """Messages of one fetch, as columns: top-level offsets, indexes in wrappers, payloads."""
+class Chunk:
+    """Messages of one fetch, as columns: top-level offsets, indexes in wrappers, payloads.
 
-    offsets: list[int]
-    indexes: list[int]
-    payloads: list[bytes]
+    A fetch of plain entries (nearly every fetch) comes as numpy offsets and indexes and
+    its payloads as one Arrow binary column (`values`), copied once out of the fetch by
+    compiled code (entry_scan.py); any other fetch as lists, from message_set's general
+    path. Each form gives the other on demand (`payloads`, `values`), for the slower paths.
+    """
+
+    __slots__ = ("_payloads", "_values", "indexes", "offsets")
+
+    def __init__(
+        self,
+        offsets: Sequence[int],
+        indexes: Sequence[int],
+        *,
+        payloads: list[bytes] | None = None,
+        values: pa.BinaryArray | None = None,
+    ) -> None:
+        self.offsets = offsets
+        self.indexes = indexes
+        self._payloads = payloads
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def payloads(self) -> list[bytes]:
+        if self._payloads is None:
+            assert self._values is not None
+            self._payloads = self._values.to_pylist()
+        return self._payloads
+
+    @property
+    def values(self) -> pa.BinaryArray:
+        if self._values is None:
+            self._values = pa.array(self._payloads, pa.binary())
+        return self._values
 
 
 def data_loss_message(r: PartitionRange, missing_from: int, earliest: int) -> str:
@@ -117,7 +155,7 @@ def read_range(
     return _read(
         consumer,
         r,
-        _chunk,
+        read_chunk,
         read_from,
         owned_from,
         owned_to,
@@ -225,9 +263,18 @@ def _columns(data: Buffer, base: int, r: PartitionRange) -> MessageColumns:
         raise type(exc)(f"{r.describe()}: {exc}") from exc
 
 
-def _chunk(data: Buffer, base: int, r: PartitionRange) -> tuple[Chunk, int]:
-    columns = _columns(data, base, r)
-    return Chunk(columns.offsets, columns.indexes, columns.payloads), columns.end
+def read_chunk(data: Buffer, base: int, r: PartitionRange) -> tuple[Chunk, int]:
+    """The messages of the whole entries of `data` (a fetch from `base`), and where they end."""
+    run = plain_run(data)
+    if ends_with_partial_entry(run):  # plain entries only, every CRC right
+        n = len(run.entries)
+        payloads, starts = run.payload_arrays()
+        values = pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(starts), pa.py_buffer(payloads)]
+        )
+        return Chunk(run.entries + base, np.zeros(n, np.int32), values=values), run.stop
+    columns = _columns(data, base, r)  # anything else, a bad CRC included: named there
+    return Chunk(columns.offsets, columns.indexes, payloads=columns.payloads), columns.end
 
 
 class DigestInput(NamedTuple):
@@ -243,8 +290,13 @@ def digest_input(data: Buffer, base: int, r: PartitionRange) -> tuple[DigestInpu
     Plain entries are walked without a Message or a payload list (about twice as fast as
     decoding them into columns first); any other entry (compressed, magic 0, damaged) goes
     through message_columns. CRCs are not checked here: what the digest hashes is what the
-    brokers hold, and the reader that loads the same bytes checks every CRC.
+    brokers hold, and the reader that loads the same bytes checks every CRC. A fetch of
+    plain entries only (nearly every fetch) is walked and written by compiled code
+    (entry_scan.py), without a Python object per message.
     """
+    run = plain_run(data, check_crc=False)
+    if ends_with_partial_entry(run):
+        return DigestInput(run.digest_bytes(base), len(run.entries)), run.stop
     if not isinstance(data, bytes):
         data = bytes(data)  # a fetch's memoryview: slices of bytes are ~2x cheaper
     length = len(data)

@@ -103,14 +103,20 @@ def _register(node: dict[str, Any], compiled: Node, named: dict[str, Node]) -> N
 class ColumnarBatch:
     """The bodies of one batch's payloads in one buffer, a read position per event."""
 
-    def __init__(self, payloads: Sequence[bytes], schema_id: int) -> None:
-        n = len(payloads)
-        lengths = np.fromiter(map(len, payloads), np.int64, n)
-        if n == 0 or int(lengths.min()) < PREFIX_SIZE:
-            raise NotColumnar("empty batch or a payload shorter than the framing")
-        self.buf = np.frombuffer(b"".join(payloads), np.uint8)
-        self.end = np.cumsum(lengths)
-        start = self.end - lengths
+    def __init__(self, payloads: Sequence[bytes] | pa.BinaryArray, schema_id: int) -> None:
+        values = (
+            payloads if isinstance(payloads, pa.BinaryArray) else pa.array(payloads, pa.binary())
+        )
+        n = len(values)
+        _, offsets_buffer, data_buffer = values.buffers()
+        if n == 0 or data_buffer is None:
+            raise NotColumnar("empty batch")
+        offsets = np.frombuffer(offsets_buffer, np.int32)[values.offset : values.offset + n + 1]
+        start = offsets[:-1].astype(np.int64)
+        self.end = offsets[1:].astype(np.int64)
+        if int((self.end - start).min()) < PREFIX_SIZE:
+            raise NotColumnar("a payload shorter than the framing")
+        self.buf = np.frombuffer(data_buffer, np.uint8)
         prefix = self.buf[start[:, None] + np.arange(PREFIX_SIZE)].astype(np.int64)
         ids = (prefix[:, 1] << 24) | (prefix[:, 2] << 16) | (prefix[:, 3] << 8) | prefix[:, 4]
         if prefix[:, 0].any() or (ids != schema_id).any():
@@ -282,9 +288,12 @@ def _variable(
     return array
 
 
-def read_columns(payloads: Sequence[bytes], schema_id: int, plan: Node) -> dict[str, pa.Array]:
-    """Top-level field name -> its Arrow array (base types), for all payloads, or raises
-    NotColumnar (then nothing was decided: use serde's path for the whole batch)."""
+def read_columns(
+    payloads: Sequence[bytes] | pa.BinaryArray, schema_id: int, plan: Node
+) -> dict[str, pa.Array]:
+    """Top-level field name -> its Arrow array (base types), for all payloads (a list, or a
+    binary column: a chunk's `values`), or raises NotColumnar (then nothing was decided: use
+    serde's path for the whole batch)."""
     batch = ColumnarBatch(payloads, schema_id)
     sel = np.arange(len(payloads))
     out = {name: batch.read(node, sel) for name, node in plan.parts["fields"]}

@@ -10,6 +10,8 @@ value      binary   the payload
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -26,7 +28,9 @@ RAW_SCHEMA = pa.schema([*POSITION_FIELDS, pa.field("value", pa.binary())])
 RAW_DDL = "topic string, broker_id int, partition int, offset bigint, `index` int, value binary"
 
 
-def position_arrays(r: PartitionRange, offsets: list[int], indexes: list[int]) -> list[pa.Array]:
+def position_arrays(
+    r: PartitionRange, offsets: Sequence[int], indexes: Sequence[int]
+) -> list[pa.Array]:
     n = len(offsets)
     return [
         pa.array([r.topic] * n, pa.string()),
@@ -39,5 +43,5 @@ def position_arrays(r: PartitionRange, offsets: list[int], indexes: list[int]) -
 
 def raw_batch(r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
     arrays = position_arrays(r, chunk.offsets, chunk.indexes)
-    arrays.append(pa.array(chunk.payloads, pa.binary()))
+    arrays.append(chunk.values)
     return pa.RecordBatch.from_arrays(arrays, schema=RAW_SCHEMA)
