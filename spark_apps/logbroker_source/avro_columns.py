@@ -19,7 +19,8 @@ The reader schema of a topic is the latest version of the subject named after it
 §3.4); each event is decoded with its writer's schema (by id) resolved to it, so old
 versions read as the new one. Several topics: the union of their fields by name (a field
 name with two types is an error). A batch whose payloads all carry the reader's schema id
-and read cleanly is decoded column-wise straight into Arrow arrays (avro_vector.py); any
+and read cleanly is decoded column-wise straight into Arrow arrays (avro_compiled.py, or
+avro_vector.py for the rare schema the compiled reader does not take); any
 other batch (bad records, older writers' ids, maps, top-level decimals) is decoded event by
 event by logbroker.serde (logical types read as their base types), then turned into Arrow
 columns, one list per column. Both give the same batch; top-level timestamp, date and
@@ -55,6 +56,7 @@ from pyspark.sql.types import (
 )
 
 from ..ranges import Chunk, PartitionRange
+from .avro_compiled import CompiledReader
 from .avro_vector import Node, NotColumnar, compile_schema, read_columns
 from .events import EventDecoding, ReaderSchema, reader_schemas
 from .options import SourceOptions
@@ -264,6 +266,7 @@ class AvroDecoder:
         }
         self._decoding: dict[str, EventDecoding] = {}
         self._plans: dict[str, Node | None] = {}
+        self._compiled: dict[str, CompiledReader | None] = {}
 
     def _plan_for(self, topic: str) -> Node | None:
         """The columnar reading plan of a topic's reader schema; None: serde's path only."""
@@ -274,6 +277,10 @@ class AvroDecoder:
             except NotColumnar:
                 plan = None
             self._plans[topic] = plan
+            try:
+                self._compiled[topic] = None if plan is None else CompiledReader(plan)
+            except NotColumnar:
+                self._compiled[topic] = None  # numpy's reader only (a fixed of size 0)
         return self._plans[topic]
 
     def _check_types(self, topic: str, plan: Node) -> None:
@@ -304,11 +311,15 @@ class AvroDecoder:
         if plan is None:
             return None
         schema_id = self.readers[r.topic].schema_id
+        compiled = self._compiled[r.topic]
         try:
-            columns = read_columns(chunk.payloads, schema_id, plan)
+            if compiled is not None:
+                columns = compiled.read(chunk.values, schema_id)
+            else:
+                columns = read_columns(chunk.values, schema_id, plan)
         except NotColumnar:
             return None
-        n = len(chunk.payloads)
+        n = len(chunk)
         header = columns["header"]
         event_time = pc.multiply(header.field("timestamp"), np.int64(1000))
         arrays = position_arrays(r, chunk.offsets, chunk.indexes)

@@ -1,20 +1,35 @@
-"""The columnar Avro reader against fastavro's per-event reading (no Spark session, no broker).
+"""The columnar Avro readers against fastavro's per-event reading (no Spark session, no broker).
 
-Whatever it reads must be what serde's path reads; whatever it is not sure of must raise
-NotColumnar (the caller then decodes the batch event by event).
+Both readers, numpy's (avro_vector.read_columns) and the compiled one (avro_compiled), run
+every test. Whatever they read must be what serde's path reads; whatever they are not sure
+of must raise NotColumnar (the caller then decodes the batch event by event).
 """
 
 from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from spark_apps.logbroker_source.avro_vector import NotColumnar, compile_schema, read_columns
+from spark_apps.logbroker_source.avro_compiled import CompiledReader
+from spark_apps.logbroker_source.avro_vector import Node, NotColumnar, compile_schema, read_columns
+
+Read = Callable[[list[bytes], int, Node], dict[str, pa.Array]]
+
+
+def _compiled(payloads: list[bytes], schema_id: int, plan: Node) -> dict[str, pa.Array]:
+    return CompiledReader(plan).read(pa.array(payloads, pa.binary()), schema_id)
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def read(request: pytest.FixtureRequest) -> Read:
+    return read_columns if request.param == "numpy" else _compiled
+
 
 SCHEMA: dict[str, Any] = {
     "type": "record",
@@ -94,21 +109,21 @@ def _by_fastavro(payloads: list[bytes]) -> dict[str, pa.Array]:
     }
 
 
-def test_reads_what_fastavro_reads() -> None:
+def test_reads_what_fastavro_reads(read: Read) -> None:
     rng = random.Random(11)
     payloads = [_frame(_record(rng)) for _ in range(500)]
-    got = read_columns(payloads, SCHEMA_ID, compile_schema(SCHEMA))
+    got = read(payloads, SCHEMA_ID, compile_schema(SCHEMA))
     expected = _by_fastavro(payloads)
     for name, array in expected.items():
         assert got[name].equals(array), name
 
 
-def test_arrays_in_several_blocks_and_with_negative_counts() -> None:
+def test_arrays_in_several_blocks_and_with_negative_counts(read: Read) -> None:
     # Avro lets a writer split an array into blocks; a negative count carries the block's size.
     plan = compile_schema({"type": "record", "name": "T", "fields": [
         {"name": "tags", "type": {"type": "array", "items": "string"}}]})  # fmt: skip
     body = bytes([4, 2, ord("a"), 2, ord("b"), 1, 4, 2, ord("c"), 0])  # 2 items, -1 (4 bytes): 1
-    got = read_columns([b"\x00" + SCHEMA_ID.to_bytes(4, "big") + body], SCHEMA_ID, plan)
+    got = read([b"\x00" + SCHEMA_ID.to_bytes(4, "big") + body], SCHEMA_ID, plan)
     assert got["tags"].to_pylist() == [["a", "b", "c"]]
 
 
@@ -116,7 +131,7 @@ def test_arrays_in_several_blocks_and_with_negative_counts() -> None:
     "damage",
     ["truncated", "left over", "other schema id", "no magic", "bad utf-8", "bad branch", "short"],
 )
-def test_anything_unsure_is_not_columnar(damage: str) -> None:
+def test_anything_unsure_is_not_columnar(damage: str, read: Read) -> None:
     rng = random.Random(5)
     payloads = [_frame(_record(rng)) for _ in range(20)]
     good = _frame({**_record(rng), "text": "ok", "again": None})
@@ -131,10 +146,76 @@ def test_anything_unsure_is_not_columnar(damage: str) -> None:
     }[damage]
     assert bad != good
     with pytest.raises(NotColumnar):
-        read_columns([*payloads, bad, *payloads], SCHEMA_ID, compile_schema(SCHEMA))
+        read([*payloads, bad, *payloads], SCHEMA_ID, compile_schema(SCHEMA))
 
 
 def test_maps_are_not_columnar() -> None:
     with pytest.raises(NotColumnar):
         compile_schema({"type": "record", "name": "M", "fields": [
             {"name": "m", "type": {"type": "map", "values": "long"}}]})  # fmt: skip
+
+
+NESTED: dict[str, Any] = {
+    "type": "record",
+    "name": "Nested",
+    "fields": [
+        {"name": "grid", "type": {"type": "array", "items": {"type": "array", "items": "int"}}},
+        {"name": "maybe", "type": ["null", {"type": "array", "items": "string"}]},
+        {
+            "name": "visits",
+            "type": {
+                "type": "array",
+                "items": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "Visit",
+                        "fields": [
+                            {"name": "page", "type": "string"},
+                            {"name": "steps", "type": {"type": "array", "items": "long"}},
+                            {"name": "ok", "type": ["boolean", "null"]},
+                        ],
+                    },
+                ],
+            },
+        },
+    ],
+}
+
+
+def test_nested_arrays_and_null_records_inside_arrays(read: Read) -> None:
+    """Lists of lists, a nullable list, and null records among a list's items (whose
+    fields and inner lists must stay aligned with the items that are records)."""
+    parsed = parse_schema(NESTED)
+    rng = random.Random(3)
+
+    def visit() -> dict[str, Any] | None:
+        if rng.random() < 0.4:
+            return None
+        steps = [rng.randint(-(2**40), 2**40) for _ in range(rng.randint(0, 3))]
+        return {
+            "page": rng.choice(["/", "/a", "é"]),
+            "steps": steps,
+            "ok": rng.choice([None, True]),
+        }
+
+    records = [
+        {
+            "grid": [
+                [rng.randint(-9, 9) for _ in range(rng.randint(0, 3))]
+                for _ in range(rng.randint(0, 3))
+            ],
+            "maybe": rng.choice([None, [], ["x", "yz"]]),
+            "visits": [visit() for _ in range(rng.randint(0, 4))],
+        }
+        for _ in range(300)
+    ]
+    payloads = []
+    for record in records:
+        out = io.BytesIO()
+        out.write(b"\x00" + SCHEMA_ID.to_bytes(4, "big"))
+        schemaless_writer(out, parsed, record)
+        payloads.append(out.getvalue())
+    got = read(payloads, SCHEMA_ID, compile_schema(NESTED))
+    for name in ("grid", "maybe", "visits"):
+        assert got[name].to_pylist() == [r[name] for r in records], name
