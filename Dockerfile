@@ -20,7 +20,8 @@ COPY spark_apps ./spark_apps
 COPY include ./include
 COPY dags ./dags
 COPY scripts ./scripts
-RUN pip install --no-cache-dir --no-deps --no-build-isolation -e .
+RUN pip install --no-cache-dir --no-deps --no-build-isolation -e . \
+ && python scripts/compile_readers.py
 
 ENV PYTHONPATH=/app/plugins \
     PYSPARK_PYTHON=python3 \

@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+COMPILED := spark_apps/__pycache__/.compiled
 
 .PHONY: setup system-deps test demo lint typecheck bench-storage clean
 
-setup: system-deps $(STAMP)
+setup: system-deps $(STAMP) $(COMPILED)
 
 system-deps:
 	@PYTHON=$(PYTHON) bash scripts/install-system-deps.sh
@@ -21,6 +22,11 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -r requirements.lock
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
+
+# The Spark reader's numba code, compiled into its cache once (not in every Spark worker).
+$(COMPILED): $(STAMP) spark_apps/entry_kernels.py spark_apps/logbroker_source/avro_compiled.py
+	$(BIN)/python scripts/compile_readers.py
+	@touch $@
 
 # Re-pin requirements.lock from requirements.in (after changing a version there).
 .PHONY: lock

@@ -56,7 +56,6 @@ from pyspark.sql.types import (
 )
 
 from ..ranges import Chunk, PartitionRange
-from .avro_compiled import CompiledReader
 from .avro_vector import Node, NotColumnar, compile_schema, read_columns
 from .events import EventDecoding, ReaderSchema, reader_schemas
 from .options import SourceOptions
@@ -266,7 +265,7 @@ class AvroDecoder:
         }
         self._decoding: dict[str, EventDecoding] = {}
         self._plans: dict[str, Node | None] = {}
-        self._compiled: dict[str, CompiledReader | None] = {}
+        self._compiled: dict[str, Any] = {}  # topic -> avro_compiled.CompiledReader or None
 
     def _plan_for(self, topic: str) -> Node | None:
         """The columnar reading plan of a topic's reader schema; None: serde's path only."""
@@ -278,6 +277,8 @@ class AvroDecoder:
                 plan = None
             self._plans[topic] = plan
             try:
+                from .avro_compiled import CompiledReader  # numba: in the readers, not planning
+
                 self._compiled[topic] = None if plan is None else CompiledReader(plan)
             except NotColumnar:
                 self._compiled[topic] = None  # numpy's reader only (a fixed of size 0)

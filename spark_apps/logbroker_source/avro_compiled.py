@@ -35,6 +35,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from ..entry_scan import byte_array
 from .avro_vector import PREFIX_SIZE, Node, NotColumnar
 
 LONG, INT, BOOLEAN, FLOAT, DOUBLE, BYTES, ENUM, FIXED, ARRAY, ARRAY_END, NULL_RECORD = range(11)
@@ -367,7 +368,7 @@ class CompiledReader:
         ends = offsets[1:].astype(np.int64)
         if int((ends - starts).min()) < PREFIX_SIZE:
             raise NotColumnar("a payload shorter than the framing")
-        buf = np.frombuffer(data_buffer, np.uint8)
+        buf = byte_array(data_buffer)
         items = int(ends[-1] - starts[0])  # every item of an array takes a byte at least
         caps = np.array([items if d else n for d in self.program.depth], np.int64)
         base = np.zeros(len(caps), np.int64)
