@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 # The Spark reader's numba code, compiled into its cache once (not in every Spark worker).
-$(COMPILED): $(STAMP) spark_apps/entry_kernels.py spark_apps/logbroker_source/avro_compiled.py
+$(COMPILED): $(STAMP) spark_apps/entry_kernels.py spark_apps/event_names.py \
+		spark_apps/logbroker_source/avro_compiled.py
 	$(BIN)/python scripts/compile_readers.py
 	@touch $@
 

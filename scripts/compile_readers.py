@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compile the Spark reader's numba code once, into its on-disk cache (`make setup` runs this).
 
-spark_apps/entry_kernels.py and spark_apps/logbroker_source/avro_compiled.py are compiled by
+spark_apps/entry_kernels.py, event_names.py and logbroker_source/avro_compiled.py are compiled by
 numba on first use and cached beside their sources (`__pycache__/*.nbi, *.nbc`). Without
 this step, the first load after a checkout would compile them in every Spark Python worker
 at once (~6 s of CPU each); with it, a worker loads the cache in a fraction of a second.
@@ -24,6 +24,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 from fastavro import parse_schema, schemaless_writer  # noqa: E402
 
 from logbroker.protocol.message_set import build_message_set  # noqa: E402
+from spark_apps.entry_scan import plain_run  # noqa: E402
+from spark_apps.event_names import NameKeys  # noqa: E402
 from spark_apps.logbroker_source.avro_compiled import CompiledReader  # noqa: E402
 from spark_apps.logbroker_source.avro_vector import compile_schema  # noqa: E402
 from spark_apps.ranges import PartitionRange, digest_input, read_chunk  # noqa: E402
@@ -53,6 +55,7 @@ def main() -> int:
     chunk, end = read_chunk(memoryview(log), 0, where)
     assert end == len(log) and len(chunk) == 3
     digest_input(memoryview(log), 0, where)
+    NameKeys().add(plain_run(memoryview(log), check_crc=False))  # the rows_sha256 thread's
     columns = CompiledReader(compile_schema(SCHEMA)).read(chunk.values, 1)
     assert columns["tags"].to_pylist() == [[], ["a"], ["a", "a"]]
     print(f"compiled the Spark reader's numba code in {time.monotonic() - started:.1f} s")

@@ -12,8 +12,11 @@
    --max-bad-fraction fail the load, naming the count; else the range is read again for
    them and they go to _errors (only an hour that has some pays that read)
 5. deduplicate by (producer_id, seq): the first in (broker_id, partition, offset, index)
-   order stays; an event already in the previous hour's rows goes. The check reads two
-   columns of what was written; only an hour that has repeats is written again without them
+   order stays; an event already in the previous hour's rows goes. The rows_sha256 thread
+   reads every event's name on its way (event_names.py): when those prove the names
+   distinct, and disjoint from the previous load's (its summary's seq ranges), there is
+   nothing to drop and no Spark check. Otherwise the check reads two columns of what was
+   written; only an hour that has repeats is written again without them
 6. the summary the audit reads instead of the rows (load_summary), into the staged rows
    directory: an aggregation over the header columns collected in step 5's Spark job
 7. decide (_COMMIT) and publish: the hour directory appears in one rename, then the
@@ -164,15 +167,20 @@ class _DigestThread(threading.Thread):
         self.ranges = ranges
         self.result: RangeDigest | None = None
         self.error: BaseException | None = None
+        self.names: Any = None  # event_names.NameKeys of the range, once read
 
     def run(self) -> None:
         from logbroker.client.cluster import Cluster
 
+        from .event_names import NameKeys
+
         try:
+            names = NameKeys()
             with Cluster(self.settings.zookeeper) as cluster:
                 self.result = digest_ranges(
-                    cluster.consumer, self.ranges, fetch_size=self.settings.fetch_size
+                    cluster.consumer, self.ranges, fetch_size=self.settings.fetch_size, names=names
                 )
+            self.names = names
         except BaseException as exc:
             self.error = exc
 
@@ -266,26 +274,36 @@ def load_hour(
         t = time.monotonic()
         written = spark.read.parquet(staging.rows)
         seen = None
-        if (
-            previous is not None
-            and previous.rows
-            and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
-        ):
-            seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
-        # The summary's profile is counted in the same job as the keys (one job, not two).
         profile = None
         drops: list[Any] = []
+        # Names the rows_sha256 thread proved distinct (the usual hour) need no Spark check:
+        # the job counts the summary's profile alone, with no shuffle of every key.
+        proved = bad_count == 0 and _names_proved_distinct(wh, digest_thread.names, previous)
         if staged_count > bad_count:
             query = load_summary.profile_query(
                 load_summary.header_rows(written, topic, F.lit(hour))
             )
-            drops, profile = _duplicates(written, seen, F, query)
+            if proved:
+                profile = query.toPandas()
+            else:
+                if (
+                    previous is not None
+                    and previous.rows
+                    and wh.fs.exists(wh.hour_dir(topic, previous.load_hour))
+                ):
+                    seen = spark.read.parquet(wh.hour_dir(topic, previous.load_hour))
+                # The summary's profile is counted in the same job as the keys (one job).
+                drops, profile = _duplicates(written, seen, F, query)
         # No name of this hour is in the previous hour's rows now: said in its summary.
         certified = (
-            seen is not None or staged_count == bad_count or not (previous and previous.rows)
+            seen is not None
+            or proved
+            or staged_count == bad_count
+            or not (previous and previous.rows)
         )
         dropped = len(drops)
-        seconds["dedup"] = time.monotonic() - t
+        # "profile": names proved distinct, the profile alone; "dedup": the Spark check ran
+        seconds["profile" if proved else "dedup"] = time.monotonic() - t
         if dropped:  # rare: the rows are written again without them
             t = time.monotonic()
             gone = spark.createDataFrame(drops, written.select(*POSITION).schema)
@@ -417,6 +435,33 @@ def _read(
         )
     )
     return _with_load_hour(source.load(), hour, F)
+
+
+def _names_proved_distinct(wh: Warehouse, names: Any, previous: Checkpoint | None) -> bool:
+    """Whether the names the rows_sha256 thread read (event_names.NameKeys) prove that the
+    load holds no repeated name, and none of the previous hour's load (from that load's
+    current summary: its names' seq ranges). False: the Spark check decides."""
+    if names is None or names.repeats_possible():
+        return False
+    if previous is None or not previous.rows:
+        return True
+    summary = load_summary.read_current(
+        wh.fs,
+        wh.hour_dir(previous.topic, previous.load_hour),
+        previous.committed_at,
+        previous.rows_sha256,
+        previous.rows,
+    )
+    if summary is None:
+        return False  # no current summary: the previous rows are read instead
+    at = load_summary.NAME_COLUMNS.index
+    producer, lowest, highest = at("producer_id"), at("min_seq"), at("max_seq")
+    ranges = [
+        (row[producer], int(row[lowest]), int(row[highest]))
+        for row in summary.names
+        if row[producer] is not None and row[lowest] is not None and row[highest] is not None
+    ]
+    return not names.shares_names_with(ranges)
 
 
 # More repeated keys than this are joined back by a shuffle, not sent to every task.

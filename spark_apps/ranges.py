@@ -22,11 +22,12 @@ the earliest offset still there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +44,9 @@ from logbroker.protocol.message_set import (
 )
 
 from .entry_scan import ends_with_partial_entry, plain_run
+
+if TYPE_CHECKING:
+    from .event_names import NameKeys  # numba: imported by the load's digest thread only
 
 log = logging.getLogger(__name__)
 
@@ -284,8 +288,11 @@ class DigestInput(NamedTuple):
     messages: int
 
 
-def digest_input(data: Buffer, base: int, r: PartitionRange) -> tuple[DigestInput, int]:
-    """rows_sha256's bytes for the whole entries of `data` (and where they end).
+def digest_input(
+    data: Buffer, base: int, r: PartitionRange, names: NameKeys | None = None
+) -> tuple[DigestInput, int]:
+    """rows_sha256's bytes for the whole entries of `data` (and where they end); `names`, if
+    given, is handed each plain fetch (or told that a fetch was not read to names).
 
     Plain entries are walked without a Message or a payload list (about twice as fast as
     decoding them into columns first); any other entry (compressed, magic 0, damaged) goes
@@ -296,7 +303,11 @@ def digest_input(data: Buffer, base: int, r: PartitionRange) -> tuple[DigestInpu
     """
     run = plain_run(data, check_crc=False)
     if ends_with_partial_entry(run):
+        if names is not None:
+            names.add(run)
         return DigestInput(run.digest_bytes(base), len(run.entries)), run.stop
+    if names is not None:
+        names.not_read()
     if not isinstance(data, bytes):
         data = bytes(data)  # a fetch's memoryview: slices of bytes are ~2x cheaper
     length = len(data)
@@ -340,8 +351,11 @@ def digest_ranges(
     ranges: Iterable[PartitionRange],
     *,
     fetch_size: int = DEFAULT_FETCH_SIZE,
+    names: NameKeys | None = None,
 ) -> RangeDigest:
-    """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts."""
+    """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts; the
+    events' names into `names` on the way, if given (event_names.py)."""
+    decode = digest_input if names is None else functools.partial(digest_input, names=names)
     sha = hashlib.sha256()
     counts: dict[tuple[int, int], int] = {}
     for r in sorted(ranges, key=lambda x: (x.broker_id, x.partition)):
@@ -351,7 +365,7 @@ def digest_ranges(
             for part in _read(
                 consumer,
                 r,
-                digest_input,
+                decode,
                 None,
                 None,
                 None,

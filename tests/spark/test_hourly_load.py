@@ -142,6 +142,33 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
         load_hour(spark, wh, s, topic, "2026-11-22T09")
 
 
+@pytest.mark.timeout(900)
+def test_repeats_in_plain_hours_are_found_by_the_names_read_on_the_way(spark, cluster, tmp_path):
+    """Uncompressed hours: the rows_sha256 thread's names decide whether the Spark check
+    runs ("dedup") or only the summary's profile ("profile"); a repeat inside the hour, or
+    of an event the previous hour loaded, is always dropped."""
+    topic = "plain_views"
+    cluster.register(topic, PAGE_VIEW)
+    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    s = settings(cluster)
+    first = [cluster.event(topic) for _ in range(120)]
+    cluster.produce(topic, first + first[7:9])  # two re-sent inside the hour
+    one = load_hour(spark, wh, s, topic, H10)
+    second = [cluster.event(topic) for _ in range(80)]
+    cluster.produce(topic, second[:40] + first[50:51] + second[40:])  # one H10 loaded
+    two = load_hour(spark, wh, s, topic, H11)
+    third = [cluster.event(topic) for _ in range(60)]
+    cluster.produce(topic, third)
+    three = load_hour(spark, wh, s, topic, H12)
+
+    dropped = [r.checkpoint.duplicates_dropped for r in (one, two, three)]
+    assert dropped == [2, 1, 0]
+    assert ["dedup" in r.seconds for r in (one, two, three)] == [True, True, False]
+    assert "profile" in three.seconds  # names proved distinct, and none of H11's
+    everything = keys(spark, wh.topic_dir(topic))
+    assert len(everything) == len(set(everything)) == 260
+
+
 def test_bad_records_go_to_errors_and_too_many_fail(spark, cluster, tmp_path):
     topic = "searches"
     schema_id = cluster.register(topic, PAGE_VIEW)
