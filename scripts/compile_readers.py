@@ -43,6 +43,11 @@ SCHEMA = {
 
 def main() -> int:
     started = time.monotonic()
+    # From scratch: numba's cache of a function does not notice a change in another module's
+    # function compiled into it (avro_compiled.varint in event_names' kernel).
+    for folder in ("spark_apps", "spark_apps/logbroker_source"):
+        for cached in ROOT.glob(f"{folder}/__pycache__/*.nb[ic]"):
+            cached.unlink()
     parsed = parse_schema(SCHEMA)
     payloads = []
     for i in range(3):

@@ -10,7 +10,7 @@ schema id, then the record in Avro binary, whose first field is the one shared E
 
 The rows_sha256 thread reads every message of a load's range anyway; it hands each plain
 fetch (entry_scan.PlainRun) to `NameKeys`, which reads the names of its payloads in compiled
-code (numba; ~40 ns per event) and keeps one 64-bit key per event and each producer's lowest
+code (numba; ~140 ns per event with the seq ranges) and keeps one 64-bit key per event and each producer's lowest
 and highest seq. From those, without a Spark job:
 
 - `repeats_possible()` False proves every name of the range distinct: equal names make equal
@@ -34,6 +34,7 @@ import numba
 import numpy as np
 
 from .entry_scan import ENTRY_HEADER, PlainRun
+from .logbroker_source.avro_compiled import varint
 
 MAX_EVENTS = 16_000_000
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -66,22 +67,6 @@ def _mix64(h: Any) -> Any:
 
 
 @_jit  # type: ignore[misc]
-def _varint(buf: Any, pos: int, end: int) -> tuple[int, int, bool]:
-    result = np.uint64(0)
-    shift = np.uint64(0)
-    for _ in range(10):
-        if pos >= end:
-            return 0, pos, False
-        b = buf[pos]
-        pos += 1
-        result |= np.uint64(b & 0x7F) << shift
-        if b < 0x80:
-            return np.int64(result >> np.uint64(1)) ^ -np.int64(result & np.uint64(1)), pos, True
-        shift += np.uint64(7)
-    return 0, pos, False
-
-
-@_jit  # type: ignore[misc]
 def _read_names(buf: Any, entries: Any, stop: int, producers: Any, seqs: Any, keys: Any) -> int:
     """Each payload's producer hash, seq and name key; returns how many did not read."""
     unread = 0
@@ -96,16 +81,16 @@ def _read_names(buf: Any, entries: Any, stop: int, producers: Any, seqs: Any, ke
             unread += 1
             continue
         pos += 5
-        _, pos, ok = _varint(buf, pos, end)  # timestamp
+        _, pos, ok = varint(buf, pos, end)  # timestamp
         if not ok:
             unread += 1
             continue
-        length, pos, ok = _varint(buf, pos, end)  # server
+        length, pos, ok = varint(buf, pos, end)  # server
         if not ok or length < 0 or length > end - pos:
             unread += 1
             continue
         pos += length
-        length, pos, ok = _varint(buf, pos, end)  # producer_id
+        length, pos, ok = varint(buf, pos, end)  # producer_id
         if not ok or length < 0 or length > end - pos:
             unread += 1
             continue
@@ -113,7 +98,7 @@ def _read_names(buf: Any, entries: Any, stop: int, producers: Any, seqs: Any, ke
         for k in range(pos, pos + length):
             h = (h ^ np.uint64(buf[k])) * np.uint64(_FNV_PRIME)
         pos += length
-        seq, pos, ok = _varint(buf, pos, end)
+        seq, pos, ok = varint(buf, pos, end)
         if not ok:
             unread += 1
             continue

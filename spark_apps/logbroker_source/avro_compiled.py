@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..entry_scan import byte_array
-from .avro_vector import PREFIX_SIZE, Node, NotColumnar
+from .avro_vector import Node, NotColumnar, framed_payloads, utf8_checked
 
 LONG, INT, BOOLEAN, FLOAT, DOUBLE, BYTES, ENUM, FIXED, ARRAY, ARRAY_END, NULL_RECORD = range(11)
 _LEAF_KINDS = {
@@ -52,8 +52,7 @@ _LEAF_KINDS = {
 }
 # What _run returns as its first value, and what NotColumnar then says
 _REASONS = {
-    1: "truncated",
-    2: "varint longer than 10 bytes",
+    1: "truncated, or a varint longer than 10 bytes",
     3: "union branch out of range",
     4: "int out of range",
     5: "boolean not 0 or 1",
@@ -162,21 +161,24 @@ class Program:
 
 
 @_jit  # type: ignore[misc]
-def _varint(buf: Any, pos: int, end: int) -> tuple[int, int, int]:
-    """(zigzag-decoded value, new position, error code or 0)."""
+def varint(buf: Any, pos: int, end: int) -> tuple[int, int, bool]:
+    """Avro's zigzag varint at `pos`: (value, the position after it, whether it read).
+
+    Also compiled into event_names' kernel: numba's cache does not see a change here from
+    there; `make setup` recompiles everything from scratch (scripts/compile_readers.py).
+    """
     result = np.uint64(0)
     shift = np.uint64(0)
     for _ in range(10):
         if pos >= end:
-            return 0, pos, 1
+            return 0, pos, False
         b = buf[pos]
         pos += 1
         result |= np.uint64(b & 0x7F) << shift
         if b < 0x80:
-            value = np.int64(result >> np.uint64(1)) ^ -np.int64(result & np.uint64(1))
-            return value, pos, 0
+            return np.int64(result >> np.uint64(1)) ^ -np.int64(result & np.uint64(1)), pos, True
         shift += np.uint64(7)
-    return 0, pos, 2
+    return 0, pos, False
 
 
 @_jit  # type: ignore[misc]
@@ -229,14 +231,14 @@ def _run(
                 if stack_left[sp - 1] > 0:
                     pc = stack_op[sp - 1] + 1
                     continue
-                block, pos, err = _varint(buf, pos, end)
-                if err:
-                    return err, e
+                block, pos, ok = varint(buf, pos, end)
+                if not ok:
+                    return 1, e
                 if block < 0:
                     block = -block
-                    _, pos, err = _varint(buf, pos, end)  # the block's size in bytes
-                    if err:
-                        return err, e
+                    _, pos, ok = varint(buf, pos, end)  # the block's size in bytes
+                    if not ok:
+                        return 1, e
                 if block == 0:
                     sp -= 1
                     pc += 1
@@ -250,9 +252,9 @@ def _run(
             count[s] += 1
             valid[at] = 1
             if nullable[pc]:
-                b, pos, err = _varint(buf, pos, end)
-                if err:
-                    return err, e
+                b, pos, ok = varint(buf, pos, end)
+                if not ok:
+                    return 1, e
                 if b < 0 or b > 1:
                     return 3, e
                 if b != branch[pc]:
@@ -274,18 +276,18 @@ def _run(
                         pc += 1
                     continue
             if k in (LONG, INT, ENUM):
-                v, pos, err = _varint(buf, pos, end)
-                if err:
-                    return err, e
+                v, pos, ok = varint(buf, pos, end)
+                if not ok:
+                    return 1, e
                 if k == INT and (v < -(2**31) or v >= 2**31):
                     return 4, e
                 if k == ENUM and (v < 0 or v >= extra[pc]):
                     return 6, e
                 vals[at] = v
             elif k == BYTES:
-                n, pos, err = _varint(buf, pos, end)
-                if err:
-                    return err, e
+                n, pos, ok = varint(buf, pos, end)
+                if not ok:
+                    return 1, e
                 if n < 0 or n > end - pos:
                     return 7, e
                 vals[at] = pos
@@ -313,14 +315,14 @@ def _run(
                 pos += size
             elif k == ARRAY:
                 vals[at] = 0
-                block, pos, err = _varint(buf, pos, end)
-                if err:
-                    return err, e
+                block, pos, ok = varint(buf, pos, end)
+                if not ok:
+                    return 1, e
                 if block < 0:
                     block = -block
-                    _, pos, err = _varint(buf, pos, end)
-                    if err:
-                        return err, e
+                    _, pos, ok = varint(buf, pos, end)
+                    if not ok:
+                        return 1, e
                 if block == 0:
                     pc = jump[pc] + 1
                     continue
@@ -360,15 +362,8 @@ class CompiledReader:
     def read(self, values: pa.BinaryArray, schema_id: int) -> dict[str, pa.Array]:
         """Top-level field name -> its Arrow array, or NotColumnar naming why not."""
         n = len(values)
-        _, offsets_buffer, data_buffer = values.buffers()
-        if n == 0 or data_buffer is None:
-            raise NotColumnar("empty batch")
-        offsets = np.frombuffer(offsets_buffer, np.int32)[values.offset : values.offset + n + 1]
-        starts = offsets[:-1].astype(np.int64)
-        ends = offsets[1:].astype(np.int64)
-        if int((ends - starts).min()) < PREFIX_SIZE:
-            raise NotColumnar("a payload shorter than the framing")
-        buf = byte_array(data_buffer)
+        data, starts, ends = framed_payloads(values)
+        buf = byte_array(data)
         items = int(ends[-1] - starts[0])  # every item of an array takes a byte at least
         caps = np.array([items if d else n for d in self.program.depth], np.int64)
         base = np.zeros(len(caps), np.int64)
@@ -431,15 +426,11 @@ def _leaf(
         if mask is not None and mask.any():
             bitmap = pa.py_buffer(np.packbits(~mask, bitorder="little"))
             nulls = int(mask.sum())
-        array = pa.Array.from_buffers(
-            arrow, len(vals), [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
+        return utf8_checked(
+            pa.Array.from_buffers(
+                arrow, len(vals), [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
+            )
         )
-        if arrow == pa.string():
-            try:
-                array.validate(full=True)  # UTF-8, as fastavro's strict decoding
-            except pa.ArrowInvalid as exc:
-                raise NotColumnar("invalid UTF-8") from exc
-        return array
     if kind == "enum":
         return node.parts["symbols"].take(pa.array(vals, mask=mask))
     if kind == "long":

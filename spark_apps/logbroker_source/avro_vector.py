@@ -100,6 +100,21 @@ def _register(node: dict[str, Any], compiled: Node, named: dict[str, Node]) -> N
         named[f"{namespace}.{name}" if namespace and "." not in name else name] = compiled
 
 
+def framed_payloads(values: pa.BinaryArray) -> tuple[pa.Buffer, np.ndarray, np.ndarray]:
+    """A binary column's data buffer and where each payload starts and ends in it (int64);
+    NotColumnar for no payloads or one shorter than the framing."""
+    n = len(values)
+    _, offsets_buffer, data_buffer = values.buffers()
+    if n == 0 or data_buffer is None:
+        raise NotColumnar("empty batch")
+    offsets = np.frombuffer(offsets_buffer, np.int32)[values.offset : values.offset + n + 1]
+    starts = offsets[:-1].astype(np.int64)
+    ends = offsets[1:].astype(np.int64)
+    if int((ends - starts).min()) < PREFIX_SIZE:
+        raise NotColumnar("a payload shorter than the framing")
+    return data_buffer, starts, ends
+
+
 class ColumnarBatch:
     """The bodies of one batch's payloads in one buffer, a read position per event."""
 
@@ -107,16 +122,8 @@ class ColumnarBatch:
         values = (
             payloads if isinstance(payloads, pa.BinaryArray) else pa.array(payloads, pa.binary())
         )
-        n = len(values)
-        _, offsets_buffer, data_buffer = values.buffers()
-        if n == 0 or data_buffer is None:
-            raise NotColumnar("empty batch")
-        offsets = np.frombuffer(offsets_buffer, np.int32)[values.offset : values.offset + n + 1]
-        start = offsets[:-1].astype(np.int64)
-        self.end = offsets[1:].astype(np.int64)
-        if int((self.end - start).min()) < PREFIX_SIZE:
-            raise NotColumnar("a payload shorter than the framing")
-        self.buf = np.frombuffer(data_buffer, np.uint8)
+        data, start, self.end = framed_payloads(values)
+        self.buf = np.frombuffer(data, np.uint8)
         prefix = self.buf[start[:, None] + np.arange(PREFIX_SIZE)].astype(np.int64)
         ids = (prefix[:, 1] << 24) | (prefix[:, 2] << 16) | (prefix[:, 3] << 8) | prefix[:, 4]
         if prefix[:, 0].any() or (ids != schema_id).any():
@@ -277,10 +284,16 @@ def _variable(
         total, dtype=np.int32
     )
     data = buf[gather]
-    array = pa.Array.from_buffers(
-        arrow, len(pos), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    return utf8_checked(
+        pa.Array.from_buffers(
+            arrow, len(pos), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        )
     )
-    if arrow == pa.string():
+
+
+def utf8_checked(array: pa.Array) -> pa.Array:
+    """`array`, once a string array's bytes are known to be UTF-8 (NotColumnar if not)."""
+    if array.type == pa.string():
         try:
             array.validate(full=True)  # UTF-8, as fastavro's strict decoding
         except pa.ArrowInvalid as exc:
