@@ -13,28 +13,16 @@ import random
 from fastavro import parse_schema, schemaless_writer
 
 from logbroker.protocol.message_set import build_message_set
+from logbroker.serde.schemas import EVENT_HEADER_SCHEMA
 from spark_apps.entry_scan import plain_run
 from spark_apps.event_names import NameKeys, producer_hash
 
-EVENT = parse_schema(
+EVENT = parse_schema(  # the shared header, as serde defines it, then a field of the event's
     {
         "type": "record",
         "name": "Click",
         "fields": [
-            {
-                "name": "header",
-                "type": {
-                    "type": "record",
-                    "name": "EventHeader",
-                    "namespace": "logbroker",
-                    "fields": [
-                        {"name": "timestamp", "type": "long"},
-                        {"name": "server", "type": "string"},
-                        {"name": "producer_id", "type": "string"},
-                        {"name": "seq", "type": "long"},
-                    ],
-                },
-            },
+            {"name": "header", "type": EVENT_HEADER_SCHEMA},
             {"name": "page", "type": "string"},
         ],
     }
