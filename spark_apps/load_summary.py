@@ -64,6 +64,8 @@ GROUP_COLUMNS = (
     "max_event_ms",
 )
 NAME_COLUMNS = ("window", "producer_id", "ph", "rows", "distinct", "min_seq", "max_seq")
+# profile_query's columns: the groups' keys and counts, and each group's seq range
+PROFILE_COLUMNS = ("topic", "load_hour", *GROUP_COLUMNS, "min_seq", "max_seq")
 
 
 class Listing(Protocol):

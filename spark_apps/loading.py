@@ -272,20 +272,27 @@ def load_hour(
             seconds["bad records"] = time.monotonic() - t
 
         t = time.monotonic()
-        written = spark.read.parquet(staging.rows)
         seen = None
         profile = None
         drops: list[Any] = []
-        # Names the rows_sha256 thread proved distinct (the usual hour) need no Spark check:
-        # the job counts the summary's profile alone, with no shuffle of every key.
+        # Names the rows_sha256 thread proved distinct (the usual hour) need no Spark check,
+        # and the summary's profile is counted from the same headers ("names": no Spark job).
+        # Else a Spark job counts the profile alone ("profile": no shuffle of every key), or
+        # with the check ("dedup").
         proved = bad_count == 0 and _names_proved_distinct(wh, digest_thread.names, previous)
+        phase = "names" if proved else "dedup"
         if staged_count > bad_count:
-            query = load_summary.profile_query(
-                load_summary.header_rows(written, topic, F.lit(hour))
-            )
             if proved:
+                profile = digest_thread.names.profile(topic, hour)
+            if profile is None:
+                written = spark.read.parquet(staging.rows)
+                query = load_summary.profile_query(
+                    load_summary.header_rows(written, topic, F.lit(hour))
+                )
+            if proved and profile is None:
+                phase = "profile"
                 profile = query.toPandas()
-            else:
+            elif not proved:
                 if (
                     previous is not None
                     and previous.rows
@@ -302,8 +309,7 @@ def load_hour(
             or not (previous and previous.rows)
         )
         dropped = len(drops)
-        # "profile": names proved distinct, the profile alone; "dedup": the Spark check ran
-        seconds["profile" if proved else "dedup"] = time.monotonic() - t
+        seconds[phase] = time.monotonic() - t
         if dropped:  # rare: the rows are written again without them
             t = time.monotonic()
             gone = spark.createDataFrame(drops, written.select(*POSITION).schema)

@@ -83,3 +83,77 @@ def test_a_payload_that_is_not_an_event_or_a_limit_reached_proves_nothing() -> N
     capped = NameKeys(max_events=40)
     capped.add(plain_run(_fetch(good, rng)))
     assert capped.repeats_possible()
+
+
+def _framed(schema_id: int, ms: int, producer_id: str, seq: int) -> bytes:
+    out = io.BytesIO(b"\x00" + schema_id.to_bytes(4, "big"))
+    out.seek(5)
+    header = {"timestamp": ms, "server": "web-1", "producer_id": producer_id, "seq": seq}
+    schemaless_writer(out, EVENT, {"header": header, "page": "/"})
+    return out.getvalue()
+
+
+def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark) -> None:
+    """The summary's profile the load takes from the names when it needs no Spark check:
+    equal to load_summary.profile_query over the same events' rows, value for value. Many
+    producers (a fetch's group table grows), producer_ids of every length xxhash64 treats
+    differently and outside ASCII, windows before 1970 and across an hour, two schemas."""
+    from pyspark.sql import functions as F
+
+    from spark_apps.load_summary import PROFILE_COLUMNS, header_rows, profile_query
+
+    rng = random.Random(4)
+    producers = ["", "é", "生產者"] + [f"host-{i}." + "x" * rng.randint(0, 70) for i in range(300)]
+    events = [
+        (
+            rng.choice((3, 2**31 + 5)),
+            rng.choice((-86_400_000 * 365 * 50, 0, 1_795_000_000_000)) + rng.randint(0, 4_000_000),
+            rng.choice(producers),
+            seq,
+        )
+        for seq in range(6000)
+    ]
+    names = _keys(
+        *[
+            build_message_set([_framed(*e) for e in events[i : i + 1500]])
+            for i in range(0, len(events), 1500)
+        ]
+    )
+    mine = names.profile("views", "2026-11-25T10")
+    assert mine is not None and list(mine.columns) == list(PROFILE_COLUMNS)
+
+    rows = spark.createDataFrame(events, "schema_id long, ms long, producer_id string, seq long")
+    rows = rows.select(
+        F.timestamp_millis("ms").alias("event_time"),
+        F.lit("web-1").alias("server"),
+        "producer_id",
+        "seq",
+        "schema_id",
+    )
+    theirs = profile_query(header_rows(rows, "views", F.lit("2026-11-25T10"))).toPandas()
+    assert len(mine) > 300
+    key = ["window", "producer_id", "schema_id"]
+    assert (
+        mine.sort_values(key).values.tolist()
+        == theirs[list(PROFILE_COLUMNS)].sort_values(key).values.tolist()
+    )
+
+
+def test_spark_xxhash64_in_python_is_sparks() -> None:
+    from spark_apps.spark_hash import xxhash64
+
+    # the algorithm's published check values (seed 0) and Spark's seed
+    assert xxhash64(b"", 0) == 0xEF46DB3751D8E999
+    assert xxhash64(b"abc", 0) == 0x44BC2CF5AD770999
+    assert xxhash64(b"", 42) != xxhash64(b"", 0)
+
+
+def test_no_profile_from_names_spark_would_count_otherwise() -> None:
+    """Event times Spark may store other than as read (before 1900: calendar rebasing;
+    beyond year 9999) leave the profile to Spark, but prove names all the same."""
+    for ms in (-2_208_988_800_001, 253_402_300_800_000):
+        keys = _keys(build_message_set([_framed(1, 0, "a", 1), _framed(1, ms, "a", 2)]))
+        assert keys.profile("t", "2026-11-25T10") is None
+        assert not keys.repeats_possible()
+    keys = _keys(build_message_set([_framed(1, 0, "a", 1)]), b"")
+    assert keys.profile("t", "2026-11-25T10") is not None

@@ -144,9 +144,9 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
 
 @pytest.mark.timeout(900)
 def test_repeats_in_plain_hours_are_found_by_the_names_read_on_the_way(spark, cluster, tmp_path):
-    """Uncompressed hours: the rows_sha256 thread's names decide whether the Spark check
-    runs ("dedup") or only the summary's profile ("profile"); a repeat inside the hour, or
-    of an event the previous hour loaded, is always dropped."""
+    """Uncompressed hours: the rows_sha256 thread's names decide whether the Spark check runs
+    ("dedup") or no Spark job at all, the summary counted from the names too ("names"); a
+    repeat inside the hour, or of an event the previous hour loaded, is always dropped."""
     topic = "plain_views"
     cluster.register(topic, PAGE_VIEW)
     wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
@@ -164,7 +164,7 @@ def test_repeats_in_plain_hours_are_found_by_the_names_read_on_the_way(spark, cl
     dropped = [r.checkpoint.duplicates_dropped for r in (one, two, three)]
     assert dropped == [2, 1, 0]
     assert ["dedup" in r.seconds for r in (one, two, three)] == [True, True, False]
-    assert "profile" in three.seconds  # names proved distinct, and none of H11's
+    assert "names" in three.seconds  # proved distinct, none of H11's: profiled from them too
     everything = keys(spark, wh.topic_dir(topic))
     assert len(everything) == len(set(everything)) == 260
 
