@@ -52,6 +52,8 @@ class FileSystem(Protocol):
 
     def write_bytes(self, path: str, data: bytes) -> None: ...
 
+    def parquet_rows(self, path: str) -> int: ...
+
 
 def normalize_uri(location: str) -> str:
     """'/data/wh' or 'wh' -> 'file:///abs/wh'; URIs with a scheme are kept (no trailing /)."""
@@ -85,6 +87,13 @@ def write_atomically(fs: FileSystem, path: str, data: bytes, temp_suffix: str) -
 def visible(status: FileStatus) -> bool:
     """Hadoop's rule: names starting with '_' or '.' are metadata, not data."""
     return not status.name.startswith(("_", "."))
+
+
+def parquet_files(fs: FileSystem, directory: str) -> list[FileStatus]:
+    """The Parquet data files directly in `directory` ([] when it does not exist)."""
+    return [
+        s for s in fs.list(directory) if not s.is_dir and visible(s) and s.name.endswith(".parquet")
+    ]
 
 
 class HadoopFileSystem:
@@ -170,6 +179,27 @@ class HadoopFileSystem:
         finally:
             out.close()
 
+    def parquet_rows(self, path: str) -> int:
+        """Rows of the Parquet files in directory `path`, from their footers: no Spark job
+        (a `spark.read.parquet(path).count()` costs ~0.2 s even for a few files)."""
+        fs, jpath = self._resolve(path)
+        if not fs.exists(jpath):
+            return 0
+        parquet = self._jvm.org.apache.parquet.hadoop
+        total = 0
+        for status in fs.listStatus(jpath):
+            name = str(status.getPath().getName())
+            if status.isDirectory() or name.startswith(("_", ".")) or not name.endswith(".parquet"):
+                continue
+            reader = parquet.ParquetFileReader.open(
+                parquet.util.HadoopInputFile.fromStatus(status, self._conf)
+            )
+            try:
+                total += int(reader.getRecordCount())
+            finally:
+                reader.close()
+        return total
+
 
 class ArrowFileSystem:
     """The same calls through pyarrow's filesystems (file://, hdfs://, s3://), without a JVM."""
@@ -243,3 +273,14 @@ class ArrowFileSystem:
         afs, local = self._resolve(path)
         with afs.open_output_stream(local) as stream:
             stream.write(data)
+
+    def parquet_rows(self, path: str) -> int:
+        """Rows of the Parquet files in directory `path`, from their footers."""
+        import pyarrow.parquet as pq
+
+        total = 0
+        for status in parquet_files(self, path):
+            afs, local = self._resolve(status.path)
+            with afs.open_input_file(local) as handle:
+                total += pq.ParquetFile(handle).metadata.num_rows
+        return total

@@ -223,7 +223,7 @@ def load_hour(
         if readable:
             good = read().filter(F.col(ERROR_COLUMN).isNull())
             good.drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
-            good_count = spark.read.parquet(staging.rows).count()
+            good_count = wh.fs.parquet_rows(staging.rows)
         else:  # nothing new: an empty hour with the topic's columns
             read().drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
         if not wh.fs.exists(staging.rows):
@@ -266,9 +266,7 @@ def load_hour(
                 F.col(VALUE_COLUMN).alias("value"),
                 "load_hour",
             ).write.parquet(staging.errors)
-            _check_bad_count(
-                spark.read.parquet(staging.errors).count(), good_count, messages, topic, hour
-            )
+            _check_bad_count(wh.fs.parquet_rows(staging.errors), good_count, messages, topic, hour)
             seconds["bad records"] = time.monotonic() - t
 
         t = time.monotonic()

@@ -349,20 +349,7 @@ class Warehouse:
 
     def count_rows(self, topic: str, hour: str) -> int:
         """Rows in the hour's directory (Parquet footers only)."""
-        directory = self.hour_dir(topic, hour)
-        files = [s for s in self.fs.list(directory) if visible(s) and s.name.endswith(".parquet")]
-        if not files:
-            return 0
-        if self.spark is not None:
-            return int(self.spark.read.parquet(directory).count())
-        import pyarrow.parquet as pq
-
-        total = 0
-        for f in files:
-            afs, local = ArrowFileSystem._resolve(f.path)
-            with afs.open_input_file(local) as handle:
-                total += pq.ParquetFile(handle).metadata.num_rows
-        return total
+        return self.fs.parquet_rows(self.hour_dir(topic, hour))
 
     def verify(
         self,

@@ -239,6 +239,15 @@ def test_load_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMoun
     assert not fs.delete(f"{base}/_staging")
     assert not fs.exists(f"{base}/_staging")
 
+    # rows of a directory's Parquet files from their footers (how a load counts what it
+    # wrote): metadata files and anything not Parquet do not count, nor does a missing one
+    rows = f"{base}/counted/rows"
+    spark.range(0, 1234, 1, 3).write.parquet(rows)
+    fs.write_bytes(f"{rows}/_load_summary.json", b"{}")
+    assert fs.exists(f"{rows}/_SUCCESS")
+    assert fs.parquet_rows(rows) == 1234
+    assert fs.parquet_rows(f"{base}/no-such-directory") == 0
+
 
 def test_audit_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMount) -> None:
     """warehouse_fs.HadoopFS on viewfs: every call through the JVM (no `file:` shortcut)."""
