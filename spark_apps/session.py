@@ -29,6 +29,10 @@ DEFAULTS = {
     "spark.driver.host": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",  # hour loads are small; AQE coalesces further
+    # Parquet's standard timestamp (INT64 micros, UTC), not Spark's default INT96, which
+    # Parquet deprecated: what pyarrow and other readers expect, and 6-14 % cheaper to write
+    # (2,000,000 rows of the load's columns, four alternations).
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 

@@ -9,6 +9,8 @@ import itertools
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spark_apps import load_summary
@@ -135,6 +137,10 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     plain = Warehouse.open(str(tmp_path / "wh"))  # the same answers without Spark (pyarrow)
     assert plain.checkpoint(topic, H12) == wh.checkpoint(topic, H12)
     assert plain.count_rows(topic, H12) == 250
+    # event_time as Parquet's standard timestamp (INT64 micros, UTC; docs/warehouse.md):
+    # pyarrow would read Spark's default INT96 as timestamp[ns] without a zone
+    [part, *_] = sorted((hours / f"load_hour={H12}").glob("part-*.parquet"))
+    assert pq.read_schema(part).field("event_time").type == pa.timestamp("us", tz="UTC")
 
     with pytest.raises(LoadOrderError, match="2026-11-22T13 is not committed"):
         load_hour(spark, wh, s, topic, "2026-11-22T14")
