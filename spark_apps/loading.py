@@ -181,6 +181,7 @@ class _DigestThread(threading.Thread):
                 self.result = digest_ranges(
                     cluster.consumer, self.ranges, fetch_size=self.settings.fetch_size, names=names
                 )
+            names.repeats_possible()  # sorted here, while Spark still writes
             self.names = names
         except BaseException as exc:
             self.error = exc
