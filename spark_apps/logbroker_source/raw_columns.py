@@ -28,12 +28,20 @@ RAW_SCHEMA = pa.schema([*POSITION_FIELDS, pa.field("value", pa.binary())])
 RAW_DDL = "topic string, broker_id int, partition int, offset bigint, `index` int, value binary"
 
 
+def constant_strings(value: str, n: int) -> pa.StringArray:
+    """`value` n times, built from its buffers: 7 us for 7,000 rows, where a list of n
+    strings costs ~350 us and pa.repeat ~50 us (after ~0.3 s the first time in a process)."""
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+
+
 def position_arrays(
     r: PartitionRange, offsets: Sequence[int], indexes: Sequence[int]
 ) -> list[pa.Array]:
     n = len(offsets)
     return [
-        pa.array([r.topic] * n, pa.string()),
+        constant_strings(r.topic, n),
         pa.array(np.full(n, r.broker_id, dtype=np.int32)),
         pa.array(np.full(n, r.partition, dtype=np.int32)),
         pa.array(offsets, pa.int64()),

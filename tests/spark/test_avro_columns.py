@@ -32,3 +32,15 @@ def test_a_field_whose_renamed_column_is_taken_too_is_refused_by_name() -> None:
     })  # fmt: skip
     with pytest.raises(AvroColumnError, match=r"topic 'odd': the field 'seq' cannot be a column"):
         build_schema({"odd": ReaderSchema(1, schema.definition)}, permissive=False)
+
+
+@pytest.mark.parametrize("value", ["", "t", "page_views", "é生產者"])
+@pytest.mark.parametrize("n", [0, 1, 7000])
+def test_a_constant_column_built_from_buffers_is_the_strings_repeated(value: str, n: int) -> None:
+    import pyarrow as pa
+
+    from spark_apps.logbroker_source.raw_columns import constant_strings
+
+    column = constant_strings(value, n)
+    column.validate(full=True)
+    assert column.equals(pa.array([value] * n, pa.string()))
