@@ -51,6 +51,16 @@ class PlainRun(NamedTuple):
         _kernels().gather(self.buf, self.entries, self.stop, out, offsets)
         return out, offsets
 
+    def framed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the buffer, where each payload starts in it, where it ends): the payloads read
+        in place, without the copy `payload_arrays` makes."""
+        starts = self.entries + ENTRY_HEADER
+        ends = np.empty_like(starts)
+        ends[:-1] = self.entries[1:]
+        if len(ends):
+            ends[-1] = self.stop
+        return self.buf, starts, ends
+
     def digest_bytes(self, base: int) -> bytes:
         """rows_sha256's bytes for these entries (ranges.py), `base` the buffer's offset."""
         n = len(self.entries)

@@ -43,7 +43,7 @@ from logbroker.protocol.message_set import (
     whole_entries_end,
 )
 
-from .entry_scan import ends_with_partial_entry, plain_run
+from .entry_scan import PlainRun, ends_with_partial_entry, plain_run
 
 if TYPE_CHECKING:
     from .event_names import NameKeys  # numba: imported by the load's digest thread only
@@ -86,12 +86,13 @@ class Chunk:
     """Messages of one fetch, as columns: top-level offsets, indexes in wrappers, payloads.
 
     A fetch of plain entries (nearly every fetch) comes as numpy offsets and indexes and
-    its payloads as one Arrow binary column (`values`), copied once out of the fetch by
-    compiled code (entry_scan.py); any other fetch as lists, from message_set's general
-    path. Each form gives the other on demand (`payloads`, `values`), for the slower paths.
+    its walk (`run`, entry_scan.py): the Avro reader reads the payloads in place, and
+    `values`, one Arrow binary column, is copied out of the fetch by compiled code only when
+    asked for; any other fetch comes as lists, from message_set's general path. Each form
+    gives the others on demand (`payloads`, `values`), for the slower paths.
     """
 
-    __slots__ = ("_payloads", "_values", "indexes", "offsets")
+    __slots__ = ("_payloads", "_values", "indexes", "offsets", "run")
 
     def __init__(
         self,
@@ -100,11 +101,13 @@ class Chunk:
         *,
         payloads: list[bytes] | None = None,
         values: pa.BinaryArray | None = None,
+        run: PlainRun | None = None,
     ) -> None:
         self.offsets = offsets
         self.indexes = indexes
         self._payloads = payloads
         self._values = values
+        self.run = run
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -112,14 +115,19 @@ class Chunk:
     @property
     def payloads(self) -> list[bytes]:
         if self._payloads is None:
-            assert self._values is not None
-            self._payloads = self._values.to_pylist()
+            self._payloads = self.values.to_pylist()
         return self._payloads
 
     @property
     def values(self) -> pa.BinaryArray:
         if self._values is None:
-            self._values = pa.array(self._payloads, pa.binary())
+            if self.run is not None:
+                payloads, starts = self.run.payload_arrays()
+                self._values = pa.Array.from_buffers(
+                    pa.binary(), len(self), [None, pa.py_buffer(starts), pa.py_buffer(payloads)]
+                )
+            else:
+                self._values = pa.array(self._payloads, pa.binary())
         return self._values
 
 
@@ -272,11 +280,7 @@ def read_chunk(data: Buffer, base: int, r: PartitionRange) -> tuple[Chunk, int]:
     run = plain_run(data)
     if ends_with_partial_entry(run):  # plain entries only, every CRC right
         n = len(run.entries)
-        payloads, starts = run.payload_arrays()
-        values = pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(starts), pa.py_buffer(payloads)]
-        )
-        return Chunk(run.entries + base, np.zeros(n, np.int32), values=values), run.stop
+        return Chunk(run.entries + base, np.zeros(n, np.int32), run=run), run.stop
     columns = _columns(data, base, r)  # anything else, a bad CRC included: named there
     return Chunk(columns.offsets, columns.indexes, payloads=columns.payloads), columns.end
 

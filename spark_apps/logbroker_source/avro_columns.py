@@ -314,7 +314,9 @@ class AvroDecoder:
         schema_id = self.readers[r.topic].schema_id
         compiled = self._compiled[r.topic]
         try:
-            if compiled is not None:
+            if compiled is not None and chunk.run is not None:  # in place, no copy first
+                columns = compiled.read_framed(*chunk.run.framed(), schema_id)
+            elif compiled is not None:
                 columns = compiled.read(chunk.values, schema_id)
             else:
                 columns = read_columns(chunk.values, schema_id, plan)

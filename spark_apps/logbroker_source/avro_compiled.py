@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..entry_scan import byte_array
-from .avro_vector import Node, NotColumnar, framed_payloads, utf8_checked
+from .avro_vector import PREFIX_SIZE, Node, NotColumnar, framed_payloads, utf8_checked
 
 LONG, INT, BOOLEAN, FLOAT, DOUBLE, BYTES, ENUM, FIXED, ARRAY, ARRAY_END, NULL_RECORD = range(11)
 _LEAF_KINDS = {
@@ -361,9 +361,19 @@ class CompiledReader:
 
     def read(self, values: pa.BinaryArray, schema_id: int) -> dict[str, pa.Array]:
         """Top-level field name -> its Arrow array, or NotColumnar naming why not."""
-        n = len(values)
         data, starts, ends = framed_payloads(values)
-        buf = byte_array(data)
+        return self.read_framed(byte_array(data), starts, ends, schema_id)
+
+    def read_framed(
+        self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema_id: int
+    ) -> dict[str, pa.Array]:
+        """The same for payloads read in place: buf[starts[i]:ends[i]] (a read-only uint8
+        array, int64 positions), e.g. straight from a fetch (ranges.Chunk.run)."""
+        n = len(starts)
+        if n == 0:
+            raise NotColumnar("empty batch")
+        if int((ends - starts).min()) < PREFIX_SIZE:
+            raise NotColumnar("a payload shorter than the framing")
         items = int(ends[-1] - starts[0])  # every item of an array takes a byte at least
         caps = np.array([items if d else n for d in self.program.depth], np.int64)
         base = np.zeros(len(caps), np.int64)

@@ -16,6 +16,8 @@ import pyarrow as pa
 import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
+from logbroker.protocol.message_set import build_message_set
+from spark_apps.entry_scan import plain_run
 from spark_apps.logbroker_source.avro_compiled import CompiledReader
 from spark_apps.logbroker_source.avro_vector import Node, NotColumnar, compile_schema, read_columns
 
@@ -26,9 +28,16 @@ def _compiled(payloads: list[bytes], schema_id: int, plan: Node) -> dict[str, pa
     return CompiledReader(plan).read(pa.array(payloads, pa.binary()), schema_id)
 
 
-@pytest.fixture(params=["numpy", "compiled"])
+def _compiled_in_place(payloads: list[bytes], schema_id: int, plan: Node) -> dict[str, pa.Array]:
+    """The compiled reader on the payloads where a fetch holds them (the Spark reader's way):
+    between the entries' headers, not copied out first."""
+    run = plain_run(build_message_set(payloads))
+    return CompiledReader(plan).read_framed(*run.framed(), schema_id)
+
+
+@pytest.fixture(params=["numpy", "compiled", "compiled in place"])
 def read(request: pytest.FixtureRequest) -> Read:
-    return read_columns if request.param == "numpy" else _compiled
+    return {"numpy": read_columns, "compiled": _compiled}.get(request.param, _compiled_in_place)
 
 
 SCHEMA: dict[str, Any] = {
