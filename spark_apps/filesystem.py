@@ -182,17 +182,13 @@ class HadoopFileSystem:
     def parquet_rows(self, path: str) -> int:
         """Rows of the Parquet files in directory `path`, from their footers: no Spark job
         (a `spark.read.parquet(path).count()` costs ~0.2 s even for a few files)."""
-        fs, jpath = self._resolve(path)
-        if not fs.exists(jpath):
-            return 0
         parquet = self._jvm.org.apache.parquet.hadoop
         total = 0
-        for status in fs.listStatus(jpath):
-            name = str(status.getPath().getName())
-            if status.isDirectory() or name.startswith(("_", ".")) or not name.endswith(".parquet"):
-                continue
+        for status in parquet_files(self, path):
             reader = parquet.ParquetFileReader.open(
-                parquet.util.HadoopInputFile.fromStatus(status, self._conf)
+                parquet.util.HadoopInputFile.fromPath(
+                    self._jvm.org.apache.hadoop.fs.Path(status.path), self._conf
+                )
             )
             try:
                 total += int(reader.getRecordCount())
