@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from spark_apps.audit_inputs import scan_topic, warehouse_topics  # noqa: E402
-from spark_apps.audit_layout import AUDIT_TOPIC  # noqa: E402
+from spark_apps.audit_layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES  # noqa: E402
 from spark_apps.audit_reconcile import summarize  # noqa: E402
 from spark_apps.audit_run import AuditOptions, run_audit  # noqa: E402
 from spark_apps.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour  # noqa: E402
@@ -168,7 +168,12 @@ def main() -> int:
         print(f"summaries   {summaries_s:8.1f} s  (once, from the rows of {len(loads)} loads)")
         # warm the JVM (first query compiles) on one hour, audit results discarded
         run_audit(spark, AuditOptions(warehouse=wh, hours=hours[:1], now=now, quality=False))
-        shutil.rmtree(wh_path / "_audit_results", ignore_errors=True)
+        # its results go; the summaries counted above, kept under _audit_results since
+        # cce6b9b, stay (deleting them too made the day's audit count 480 loads from rows)
+        results = wh_path / AUDIT_RESULTS
+        for child in results.iterdir() if results.exists() else []:
+            if child.name != LOAD_SUMMARIES:
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
 
         t = time.perf_counter()
         day = run_audit(spark, AuditOptions(warehouse=wh, hours=hours, now=now))
