@@ -100,13 +100,12 @@ class Chunk:
         indexes: Sequence[int],
         *,
         payloads: list[bytes] | None = None,
-        values: pa.BinaryArray | None = None,
         run: PlainRun | None = None,
     ) -> None:
         self.offsets = offsets
         self.indexes = indexes
         self._payloads = payloads
-        self._values = values
+        self._values: pa.BinaryArray | None = None  # made from `run` or `payloads` when asked
         self.run = run
 
     def __len__(self) -> int:
