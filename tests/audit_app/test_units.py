@@ -81,3 +81,24 @@ def test_the_gx_project_opens_again_every_hour(tmp_path: Path) -> None:
     again = open_context(tmp_path / "gx")
     bars = again.variables.progress_bars
     assert (bars["globally"] if isinstance(bars, dict) else bars.globally) is False
+
+
+def test_the_gx_variables_template_goes_and_a_users_file_stays(tmp_path: Path) -> None:
+    # GX parses config_variables.yml on every variable access: its scaffolded template
+    # (comments and an analytics instance_id) is removed; variables someone wrote stay.
+    from spark_apps.audit_quality import open_context
+
+    template = tmp_path / "a" / "gx" / "uncommitted" / "config_variables.yml"
+    open_context(tmp_path / "a")
+    assert (tmp_path / "a" / "gx" / "great_expectations.yml").is_file()
+    assert not template.exists()
+    again = open_context(tmp_path / "a")  # not scaffolded again
+    assert not template.exists()
+    assert again.variables.progress_bars is not None
+
+    users = tmp_path / "b" / "gx" / "uncommitted" / "config_variables.yml"
+    open_context(tmp_path / "b")
+    users.write_text("# ours\ninstance_id: 1\nwarehouse_bucket: s3a://bucket\n")
+    ctx = open_context(tmp_path / "b")
+    assert users.read_text().endswith("warehouse_bucket: s3a://bucket\n")
+    assert ctx.config_variables["warehouse_bucket"] == "s3a://bucket"
