@@ -210,7 +210,8 @@ class Producer:
             route = self._routes[topic] = (self._partitions(topic), produce_frame_prefix(topic))
         partitions, prefix = route
         if key is None:
-            target = partitions[random.randrange(len(partitions))]
+            count = len(partitions)
+            target = partitions[random.randrange(count)] if count > 1 else partitions[0]
         else:
             target = partitions[self.partitioner(key, len(partitions))]
         batch = _Batch(topic, target, [payload], key is not None)

@@ -161,7 +161,8 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self.loop.time()
-        if self._unhandled or self._busy or self._write_paused:
+        unhandled = self._unhandled  # empty when head and tail are (see _Unhandled.keep)
+        if self._busy or self._write_paused or unhandled.head or unhandled.tail:
             self._unhandled.add(data)
             if self._busy and len(self._unhandled) > _MAX_BUFFERED_WHILE_WAITING:
                 assert self.transport is not None
@@ -219,6 +220,10 @@ class ClientConnection(asyncio.Protocol):
     def _handle_frames(self, data: bytes, pos: int) -> int | None:
         """Handle whole frames from `pos`; returns where unhandled bytes start, or None."""
         try:
+            if len(data) - pos >= 4 and _SIZE.unpack_from(data, pos)[0] == len(data) - pos - 4:
+                # One request and nothing after it (a one-message produce, a fetch): its
+                # appends cannot be batched with anything, so none are deferred.
+                return self._handle_frames_in(data, pos)
             with self.server.handlers.batched_appends():  # `data` outlives the deferred appends
                 return self._handle_frames_in(data, pos)
         except StorageError as exc:

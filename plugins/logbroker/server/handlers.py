@@ -176,7 +176,9 @@ class RequestHandlers:
 
     # -- produce ----------------------------------------------------------------------
 
-    def _check_produce(self, req: ProduceRequest) -> tuple[int, Validation]:
+    def _check_produce(
+        self, req: ProduceRequest, validated: Validation | None = None
+    ) -> tuple[int, Validation]:
         """The partition to append to and the set's validation; raises LogbrokerError
         (InvalidTopicError, WrongPartitionError, InvalidMessageError) naming what is wrong.
 
@@ -188,7 +190,8 @@ class RequestHandlers:
             if partition == RANDOM_PARTITION:
                 partition = self.logs.choose_partition(req.topic)
             self.logs.check_partition(req.topic, partition)
-        return partition, self._checked(req, partition, validate(req.messages, inflate=False))
+        check = validate(req.messages, inflate=False) if validated is None else validated
+        return partition, self._checked(req, partition, check)
 
     @staticmethod
     def _checked(req: ProduceRequest, partition: int, check: Validation) -> Validation:
@@ -252,16 +255,43 @@ class RequestHandlers:
 
     def produce(self, req: ProduceRequest, client: str) -> Outcome:
         self.metrics.request("produce")
-        return self._produce_all((req,), client, "PRODUCE")
+        part_log = self.logs.lookup(req.topic, req.partition)
+        if part_log is None:
+            return self._produce_all((req,), client, "PRODUCE")
+        # The usual produce, in a few steps (a one-message produce's latency is mostly
+        # Python calls): an existing log needs no name checks, and a plain, valid set
+        # within max.message.size is deferred as _defer would. Anything else: _produce_all,
+        # with the set's validation done here.
+        check = validate(req.messages, inflate=False)
+        if (
+            check.error is not None
+            or not check.valid_bytes
+            or check.compressed
+            or check.largest_payload > self.config.max_message_size
+        ):
+            return self._produce_all((req,), client, "PRODUCE", (check,))
+        self._deferred.setdefault(part_log, []).append((req.messages, check))
+        if not self._batching:
+            self.flush_appends()
+        return None
 
     def multiproduce(self, req: MultiProduceRequest, client: str) -> Outcome:
         self.metrics.request("multiproduce")
         return self._produce_all(req.produces, client, "MULTIPRODUCE")
 
-    def _produce_all(self, produces: tuple[ProduceRequest, ...], client: str, kind: str) -> Outcome:
+    def _produce_all(
+        self,
+        produces: tuple[ProduceRequest, ...],
+        client: str,
+        kind: str,
+        validated: tuple[Validation, ...] | None = None,
+    ) -> Outcome:
         # Check every set before appending any, so a rejected request appends nothing.
         try:
-            checked = [self._check_produce(p) for p in produces]
+            checked = [
+                self._check_produce(p, v)
+                for p, v in zip(produces, validated or (None,) * len(produces), strict=True)
+            ]
         except LogbrokerError as exc:
             raise ProduceRejected(f"{kind} refused, nothing appended: {exc}") from exc
         for _, check in checked:
@@ -406,9 +436,17 @@ class RequestHandlers:
         ):
             return encode_multifetch_response(sets)
 
+        fetches, min_bytes = req.fetches, req.min_bytes
+        only = fetches[0] if len(fetches) == 1 else None
+
         def look(final: bool) -> Response | None:
-            sets = [self._fetch_set(f, True) for f in req.fetches]
-            if final or self._enough(sets, req.min_bytes):
+            # called from inside the append that woke it: the answer's latency
+            sets = (
+                [self._fetch_set(only, True)]
+                if only
+                else [self._fetch_set(f, True) for f in fetches]
+            )
+            if final or self._enough(sets, min_bytes):
                 return encode_multifetch_response(sets)
             return None
 

@@ -180,12 +180,15 @@ class LogSegment:
         fd = file.fileno()
         if self.torn:
             self._cut_torn_tail(None)
-        pending = buffers
+        pending, remaining = buffers, total
         try:
             while pending:  # writev takes IOV_MAX buffers at most, and may write short
                 written = os.writev(fd, pending[:_IOV_MAX])
                 if written <= 0:  # no progress and no error: do not spin
                     raise OSError(errno.ENOSPC, "the write made no progress")
+                remaining -= written
+                if not remaining:
+                    break
                 pending = _after(pending, written)
         except OSError as exc:
             self.torn = True
