@@ -303,7 +303,14 @@ def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None:
     it or explains what is wrong. Topic names are not validated here (as with
     decode_request(validate_topics=False)).
     """
-    view = byte_view(frame_body)
+    view = (
+        frame_body
+        if type(frame_body) is memoryview
+        and frame_body.format == "B"
+        and frame_body.ndim == 1
+        and frame_body.c_contiguous
+        else byte_view(frame_body)  # the connection's frames are byte views already
+    )
     if len(view) < 12 or view[0] or view[1]:
         return None
     topic_end = 4 + ((view[2] << 8) | view[3])

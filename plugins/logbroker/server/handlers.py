@@ -440,12 +440,13 @@ class RequestHandlers:
         only = fetches[0] if len(fetches) == 1 else None
 
         def look(final: bool) -> Response | None:
-            # called from inside the append that woke it: the answer's latency
-            sets = (
-                [self._fetch_set(only, True)]
-                if only
-                else [self._fetch_set(f, True) for f in fetches]
-            )
+            # Called from inside the append that woke it: on the answer's way.
+            if only:
+                one = self._fetch_set(only, True)
+                if final or one.error or one.size >= max(1, min_bytes):  # _enough, for one
+                    return encode_multifetch_response([one])
+                return None
+            sets = [self._fetch_set(f, True) for f in fetches]
             if final or self._enough(sets, min_bytes):
                 return encode_multifetch_response(sets)
             return None

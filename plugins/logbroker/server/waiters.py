@@ -97,10 +97,21 @@ class WaitingFetch(Generic[Answer]):
         if self._outcome is not None:
             deliver(*self._outcome)
 
-    def appended(self) -> None:
-        """An append to one of the keys (AppendWaiters has already taken us off it)."""
-        if self._outcome is None:
-            self._step(final=self._waiters.closed)
+    def appended(self, final: bool = False) -> None:
+        """An append to one of the keys (AppendWaiters has already taken us off it), or with
+        `final` the timer: look at the logs and answer, or wait again. The look is made here
+        and not in a helper: this runs inside the append, on the answer's way."""
+        if self._outcome is not None:
+            return
+        try:
+            answer = self._look(final or self._waiters.closed)
+        except Exception as exc:  # the owner reports it; the append that called us goes on
+            self._finish(None, exc)
+            return
+        if answer is None:
+            self._waiters.add(self._keys, self)  # not enough yet: wait again
+        else:
+            self._finish(answer, None)
 
     def cancel(self) -> None:
         """Stop waiting; nothing is delivered (the client went away)."""
@@ -112,19 +123,7 @@ class WaitingFetch(Generic[Answer]):
 
     def _expire(self) -> None:
         self._timer = None
-        if self._outcome is None:
-            self._step(final=True)
-
-    def _step(self, final: bool) -> None:
-        try:
-            answer = self._look(final)
-        except Exception as exc:  # the owner reports it; the append that called us goes on
-            self._finish(None, exc)
-            return
-        if answer is None:
-            self._waiters.add(self._keys, self)  # not enough yet: wait again
-        else:
-            self._finish(answer, None)
+        self.appended(final=True)
 
     def _finish(self, answer: Answer | None, error: BaseException | None) -> None:
         self._outcome = (answer, error)  # from here on nothing calls or times us out again

@@ -241,8 +241,8 @@ class Log:
                         segment.append_all(buffers, size, now)  # the old segment first, then roll
                         buffers, size, written = [], 0, written + messages
                         messages = 0
-                    if not buffers:
-                        segment = self._maybe_roll(n, now)
+                    if not buffers and self._should_roll(segment, n, now):
+                        segment = self._roll(now)  # `segment` is the last one here
                     buffers.append(memoryview(data)[:n])
                     size += n
                     messages += check.messages

@@ -72,7 +72,7 @@ class FileRegion(NamedTuple):
         if self.length == 0 or self.segment is None:
             return b""
         chunks = []
-        file = self.file()
+        file = self.segment.file  # held: the descriptor stays open until this returns
         fd, position, remaining = file.fileno(), self.position, self.length
         while remaining > 0:
             chunk = os.pread(fd, remaining, position)
