@@ -9,7 +9,12 @@ For each size it measures, on local[2], --reps times in turn (default 3; the med
 reported, and every repetition in the JSON: Spark's JVM warms up over the first jobs):
   logbroker_load   spark_apps.loading.load_hour into a new warehouse: read (Avro,
                    bulk-decoded in the Python workers) and write once, rows_sha256, the
-                   duplicate check, commit; its phases are reported
+                   duplicate check, commit; its phases are reported. The tasks that read
+                   write the Parquet files with Arrow's writer (--parquet-writer auto on a
+                   file:// warehouse; spark_apps/parquet_tasks.py)
+  logbroker_load_spark_writer
+                   the same load with --parquet-writer spark: the source's batches written
+                   by Spark's own writer (what a warehouse off file:// gets)
   source_only      spark.read.format("logbroker") ... .write.parquet(): the data source alone
   json_load        spark.read.json(<JSON lines on local disk>).write.parquet(), as the
                    issue wrote it: Spark infers the schema, a second pass over the file
@@ -294,8 +299,14 @@ def run_size(
             .parquet(str(work / f"ceiling-{n}"))
         )
 
+    spark_writer = LoadSettings(
+        zookeeper=cluster.live.connect,
+        schema_registry=cluster.registry.connect,
+        parquet_writer="spark",
+    )
     runs: dict[str, list[dict[str, Any]]] = {
         "logbroker_load": [],
+        "logbroker_load_spark_writer": [],
         "source_only": [],
         "json_load": [],
         "json_load_schema": [],
@@ -306,6 +317,14 @@ def run_size(
         secs, peak, report, cpu = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
         assert report.checkpoint.rows == n, report.summary()
         runs["logbroker_load"].append(
+            {"seconds": secs, "peak": peak, "phases": report.seconds, "cpu": cpu}
+        )
+        wh = Warehouse.open(str(work / f"wh-spark-{n}-{rep}"), spark=spark)
+        secs, peak, report, cpu = timed(
+            lambda wh=wh: load_hour(spark, wh, spark_writer, topic, hour)
+        )
+        assert report.checkpoint.rows == n, report.summary()
+        runs["logbroker_load_spark_writer"].append(
             {"seconds": secs, "peak": peak, "phases": report.seconds, "cpu": cpu}
         )
         for kind, fn in (
@@ -461,8 +480,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
         return
     sizes = results["sizes"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    kinds = ["logbroker_load", "source_only", "json_load", "json_load_schema", "api_ceiling"]
-    width = 0.16
+    kinds = [
+        "logbroker_load",
+        "logbroker_load_spark_writer",
+        "source_only",
+        "json_load",
+        "json_load_schema",
+        "api_ceiling",
+    ]
+    kinds = [k for k in kinds if all(k in s for s in sizes)]
+    width = 0.8 / len(kinds)
     for i, kind in enumerate(kinds):
         xs = [j + i * width for j in range(len(sizes))]
         left.bar(xs, [s[kind]["rows_per_s"] for s in sizes], width, label=kind)
@@ -472,7 +499,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         (right, "peak RSS, MB (driver + JVM + workers)"),
     ):
         ax.set_xticks(
-            [j + 2 * width for j in range(len(sizes))],
+            [j + (len(kinds) - 1) * width / 2 for j in range(len(sizes))],
             [f"{s['events']:,} events" for s in sizes],
         )
         ax.set_title(title)

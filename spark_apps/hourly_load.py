@@ -137,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="bytes per fetch request (default 1 MiB)",
     )
+    parser.add_argument(
+        "--parquet-writer",
+        choices=["auto", "arrow", "spark"],
+        default="auto",
+        help="who writes the rows' Parquet files: arrow = the Spark tasks that read them, with "
+        "Arrow's writer (file:// warehouses); spark = Spark's writer, through Hadoop's "
+        "FileSystem (any URI); auto (default) = arrow where it can",
+    )
     return parser
 
 
@@ -177,6 +185,7 @@ def run_load(argv: list[str]) -> int:
         schema_registry=args.schema_registry,
         max_bad_fraction=args.max_bad_fraction,
         fetch_size=args.fetch_size,
+        parquet_writer=args.parquet_writer,
     )
     wh = Warehouse.open(args.warehouse, spark=spark)
     failed = 0

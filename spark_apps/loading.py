@@ -37,7 +37,7 @@ from typing import Any
 
 from logbroker.protocol.errors import LogbrokerError
 
-from . import load_summary
+from . import load_summary, parquet_tasks
 from .commit import Staging, publish, recover
 from .logbroker_source.discovery import PartitionState, discover
 from .logbroker_source.options import offsets_json, parse_options
@@ -76,6 +76,7 @@ class LoadSettings:
     max_bad_fraction: float = 0.01
     fetch_size: int = 1024 * 1024
     min_partitions: int | None = None
+    parquet_writer: str = "auto"  # parquet_tasks.WRITERS: auto = Arrow's on file://, else Spark's
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
@@ -204,6 +205,12 @@ def load_hour(
     t0 = time.monotonic()
     recovered = recover(wh, topic)
     ranges, own, previous = plan_hour(wh, settings, topic, hour)
+    try:
+        arrow_writes = parquet_tasks.use_arrow_writer(
+            settings.parquet_writer, wh.uri, spark.conf.get("spark.sql.parquet.compression.codec")
+        )
+    except parquet_tasks.ParquetWriterChoiceError as exc:
+        raise LoadError(f"topic {topic!r} {hour}: {exc}") from None
     seconds["plan"] = time.monotonic() - t0
 
     digest_thread = _DigestThread(settings, ranges)
@@ -221,7 +228,15 @@ def load_hour(
         # messages the rows_sha256 thread counted less those rows, and are read again below.
         t = time.monotonic()
         good_count = 0
-        if readable:
+        if readable and arrow_writes:  # the tasks that read write (parquet_tasks.py)
+            wh.fs.mkdirs(staging.rows)
+            spark.sparkContext.setJobDescription(f"hourly load {topic} {hour}: read and write")
+            parquet_tasks.write_rows(
+                spark, _source_options(spark, settings, topic, readable), staging.rows, hour
+            )
+            spark.sparkContext.setJobDescription(None)
+            good_count = wh.fs.parquet_rows(staging.rows)
+        elif readable:
             good = read().filter(F.col(ERROR_COLUMN).isNull())
             good.drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
             good_count = wh.fs.parquet_rows(staging.rows)
@@ -402,6 +417,28 @@ def _write_summary(
     load_summary.write(wh.fs, load_summary.summary_path(rows_dir), summary)
 
 
+def _source_options(
+    spark: Any, settings: LoadSettings, topic: str, readable: list[PartitionRange]
+) -> dict[str, str]:
+    """The `logbroker` source's options for exactly these ranges (Avro, PERMISSIVE)."""
+    return {
+        "zookeeper": settings.zookeeper,
+        "assign": _assign_json(topic, readable),
+        "startingOffsets": offsets_json(
+            {(r.topic, r.broker_id, r.partition): r.start for r in readable}
+        ),
+        "endingOffsets": offsets_json(
+            {(r.topic, r.broker_id, r.partition): r.end for r in readable}
+        ),
+        "valueFormat": "avro",
+        "schemaRegistry": settings.schema_registry,
+        "mode": "PERMISSIVE",
+        "failOnDataLoss": "true",
+        "fetchSize": str(settings.fetch_size),
+        "minPartitions": str(settings.min_partitions or spark.sparkContext.defaultParallelism),
+    }
+
+
 def _read(
     spark: Any,
     settings: LoadSettings,
@@ -413,26 +450,8 @@ def _read(
     """The ranges as the source reads them (PERMISSIVE: bad records are rows), load_hour added."""
     if not readable:
         return _with_load_hour(_empty_frame(spark, settings, topic), hour, F)
-    source = (
-        spark.read.format("logbroker")
-        .option("zookeeper", settings.zookeeper)
-        .option("assign", _assign_json(topic, readable))
-        .option(
-            "startingOffsets",
-            offsets_json({(r.topic, r.broker_id, r.partition): r.start for r in readable}),
-        )
-        .option(
-            "endingOffsets",
-            offsets_json({(r.topic, r.broker_id, r.partition): r.end for r in readable}),
-        )
-        .option("valueFormat", "avro")
-        .option("schemaRegistry", settings.schema_registry)
-        .option("mode", "PERMISSIVE")
-        .option("failOnDataLoss", "true")
-        .option("fetchSize", str(settings.fetch_size))
-        .option(
-            "minPartitions", str(settings.min_partitions or spark.sparkContext.defaultParallelism)
-        )
+    source = spark.read.format("logbroker").options(
+        **_source_options(spark, settings, topic, readable)
     )
     return _with_load_hour(source.load(), hour, F)
 

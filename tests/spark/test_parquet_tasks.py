@@ -1,0 +1,171 @@
+"""The load's two Parquet writers (parquet_tasks.py): Arrow's, in the tasks that read, and Spark's.
+
+The same hour of a topic with every column type the source makes, and bad records among the
+events, loaded once by each into its own warehouse: the checkpoints, the rows, the schema
+Spark reads back (nullability included), the timestamps' Parquet type and the errors must
+be the same; the Arrow writer's files are named, and carry the schema, as Spark's do.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from spark_apps.loading import LoadSettings, load_hour
+from spark_apps.parquet_tasks import (
+    SPARK_SCHEMA_KEY,
+    ParquetWriterChoiceError,
+    use_arrow_writer,
+)
+from spark_apps.warehouse import Warehouse
+
+from .helpers import HEADER, AnalysisCluster, start_cluster
+
+HOUR = "2026-11-22T10"
+POINT = {
+    "type": "record",
+    "name": "Point",
+    "fields": [{"name": "x", "type": "long"}, {"name": "label", "type": ["null", "string"]}],
+}
+RICH = {
+    "type": "record",
+    "name": "Rich",
+    "namespace": "test",
+    "fields": [
+        {"name": "header", "type": HEADER},
+        {"name": "flag", "type": "boolean"},
+        {"name": "small", "type": "int"},
+        {"name": "ratio", "type": "float"},
+        {"name": "exact", "type": "double"},
+        {"name": "blob", "type": "bytes"},
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+        {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 4}},
+        {"name": "seen", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+        },
+        {"name": "point", "type": ["null", POINT]},
+        {"name": "points", "type": {"type": "array", "items": "Point"}},
+        {"name": "counts", "type": {"type": "map", "values": "long"}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory) -> AnalysisCluster:
+    c = start_cluster(zookeeper, tmp_path_factory.mktemp("writers-cluster"), "writers")
+    yield c
+    c.stop()
+
+
+def rich_event(seq: int, rng: random.Random) -> dict[str, Any]:
+    def point() -> dict[str, Any]:
+        return {"x": rng.randint(-(2**40), 2**40), "label": rng.choice([None, "", "é→"])}
+
+    return {
+        "header": {
+            "timestamp": 1_795_000_000_000 + seq,
+            "server": f"web-{seq % 3}",
+            "producer_id": "p-rich",
+            "seq": seq,
+        },
+        "flag": rng.random() < 0.5,
+        "small": rng.randint(-(2**31), 2**31 - 1),
+        "ratio": rng.random(),
+        "exact": rng.uniform(-1e300, 1e300),
+        "blob": rng.randbytes(rng.randint(0, 9)),
+        "color": rng.choice(["RED", "GREEN"]),
+        "digest": rng.randbytes(4),
+        "seen": datetime(2026, 11, 22, 10, tzinfo=UTC) + timedelta(microseconds=seq * 977),
+        "day": date(1969, 12, 25) + timedelta(days=seq),
+        "price": Decimal(rng.randint(-(10**9), 10**9)) / 100,
+        "point": rng.choice([None, point()]),
+        "points": [point() for _ in range(rng.randint(0, 3))],
+        "counts": {f"k{i}": rng.randint(0, 99) for i in range(rng.randint(0, 3))},
+        "note": rng.choice([None, "a note", ""]),
+    }
+
+
+def ordered_rows(spark: Any, path: str) -> list[Any]:
+    return spark.read.parquet(path).orderBy("broker_id", "partition", "offset", "index").collect()
+
+
+def test_arrow_and_spark_writers_write_the_same_hour(spark, cluster, tmp_path):
+    topic = "rich_events"
+    cluster.register(topic, RICH)
+    rng = random.Random(11)
+    events = [cluster.codec().encode(topic, rich_event(seq, rng)) for seq in range(600)]
+    cluster.produce(topic, [*events[:300], b"not an event", *events[300:], b"\x00garbage"])
+    loaded = {}
+    for writer in ("arrow", "spark"):
+        wh = Warehouse.open(str(tmp_path / writer), spark=spark)
+        settings = LoadSettings(
+            zookeeper=cluster.live.connect,
+            schema_registry=cluster.registry.connect,
+            parquet_writer=writer,
+        )
+        loaded[writer] = (wh, load_hour(spark, wh, settings, topic, HOUR).checkpoint)
+    (arrow_wh, arrow_cp), (spark_wh, spark_cp) = loaded["arrow"], loaded["spark"]
+    assert (arrow_cp.rows, arrow_cp.bad_records) == (600, 2)
+    assert arrow_cp.rows_sha256 == spark_cp.rows_sha256
+    assert arrow_cp.partitions == spark_cp.partitions
+
+    arrow_dir, spark_dir = arrow_wh.hour_dir(topic, HOUR), spark_wh.hour_dir(topic, HOUR)
+    assert spark.read.parquet(arrow_dir).schema == spark.read.parquet(spark_dir).schema
+    arrow_rows, spark_rows = ordered_rows(spark, arrow_dir), ordered_rows(spark, spark_dir)
+    assert len(arrow_rows) == 600
+    assert arrow_rows == spark_rows  # every value, maps and decimals and dates included
+    assert {r.load_hour for r in arrow_rows} == {HOUR}
+    seen = {r.seq: r.seen for r in arrow_rows}  # microseconds kept (TIMESTAMP(MICROS))
+    assert all(seen[q] - seen[0] == timedelta(microseconds=977 * q) for q in seen)
+    errors = [
+        sorted(r.reason for r in spark.read.parquet(wh.errors_dir(topic, HOUR)).collect())
+        for wh in (arrow_wh, spark_wh)
+    ]
+    assert errors[0] == errors[1] and len(errors[0]) == 2
+
+    local = tmp_path / "arrow" / topic / f"load_hour={HOUR}"
+    names = sorted(p.name for p in local.iterdir())
+    data = [n for n in names if not n.startswith(("_", "."))]
+    assert data and all(
+        re.fullmatch(r"part-\d{5}-[0-9a-f]{32}-c000\.snappy\.parquet", n) for n in data
+    )
+    assert not [n for n in names if n.endswith(".inprogress")]  # no task's file left over
+    footer = pq.read_metadata(local / data[0])
+    stored = json.loads(footer.metadata[SPARK_SCHEMA_KEY])
+    assert [f["name"] for f in stored["fields"]] == spark.read.parquet(arrow_dir).columns
+    spark_file = next(
+        p
+        for p in (tmp_path / "spark" / topic / f"load_hour={HOUR}").iterdir()
+        if p.name.endswith(".parquet")
+    )
+    for path in (local / data[0], spark_file):  # Parquet's standard timestamp in both
+        event_time = pq.read_metadata(path).schema.column(5)
+        assert event_time.name == "event_time"
+        assert event_time.physical_type == "INT64"
+        assert "isAdjustedToUTC=true" in str(event_time.logical_type)
+        assert "microseconds" in str(event_time.logical_type)
+
+
+def test_writer_choice():
+    assert use_arrow_writer("auto", "file:///data/wh", "snappy")
+    assert use_arrow_writer("auto", "file:///data/wh", "ZSTD")
+    assert not use_arrow_writer("auto", "viewfs://cluster/wh", "snappy")
+    assert not use_arrow_writer("auto", "file:///data/wh", "lzo")  # Arrow has no LZO
+    assert not use_arrow_writer("spark", "file:///data/wh", "snappy")
+    with pytest.raises(ParquetWriterChoiceError, match=r"hdfs://nn/wh .*--parquet-writer spark"):
+        use_arrow_writer("arrow", "hdfs://nn/wh", "snappy")
+    with pytest.raises(ParquetWriterChoiceError, match="the codec 'lzo'"):
+        use_arrow_writer("arrow", "file:///data/wh", "lzo")
+    with pytest.raises(ParquetWriterChoiceError, match="one of auto, arrow, spark"):
+        use_arrow_writer("pyarrow", "file:///data/wh", "snappy")
