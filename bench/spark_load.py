@@ -69,26 +69,32 @@ EXCLUDED: set[int] = set()  # ZooKeeper and the brokers: not the load's memory
 
 class PeakMemory(threading.Thread):
     """Peak summed RSS of this process and its descendants (the JVM, the Python workers),
-    ZooKeeper and the brokers excluded."""
+    ZooKeeper and the brokers excluded; and the peak of each of the three groups. Idle
+    Python workers of earlier jobs are counted too: Spark keeps them for reuse."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak = 0
+        self.peaks = {"driver": 0, "jvm": 0, "python_workers": 0}
         self.stop = threading.Event()
 
     def run(self) -> None:
         me = psutil.Process()
         while not self.stop.is_set():
-            total = 0
-            tree = [me]
+            groups = dict.fromkeys(self.peaks, 0)
+            with contextlib.suppress(psutil.Error):
+                groups["driver"] = me.memory_info().rss
             for child in me.children():
-                if child.pid not in EXCLUDED:
-                    with contextlib.suppress(psutil.Error):
-                        tree += [child, *child.children(recursive=True)]
-            for p in tree:
+                if child.pid in EXCLUDED:
+                    continue
                 with contextlib.suppress(psutil.Error):
-                    total += p.memory_info().rss
-            self.peak = max(self.peak, total)
+                    groups["jvm"] += child.memory_info().rss
+                    for worker in child.children(recursive=True):
+                        with contextlib.suppress(psutil.Error):
+                            groups["python_workers"] += worker.memory_info().rss
+            self.peak = max(self.peak, sum(groups.values()))
+            for k, v in groups.items():
+                self.peaks[k] = max(self.peaks[k], v)
             time.sleep(0.1)
 
     def __enter__(self) -> PeakMemory:
@@ -230,14 +236,20 @@ def register_ceiling(spark: Any) -> None:
 
 
 def timed(fn: Any) -> tuple[float, int, Any, dict[str, float]]:
-    """(seconds, peak RSS, fn's result, CPU seconds per process group during it)."""
+    """(seconds, peak RSS, fn's result, CPU seconds per process group during it); the peak
+    of each process group is in LAST_PEAKS."""
     with PeakMemory() as mem:
         before = cpu_seconds()
         t = time.perf_counter()
         result = fn()
         elapsed = time.perf_counter() - t
         after = cpu_seconds()
+    LAST_PEAKS.clear()
+    LAST_PEAKS.update(mem.peaks)
     return elapsed, mem.peak, result, {k: round(after[k] - before[k], 2) for k in after}
+
+
+LAST_PEAKS: dict[str, int] = {}
 
 
 def run_size(
@@ -317,7 +329,13 @@ def run_size(
         secs, peak, report, cpu = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
         assert report.checkpoint.rows == n, report.summary()
         runs["logbroker_load"].append(
-            {"seconds": secs, "peak": peak, "phases": report.seconds, "cpu": cpu}
+            {
+                "seconds": secs,
+                "peak": peak,
+                "peaks": dict(LAST_PEAKS),
+                "phases": report.seconds,
+                "cpu": cpu,
+            }
         )
         wh = Warehouse.open(str(work / f"wh-spark-{n}-{rep}"), spark=spark)
         secs, peak, report, cpu = timed(
@@ -325,7 +343,13 @@ def run_size(
         )
         assert report.checkpoint.rows == n, report.summary()
         runs["logbroker_load_spark_writer"].append(
-            {"seconds": secs, "peak": peak, "phases": report.seconds, "cpu": cpu}
+            {
+                "seconds": secs,
+                "peak": peak,
+                "peaks": dict(LAST_PEAKS),
+                "phases": report.seconds,
+                "cpu": cpu,
+            }
         )
         for kind, fn in (
             ("source_only", source_only),
@@ -334,7 +358,9 @@ def run_size(
             ("api_ceiling", api_ceiling),
         ):
             secs, peak, _, cpu = timed(fn)
-            runs[kind].append({"seconds": secs, "peak": peak, "cpu": cpu})
+            runs[kind].append(
+                {"seconds": secs, "peak": peak, "peaks": dict(LAST_PEAKS), "cpu": cpu}
+            )
         print(
             f"  rep {rep + 1}: "
             + ", ".join(f"{k} {n / v[-1]['seconds']:,.0f} rows/s" for k, v in runs.items()),
@@ -349,6 +375,9 @@ def run_size(
             "rows_per_s": n / median["seconds"],
             "rows_per_s_each": [n / m["seconds"] for m in measured],
             "peak_rss_mb": max(m["peak"] for m in measured) / 2**20,
+            "peak_rss_mb_by_process": {
+                k: max(m["peaks"][k] for m in measured) / 2**20 for k in measured[0]["peaks"]
+            },
             "cpu_seconds": median["cpu"],
             "cpu_seconds_each": [m["cpu"] for m in measured],
         }
@@ -356,7 +385,8 @@ def run_size(
             out[kind]["phases"] = median["phases"]
         print(
             f"  {kind:15} {n / median['seconds']:>10,.0f} rows/s (median of {reps})  peak "
-            f"{out[kind]['peak_rss_mb']:,.0f} MB  cpu {median['cpu']}  {median.get('phases', '')}",
+            f"{out[kind]['peak_rss_mb']:,.0f} MB "
+            f"{ {k: round(v) for k, v in out[kind]['peak_rss_mb_by_process'].items()} }  cpu {median['cpu']}  {median.get('phases', '')}",
             flush=True,
         )
     load = out["logbroker_load"]["rows_per_s"]
