@@ -25,7 +25,8 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    columns (7,000 rows, a 1 MiB fetch's worth) over and over, .write.parquet():
                    Spark's Python Data Source API with no broker and no decoding, the most
                    any Python source reaches here
-the peak memory (RSS) of the driver, its JVM and the Python workers, sampled every 0.1 s,
+the peak memory (PSS: a page shared by forked Python workers counted once) of the driver, its
+JVM and the Python workers, together and each, sampled every 0.1 s,
 and the CPU seconds each of those (and the brokers) spent: where the time goes.
 Two sizes (--events/4 and --events) show whether memory grows with the number of events.
 --standalone starts a Spark master and worker (spark-class, 127.0.0.1), runs the same load
@@ -68,9 +69,10 @@ EXCLUDED: set[int] = set()  # ZooKeeper and the brokers: not the load's memory
 
 
 class PeakMemory(threading.Thread):
-    """Peak summed RSS of this process and its descendants (the JVM, the Python workers),
-    ZooKeeper and the brokers excluded; and the peak of each of the three groups. Idle
-    Python workers of earlier jobs are counted too: Spark keeps them for reuse."""
+    """Peak summed PSS of this process and its descendants (the JVM, the Python workers),
+    ZooKeeper and the brokers excluded; and the peak of each of the three groups. PSS, not
+    RSS: the workers are forked from one daemon and share its pages, which RSS counts once
+    per worker. Idle Python workers of earlier jobs are counted too: Spark keeps them."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -83,15 +85,15 @@ class PeakMemory(threading.Thread):
         while not self.stop.is_set():
             groups = dict.fromkeys(self.peaks, 0)
             with contextlib.suppress(psutil.Error):
-                groups["driver"] = me.memory_info().rss
+                groups["driver"] = me.memory_full_info().pss
             for child in me.children():
                 if child.pid in EXCLUDED:
                     continue
                 with contextlib.suppress(psutil.Error):
-                    groups["jvm"] += child.memory_info().rss
+                    groups["jvm"] += child.memory_full_info().pss
                     for worker in child.children(recursive=True):
                         with contextlib.suppress(psutil.Error):
-                            groups["python_workers"] += worker.memory_info().rss
+                            groups["python_workers"] += worker.memory_full_info().pss
             self.peak = max(self.peak, sum(groups.values()))
             for k, v in groups.items():
                 self.peaks[k] = max(self.peaks[k], v)
@@ -236,7 +238,7 @@ def register_ceiling(spark: Any) -> None:
 
 
 def timed(fn: Any) -> tuple[float, int, Any, dict[str, float]]:
-    """(seconds, peak RSS, fn's result, CPU seconds per process group during it); the peak
+    """(seconds, peak PSS, fn's result, CPU seconds per process group during it); the peak
     of each process group is in LAST_PEAKS."""
     with PeakMemory() as mem:
         before = cpu_seconds()
@@ -374,8 +376,8 @@ def run_size(
             "seconds": median["seconds"],
             "rows_per_s": n / median["seconds"],
             "rows_per_s_each": [n / m["seconds"] for m in measured],
-            "peak_rss_mb": max(m["peak"] for m in measured) / 2**20,
-            "peak_rss_mb_by_process": {
+            "peak_pss_mb": max(m["peak"] for m in measured) / 2**20,
+            "peak_pss_mb_by_process": {
                 k: max(m["peaks"][k] for m in measured) / 2**20 for k in measured[0]["peaks"]
             },
             "cpu_seconds": median["cpu"],
@@ -385,8 +387,8 @@ def run_size(
             out[kind]["phases"] = median["phases"]
         print(
             f"  {kind:15} {n / median['seconds']:>10,.0f} rows/s (median of {reps})  peak "
-            f"{out[kind]['peak_rss_mb']:,.0f} MB "
-            f"{ {k: round(v) for k, v in out[kind]['peak_rss_mb_by_process'].items()} }  cpu {median['cpu']}  {median.get('phases', '')}",
+            f"{out[kind]['peak_pss_mb']:,.0f} MB "
+            f"{ {k: round(v) for k, v in out[kind]['peak_pss_mb_by_process'].items()} }  cpu {median['cpu']}  {median.get('phases', '')}",
             flush=True,
         )
     load = out["logbroker_load"]["rows_per_s"]
@@ -523,10 +525,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for i, kind in enumerate(kinds):
         xs = [j + i * width for j in range(len(sizes))]
         left.bar(xs, [s[kind]["rows_per_s"] for s in sizes], width, label=kind)
-        right.bar(xs, [s[kind]["peak_rss_mb"] for s in sizes], width, label=kind)
+        right.bar(xs, [s[kind]["peak_pss_mb"] for s in sizes], width, label=kind)
     for ax, title in (
         (left, "rows/s (local[2])"),
-        (right, "peak RSS, MB (driver + JVM + workers)"),
+        (right, "peak memory (PSS), MB (driver + JVM + workers)"),
     ):
         ax.set_xticks(
             [j + (len(kinds) - 1) * width / 2 for j in range(len(sizes))],
