@@ -25,8 +25,8 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    columns (7,000 rows, a 1 MiB fetch's worth) over and over, .write.parquet():
                    Spark's Python Data Source API with no broker and no decoding, the most
                    any Python source reaches here
-the peak memory (PSS: a page shared by forked Python workers counted once) of the driver, its
-JVM and the Python workers, together and each, sampled every 0.1 s,
+the peak memory of the driver and its JVM (RSS, every 0.1 s) and the Python workers (PSS: a
+page shared by the forked workers counted once; every 0.3 s), together and each,
 and the CPU seconds each of those (and the brokers) spent: where the time goes.
 Two sizes (--events/4 and --events) show whether memory grows with the number of events.
 --standalone starts a Spark master and worker (spark-class, 127.0.0.1), runs the same load
@@ -69,10 +69,11 @@ EXCLUDED: set[int] = set()  # ZooKeeper and the brokers: not the load's memory
 
 
 class PeakMemory(threading.Thread):
-    """Peak summed PSS of this process and its descendants (the JVM, the Python workers),
-    ZooKeeper and the brokers excluded; and the peak of each of the three groups. PSS, not
-    RSS: the workers are forked from one daemon and share its pages, which RSS counts once
-    per worker. Idle Python workers of earlier jobs are counted too: Spark keeps them."""
+    """Peak summed memory of this process and its descendants (the JVM, the Python
+    workers), ZooKeeper and the brokers excluded; and the peak of each of the three groups.
+    The workers' PSS, not RSS: they are forked from one daemon and share its pages, which
+    RSS counts once per worker. Idle Python workers of earlier jobs are counted too: Spark
+    keeps them for reuse."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
@@ -82,21 +83,29 @@ class PeakMemory(threading.Thread):
 
     def run(self) -> None:
         me = psutil.Process()
+        workers, tick = 0, 0
         while not self.stop.is_set():
             groups = dict.fromkeys(self.peaks, 0)
             with contextlib.suppress(psutil.Error):
-                groups["driver"] = me.memory_full_info().pss
+                groups["driver"] = me.memory_info().rss
+            # A worker's PSS reads its smaps (~1.4 ms): every third sample, not to load the
+            # CPU being measured (the JVM's would cost more, and it shares nothing: RSS).
+            count_workers = tick % 3 == 0
+            if count_workers:
+                workers = 0
             for child in me.children():
                 if child.pid in EXCLUDED:
                     continue
                 with contextlib.suppress(psutil.Error):
-                    groups["jvm"] += child.memory_full_info().pss
-                    for worker in child.children(recursive=True):
+                    groups["jvm"] += child.memory_info().rss
+                    for worker in child.children(recursive=True) if count_workers else ():
                         with contextlib.suppress(psutil.Error):
-                            groups["python_workers"] += worker.memory_full_info().pss
+                            workers += worker.memory_full_info().pss
+            groups["python_workers"] = workers
             self.peak = max(self.peak, sum(groups.values()))
             for k, v in groups.items():
                 self.peaks[k] = max(self.peaks[k], v)
+            tick += 1
             time.sleep(0.1)
 
     def __enter__(self) -> PeakMemory:
@@ -238,7 +247,7 @@ def register_ceiling(spark: Any) -> None:
 
 
 def timed(fn: Any) -> tuple[float, int, Any, dict[str, float]]:
-    """(seconds, peak PSS, fn's result, CPU seconds per process group during it); the peak
+    """(seconds, peak memory, fn's result, CPU seconds per process group during it); the peak
     of each process group is in LAST_PEAKS."""
     with PeakMemory() as mem:
         before = cpu_seconds()
@@ -528,7 +537,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         right.bar(xs, [s[kind]["peak_pss_mb"] for s in sizes], width, label=kind)
     for ax, title in (
         (left, "rows/s (local[2])"),
-        (right, "peak memory (PSS), MB (driver + JVM + workers)"),
+        (right, "peak memory, MB (driver + JVM + workers' PSS)"),
     ):
         ax.set_xticks(
             [j + (len(kinds) - 1) * width / 2 for j in range(len(sizes))],
