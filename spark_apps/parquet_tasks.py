@@ -18,7 +18,8 @@ The files are the ones Spark's writer makes of the same rows:
 - timestamps TIMESTAMP(MICROS, UTC), lists in Parquet's three levels, the codec of
   spark.sql.parquet.compression.codec, row groups of up to ROW_GROUP_BYTES of Arrow data;
 - a task writes `.<name>.inprogress` (hidden from readers: Hadoop's rule) and renames it when
-  complete, so a retried task replaces its own file and a killed one leaves no data file;
+  complete, so a retried task replaces its own file and a killed one leaves no data file
+  (what it left in progress is deleted once the job is done);
 - bad records (PERMISSIVE's `_error` rows) are counted, not written: the load writes them
   to _errors on its own read (loading.py).
 """
@@ -137,11 +138,23 @@ def write_rows(
         row_group_bytes=ROW_GROUP_BYTES,
     )
     numbered = list(enumerate(splits))
-    return (  # type: ignore[no-any-return]
+    written: list[SplitWritten] = (
         spark.sparkContext.parallelize(numbered, max(1, len(numbered)))
         .mapPartitions(lambda items: _write_splits(task, items))
         .collect()
     )
+    _remove_leftovers(directory)
+    return written
+
+
+def _remove_leftovers(directory: str) -> None:
+    """Delete what attempts that died left in progress (a retried task wrote its file again)."""
+    from pyarrow import fs
+
+    afs, path = fs.FileSystem.from_uri(directory)
+    for info in afs.get_file_info(fs.FileSelector(path)):
+        if info.base_name.endswith(".inprogress"):
+            afs.delete_file(info.path)
 
 
 def _write_splits(task: TaskWrite, items: Iterator[tuple[int, Any]]) -> Iterator[SplitWritten]:

@@ -17,16 +17,25 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_apps.loading import LoadSettings, load_hour
+from spark_apps.logbroker_source.avro_columns import spark_schema
+from spark_apps.logbroker_source.options import parse_options
+from spark_apps.logbroker_source.source import LogbrokerBatchReader
 from spark_apps.parquet_tasks import (
     SPARK_SCHEMA_KEY,
     ParquetWriterChoiceError,
+    TaskWrite,
     use_arrow_writer,
+    write_rows,
+    write_split,
+    written_schema,
 )
+from spark_apps.ranges import RangeError
 from spark_apps.warehouse import Warehouse
 
-from .helpers import HEADER, AnalysisCluster, start_cluster
+from .helpers import HEADER, PAGE_VIEW, AnalysisCluster, start_cluster
 
 HOUR = "2026-11-22T10"
 POINT = {
@@ -169,3 +178,49 @@ def test_writer_choice():
         use_arrow_writer("arrow", "file:///data/wh", "lzo")
     with pytest.raises(ParquetWriterChoiceError, match="one of auto, arrow, spark"):
         use_arrow_writer("pyarrow", "file:///data/wh", "snappy")
+
+
+def test_a_failed_task_leaves_no_file_and_leftovers_are_removed(spark, cluster, tmp_path):
+    topic = "writer_failures"
+    cluster.register(topic, PAGE_VIEW)
+    cluster.produce(topic, [cluster.event(topic) for _ in range(120)])
+    out = tmp_path / "rows"
+    out.mkdir()
+    (out / ".part-00007-0123-c000.snappy.parquet.inprogress").write_bytes(b"PAR1 cut")
+    options = {
+        "zookeeper": cluster.live.connect,
+        "subscribe": topic,
+        "valueFormat": "avro",
+        "schemaRegistry": cluster.registry.connect,
+        "mode": "PERMISSIVE",
+    }
+    written = write_rows(spark, options, out.as_uri(), HOUR)
+    assert sum(w.rows for w in written) == 120 and not any(w.bad for w in written)
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.endswith(".inprogress")]  # the dead attempt's, removed
+    assert pq.read_table(out).num_rows == 120
+
+    # a task that fails after writing row groups (its range runs past the log's end): an
+    # error naming the range, and no file, finished or in progress
+    failing = {**options, "fetchSize": "2048"}
+    parsed = parse_options(failing)
+    reader = LogbrokerBatchReader(parsed, spark_schema(parsed))
+    plan = reader.partitions()[0].plan
+    past_end = plan.range._replace(end=plan.range.end + 10_000)
+    plan = plan._replace(range=past_end, owned_to=past_end.end)
+    source_schema = spark_schema(parsed)
+    task = TaskWrite(
+        source_options=failing,
+        decoder=reader.decoder,
+        arrow_schema=to_arrow_schema(written_schema(source_schema), timezone="UTC"),
+        directory=(tmp_path / "failed").as_uri(),
+        write_id="f" * 32,
+        load_hour=HOUR,
+        codec="snappy",
+        suffix=".snappy",
+        row_group_bytes=1,  # a row group per fetch: the file is open when the read fails
+    )
+    (tmp_path / "failed").mkdir()
+    with pytest.raises(RangeError, match="the log ends at offset"):
+        write_split(task, 0, plan)
+    assert not list((tmp_path / "failed").iterdir())
