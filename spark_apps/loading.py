@@ -228,14 +228,21 @@ def load_hour(
         # messages the rows_sha256 thread counted less those rows, and are read again below.
         t = time.monotonic()
         good_count = 0
+        tasks_bad: int | None = None  # the bad records the writing tasks counted
         if readable and arrow_writes:  # the tasks that read write (parquet_tasks.py)
             wh.fs.mkdirs(staging.rows)
             spark.sparkContext.setJobDescription(f"hourly load {topic} {hour}: read and write")
-            parquet_tasks.write_rows(
+            written = parquet_tasks.write_rows(
                 spark, _source_options(spark, settings, topic, readable), staging.rows, hour
             )
             spark.sparkContext.setJobDescription(None)
             good_count = wh.fs.parquet_rows(staging.rows)
+            tasks_bad = sum(w.bad for w in written)
+            if good_count != sum(w.rows for w in written):
+                raise LoadError(
+                    f"topic {topic!r} {hour}: the tasks wrote {sum(w.rows for w in written)} "
+                    f"rows but the staged files hold {good_count}; nothing committed"
+                )
         elif readable:
             good = read().filter(F.col(ERROR_COLUMN).isNull())
             good.drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
@@ -251,6 +258,11 @@ def load_hour(
         seconds["rows_sha256 wait"] = time.monotonic() - t
         messages = sum(digest.messages.values())
         bad_count = messages - good_count
+        if tasks_bad is not None and tasks_bad != bad_count:
+            raise LoadError(
+                f"topic {topic!r} {hour}: the range holds {messages} messages, the tasks wrote "
+                f"{good_count} rows and counted {tasks_bad} bad records; nothing committed"
+            )
         if bad_count < 0:
             raise LoadError(
                 f"topic {topic!r} {hour}: Spark wrote {good_count} rows but the range holds "

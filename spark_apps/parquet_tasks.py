@@ -194,9 +194,8 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
     try:
         for batch in read_split(options, plan, task.decoder):
             errors = batch.column(ERROR_COLUMN) if permissive else None
-            if errors is not None and errors.null_count != len(
-                errors
-            ):  # some bad records: counted, not written
+            # bad records (rare): counted, not written
+            if errors is not None and errors.null_count != len(errors):
                 good = pc.is_null(errors)
                 bad += len(errors) - pc.sum(good.cast(pa.int64())).as_py()
                 batch = batch.filter(good)
