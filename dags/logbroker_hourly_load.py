@@ -88,6 +88,7 @@ def logbroker_hourly_load() -> None:
             "--hour", hour,
             "--warehouse", PIPELINE.warehouse,
             "--max-bad-fraction", str(PIPELINE.max_bad_fraction),
+            "--parquet-writer", PIPELINE.parquet_writer,
         ]  # fmt: skip
         LogbrokerSparkSubmitHook(PIPELINE.spark_conn_id).submit(
             str(PIPELINE.spark_apps / "hourly_load.py"), args, name=f"hourly_load {topic} {hour}"

@@ -43,6 +43,8 @@ class Pipeline:
     reports: str  # where the audit's Data Docs go
     grace_hours: int
     max_bad_fraction: float
+    # hourly_load.py --parquet-writer: auto (Arrow's writer on file://), arrow or spark
+    parquet_writer: str = "auto"
     # The hours the hourly load schedules: from start_date; until end_date when one is set
     # (the demo simulates finished hours and must not load the clock's current one).
     start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
@@ -84,11 +86,18 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             reports=as_uri(raw["reports"]) if raw.get("reports") else f"{warehouse}/_reports",
             grace_hours=int(raw.get("grace_hours", 2)),
             max_bad_fraction=float(raw.get("max_bad_fraction", 0.01)),
+            parquet_writer=_choice(raw.get("parquet_writer", "auto"), ("auto", "arrow", "spark")),
             start_date=_instant(raw.get("start_date") or "2026-01-01T00:00:00Z"),
             end_date=_instant(raw["end_date"]) if raw.get("end_date") else None,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc
+
+
+def _choice(value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"parquet_writer {value!r}: one of {', '.join(allowed)}")
+    return value
 
 
 def _instant(text: str) -> datetime:

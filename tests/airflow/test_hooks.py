@@ -113,3 +113,16 @@ def test_end_offsets_lag_and_the_mirror_trigger(cluster) -> None:  # type: ignor
     assert asyncio.run(consume_then_wait()) == {"status": "caught_up", "group": "mirror-x"}
     assert partitions_behind(targets, hook.committed_offsets("mirror-x")) == {}
     assert hook.lag("mirror-x") == 0
+
+
+def test_pipeline_settings_parquet_writer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hooks.pipeline import DEFAULT_FILE, load_pipeline
+
+    settings = json.loads(DEFAULT_FILE.read_text())
+    assert load_pipeline(DEFAULT_FILE).parquet_writer == "auto"  # absent: auto
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps({**settings, "parquet_writer": "spark"}))
+    assert load_pipeline(path).parquet_writer == "spark"
+    path.write_text(json.dumps({**settings, "parquet_writer": "pyarrow"}))
+    with pytest.raises(ValueError, match=r"pipeline.json: .*'pyarrow': one of auto, arrow, spark"):
+        load_pipeline(path)
