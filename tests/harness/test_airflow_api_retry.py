@@ -21,8 +21,12 @@ from logbroker.testing.airflow_stack import AirflowStack, AirflowStackError
 LOCKED = b'{"detail":"Database is locked. Backfill creation is not supported on SQLite"}'
 
 
+SILENT = 0  # an answer code: no answer until `released`
+
+
 class _Server(ThreadingHTTPServer):
     answers: list[tuple[int, bytes]]
+    released: threading.Event
     posts: list[bytes]
     gets: list[str]
 
@@ -37,6 +41,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.server.posts.append(body)
             code, answer = self.server.answers.pop(0)
+            if code == SILENT:  # a server that holds the request past the client's timeout
+                self.server.released.wait(10)
+                return
         self.send_response(code)
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
@@ -59,9 +66,11 @@ def server() -> Iterator[_Server]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
     httpd.posts = []
     httpd.gets = []
+    httpd.released = threading.Event()
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
+    httpd.released.set()
     httpd.shutdown()
     httpd.server_close()
 
@@ -73,6 +82,7 @@ def _stack(tmp_path: Path, server: _Server, naps: list[float]) -> AirflowStack:
         plugins_folder=tmp_path,
         port=server.server_address[1],
         sleep=naps.append,
+        request_timeout=0.5,
     )
 
 
@@ -195,3 +205,25 @@ def test_a_backfill_that_meets_a_database_error_is_asked_again_unless_it_was_cre
     server.answers = [(500, DB_ERROR)]
     with pytest.raises(AirflowStackError, match="Database error"):
         stack.create_backfill(body, busy_timeout=0)
+
+
+def test_a_trigger_left_unanswered_is_repeated_under_its_run_id(
+    tmp_path: Path, server: _Server
+) -> None:
+    """CI: the end-to-end test's first trigger got no answer within the client's timeout
+    (SQLite's write lock held by the scheduler and the DAG processor as the stack started)."""
+    stack = _stack(tmp_path, server, [])
+    # the unanswered try had created the run: the repeat meets 409 and the run is read back
+    server.answers = [
+        (SILENT, b""),
+        (409, b'{"detail":"DAG run with id r4 already exists"}'),
+        (200, b'{"dag_run_id": "r4"}'),
+    ]
+    assert stack.trigger_dag_run("d", run_id="r4") == {"dag_run_id": "r4"}
+    assert [json.loads(b)["dag_run_id"] for b in server.posts] == ["r4", "r4"]
+    assert server.gets == ["/api/v2/dags/d/dagRuns/r4"]
+
+    # any other call left unanswered: an error that says which and how long
+    server.answers = [(SILENT, b"")]
+    with pytest.raises(AirflowStackError, match=r"POST /api/v2/backfills: no answer in 0.5 s"):
+        stack.api("POST", "/backfills", {})

@@ -54,8 +54,10 @@ class AirflowStack:
         extra_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        request_timeout: float = 60.0,
     ) -> None:
         self.home = home
+        self.request_timeout = request_timeout
         self.port = port or find_free_port()
         self.dags_folder = dags_folder
         self.plugins_folder = plugins_folder
@@ -240,8 +242,12 @@ class AirflowStack:
                 method=method,
             )
             try:
-                with urllib.request.urlopen(request, timeout=60) as response:
+                with urllib.request.urlopen(request, timeout=self.request_timeout) as response:
                     text = response.read()
+            except TimeoutError as exc:  # the server took the request and did not answer
+                raise AirflowStackError(
+                    f"{method} /api/v2{path}: no answer in {self.request_timeout:g} s"
+                ) from exc
             except urllib.error.HTTPError as exc:
                 detail = exc.read()[:1000]
                 if exc.code == 503 and b"locked" in detail and self.clock() < deadline:
@@ -262,8 +268,9 @@ class AirflowStack:
         """POST a manual run of `dag_id` under a run id of our own, and return it.
 
         On SQLite a write lock held longer than the busy timeout fails the request with 500
-        "Database error" (CI saw it on the first trigger of the end-to-end test). The call is
-        repeated for up to `db_timeout` seconds with the same run id: if the failed try had
+        "Database error" (CI saw it on the first trigger of the end-to-end test), or leaves it
+        unanswered past the request timeout (CI saw that too, on the same trigger). The call
+        is repeated for up to `db_timeout` seconds with the same run id: if the failed try had
         created the run after all, the repeat meets 409 and the run is read back."""
         run_id = run_id or f"manual__{uuid.uuid4().hex[:16]}"
         body = {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
@@ -277,7 +284,7 @@ class AirflowStack:
                 if repeated and "HTTP 409" in text:
                     return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
                 database = "HTTP 500" in text and "Database error" in text
-                if not database or self.clock() >= deadline:
+                if not (database or "no answer in" in text) or self.clock() >= deadline:
                     raise
                 repeated = True
             self.sleep(1.0)
