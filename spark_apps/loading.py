@@ -54,7 +54,7 @@ log = logging.getLogger("logbroker.hourly_load")
 
 POSITION = ["broker_id", "partition", "offset", "index"]
 KEY = ["producer_id", "seq"]
-ERROR_COLUMN, VALUE_COLUMN = "_error", "_value"
+ERROR_COLUMN, VALUE_COLUMN = parquet_tasks.ERROR_COLUMN, parquet_tasks.VALUE_COLUMN
 
 
 class LoadError(LogbrokerError):

@@ -58,9 +58,9 @@ class ParquetWriterChoiceError(ValueError):
 
 @dataclass(frozen=True)
 class SplitWritten:
-    """What one task wrote: its file (None: no rows and not the first split), rows, bad records."""
+    """What one task counted: the rows it wrote (no file when none, but for the first split)
+    and the bad records it left out."""
 
-    file: str | None
     rows: int
     bad: int
 
@@ -209,7 +209,7 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
             if pending_bytes >= task.row_group_bytes:
                 flush()
         if not rows and index:
-            return SplitWritten(None, 0, bad)
+            return SplitWritten(0, bad)
         if pending or writer is None:  # split 0 writes the schema even with no rows
             flush()
         assert writer is not None
@@ -220,4 +220,4 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
         if writer is not None:  # failed: no file, nothing hidden left behind either
             writer.close()
             afs.delete_file(temporary)
-    return SplitWritten(f"{task.directory}/{name}", rows, bad)
+    return SplitWritten(rows, bad)
