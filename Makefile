@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-COMPILED := spark_apps/__pycache__/.compiled
+COMPILED := spark_apps/source/__pycache__/.compiled
 
 .PHONY: setup system-deps test demo lint typecheck bench-storage clean
 
@@ -24,8 +24,8 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 # The Spark reader's numba code, compiled into its cache once (not in every Spark worker).
-$(COMPILED): $(STAMP) spark_apps/entry_kernels.py spark_apps/event_names.py \
-		spark_apps/logbroker_source/avro_compiled.py
+$(COMPILED): $(STAMP) spark_apps/source/entry_kernels.py spark_apps/load/event_names.py \
+		spark_apps/source/avro_compiled.py
 	$(BIN)/python scripts/compile_readers.py
 	@touch $@
 

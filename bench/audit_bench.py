@@ -9,7 +9,7 @@ producers): this measures the audit, not the load. On local[2] it measures, in o
 
   summaries        the loads' _load_summary.json files counted from their rows (what the hourly
                    load writes as it commits; here, once, as for a warehouse from before them)
-  audit_day        spark_apps.audit_run.run_audit over the 24 hours (results, indexes, GX
+  audit_day        spark_apps.audit.run.run_audit over the 24 hours (results, indexes, GX
                    checkpoints, Data Docs, report pages), with its steps timed
   audit_hour       the same for one hour of the day (what the hourly DAG runs), steps timed
   copy_hour        spark.read.parquet(<one hour of every topic>).write.parquet(): a floor of
@@ -41,13 +41,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from spark_apps.audit_inputs import scan_topic, warehouse_topics  # noqa: E402
-from spark_apps.audit_layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES  # noqa: E402
-from spark_apps.audit_reconcile import summarize  # noqa: E402
-from spark_apps.audit_run import AuditOptions, run_audit  # noqa: E402
-from spark_apps.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour  # noqa: E402
-from spark_apps.synthetic_warehouse import AUDIT_SCHEMA, EVENT_SCHEMA, write_load  # noqa: E402
-from spark_apps.warehouse_fs import HadoopFS, as_uri  # noqa: E402
+from spark_apps.audit.reconcile import summarize  # noqa: E402
+from spark_apps.audit.run import AuditOptions, run_audit  # noqa: E402
+from spark_apps.warehouse.filesystem import HadoopFS, as_uri  # noqa: E402
+from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour  # noqa: E402
+from spark_apps.warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES  # noqa: E402
+from spark_apps.warehouse.loads import scan_topic, warehouse_topics  # noqa: E402
+from tests.support.synthetic_warehouse import AUDIT_SCHEMA, EVENT_SCHEMA, write_load  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DAY = parse_hour("2026-11-22T00")

@@ -7,7 +7,7 @@ own JSON load of the same events (`spark.read.json(...).write.parquet`), in the 
 
 For each size it measures, on local[2], --reps times in turn (default 3; the median is
 reported, and every repetition in the JSON: Spark's JVM warms up over the first jobs):
-  logbroker_load   spark_apps.loading.load_hour into a new warehouse: read (Avro,
+  logbroker_load   spark_apps.load.hour.load_hour into a new warehouse: read (Avro,
                    bulk-decoded in the Python workers) and write once, rows_sha256, the
                    duplicate check, commit; its phases are reported. The tasks that read
                    write the Parquet files with Arrow's writer (--parquet-writer auto on a
@@ -57,9 +57,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 import psutil  # noqa: E402
 
 from logbroker.testing.zookeeper import ZooKeeperServer  # noqa: E402
-from spark_apps.loading import LoadSettings, load_hour  # noqa: E402
-from spark_apps.session import build_session, worker_pythonpath  # noqa: E402
-from spark_apps.warehouse import Warehouse  # noqa: E402
+from spark_apps.load.hour import LoadSettings, load_hour  # noqa: E402
+from spark_apps.session import build_session  # noqa: E402
+from spark_apps.warehouse.checkpoint import Warehouse  # noqa: E402
 from tests.spark.helpers import PAGE_VIEW, start_cluster  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -458,7 +458,6 @@ def standalone_load(cluster: Any, n: int, work: Path) -> dict[str, Any]:
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,
     )
-    env["PYTHONPATH"] = worker_pythonpath()
     master_port, ui = str(_free_port()), str(_free_port())
     procs = []
     try:
@@ -479,7 +478,7 @@ def standalone_load(cluster: Any, n: int, work: Path) -> dict[str, Any]:
             [
                 str(Path(sys.executable).parent / "spark-submit"), "--master", url,
                 "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}",
-                str(ROOT / "spark_apps" / "hourly_load.py"),
+                str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
                 "--zookeeper", cluster.live.connect, "--schema-registry", cluster.registry.connect,
                 "--topics", topic, "--hour", "2026-11-22T10", "--warehouse", (work / "wh-standalone").as_uri(),
             ],

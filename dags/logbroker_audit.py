@@ -4,7 +4,7 @@
 Runs when every topic of an hour is loaded (scheduled on the hourly load's assets):
 reconciles what producers said they sent (the `_audit` topic) with what the mirror
 forwarded and what the warehouse holds, per topic and 10-minute window, and runs the
-Great Expectations checkpoint for those hours (`spark_apps/audit.py`).
+Great Expectations checkpoint for those hours (`spark_apps/jobs/audit.py`).
 
 Hours audited: the hours just loaded and the hours before them within the lateness grace,
 because events can arrive in later loads: a late event changes an earlier hour's result,
@@ -76,7 +76,7 @@ def logbroker_audit() -> None:
     hours = hours_to_audit()
     audit = SparkAppOperator(
         task_id="audit",
-        application=str(PIPELINE.spark_apps / "audit.py"),
+        application=str(PIPELINE.spark_jobs / "audit.py"),
         application_args=[
             "--warehouse",
             PIPELINE.warehouse,

@@ -7,7 +7,7 @@ warehouse, one Spark load per topic (the event topics and `_audit`):
 1. **wait_for_mirror_<live>**: deferrable; waits (in the triggerer, holding no worker slot)
    until the mirror has copied everything each live cluster held when the hour ended.
 2. **topics**: the topics to load (the pipeline's topics and `_audit`).
-3. **load**: mapped per topic: `spark-submit spark_apps/hourly_load.py --hour <hour>`.
+3. **load**: mapped per topic: `spark-submit spark_apps/jobs/hourly_load.py --hour <hour>`.
    Reads each partition from the previous hour's checkpoint to the end it finds, writes
    Parquet under `<warehouse>/<topic>/load_hour=<hour>/` and then the checkpoint
    `<warehouse>/_checkpoints/<topic>/<hour>.json`: the commit record (DESIGN.md §3.6).
@@ -91,7 +91,7 @@ def logbroker_hourly_load() -> None:
             "--parquet-writer", PIPELINE.parquet_writer,
         ]  # fmt: skip
         LogbrokerSparkSubmitHook(PIPELINE.spark_conn_id).submit(
-            str(PIPELINE.spark_apps / "hourly_load.py"), args, name=f"hourly_load {topic} {hour}"
+            str(PIPELINE.spark_jobs / "hourly_load.py"), args, name=f"hourly_load {topic} {hour}"
         )
         outlet_events[WAREHOUSE_ALIAS].add(
             warehouse_asset(PIPELINE, topic), extra={"load_hour": hour}

@@ -42,12 +42,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
+from logbroker.testing.faults import KINDS, FaultPlan, Faults
+from logbroker.testing.pipeline_stack import PipelineStack
+from logbroker.testing.traffic import TOPICS
 
-from logbroker.testing.faults import KINDS, FaultPlan, Faults  # noqa: E402
-from logbroker.testing.pipeline_stack import PipelineStack  # noqa: E402
-from logbroker.testing.traffic import TOPICS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 from scripts.demo import LOADED, Progress, demo_hours, hour_name, load_and_audit  # noqa: E402
 
 EVENTS = {"page_views": 1200, "searches": 500, "ad_clicks": 150}
@@ -166,7 +166,7 @@ def verify_checksums(stack: PipelineStack, hours: list[datetime]) -> dict[str, b
         done = subprocess.run(
             [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
              "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
-             str(ROOT / "spark_apps" / "hourly_load.py"), "verify",
+             str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"), "verify",
              "--zookeeper", stack.analysis, "--topics", ",".join(LOADED), "--hour", hour_name(hour),
              "--warehouse", stack.warehouse_uri],
             capture_output=True, text=True, check=False,

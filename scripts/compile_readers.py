@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compile the Spark reader's numba code once, into its on-disk cache (`make setup` runs this).
 
-spark_apps/entry_kernels.py, event_names.py and logbroker_source/avro_compiled.py are compiled by
+spark_apps/source/entry_kernels.py, source/avro_compiled.py and load/event_names.py are compiled by
 numba on first use and cached beside their sources (`__pycache__/*.nbi, *.nbc`). Without
 this step, the first load after a checkout would compile them in every Spark Python worker
 at once (~6 s of CPU each); with it, a worker loads the cache in a fraction of a second.
@@ -18,17 +18,16 @@ import sys
 import time
 from pathlib import Path
 
+from fastavro import parse_schema, schemaless_writer
+
+from logbroker.protocol.message_set import build_message_set
+from spark_apps.load.event_names import NameKeys
+from spark_apps.source.avro_compiled import CompiledReader
+from spark_apps.source.avro_vector import compile_schema
+from spark_apps.source.entry_scan import plain_run
+from spark_apps.source.ranges import PartitionRange, digest_input, read_chunk
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
-
-from fastavro import parse_schema, schemaless_writer  # noqa: E402
-
-from logbroker.protocol.message_set import build_message_set  # noqa: E402
-from spark_apps.entry_scan import plain_run  # noqa: E402
-from spark_apps.event_names import NameKeys  # noqa: E402
-from spark_apps.logbroker_source.avro_compiled import CompiledReader  # noqa: E402
-from spark_apps.logbroker_source.avro_vector import compile_schema  # noqa: E402
-from spark_apps.ranges import PartitionRange, digest_input, read_chunk  # noqa: E402
 
 SCHEMA = {
     "type": "record",
@@ -45,7 +44,7 @@ def main() -> int:
     started = time.monotonic()
     # From scratch: numba's cache of a function does not notice a change in another module's
     # function compiled into it (avro_compiled.varint in event_names' kernel).
-    for folder in ("spark_apps", "spark_apps/logbroker_source"):
+    for folder in ("spark_apps/source", "spark_apps/load"):
         for cached in ROOT.glob(f"{folder}/__pycache__/*.nb[ic]"):
             cached.unlink()
     parsed = parse_schema(SCHEMA)

@@ -34,11 +34,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
+from logbroker.testing.pipeline_stack import PipelineStack, wait_for
+from logbroker.testing.traffic import TOPICS
 
-from logbroker.testing.pipeline_stack import PipelineStack, wait_for  # noqa: E402
-from logbroker.testing.traffic import TOPICS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 EVENTS = {"page_views": 3000, "searches": 1200, "ad_clicks": 300}
 LATE = {"page_views": 7, "searches": 3}  # sent with the next hour's traffic
@@ -133,8 +133,8 @@ def hour_rows(stack: PipelineStack, hours: list[datetime]) -> list[HourRow]:
     """What the warehouse's files say of each hour and topic (states, checkpoints, audit)."""
     import pyarrow.parquet as pq
 
-    from spark_apps.hour_states import hour_states
-    from spark_apps.warehouse_fs import LocalFS
+    from spark_apps.warehouse.filesystem import LocalFS
+    from spark_apps.warehouse.hour_states import hour_states
 
     wh = stack.warehouse_uri
     states = {

@@ -23,11 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
+from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded
+from logbroker.testing.traffic import TOPICS
 
-from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded  # noqa: E402
-from logbroker.testing.traffic import TOPICS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def up(args: argparse.Namespace) -> int:

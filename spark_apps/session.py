@@ -1,11 +1,10 @@
-"""A SparkSession with what this project's Python workers need (STACK.md §3).
+"""A SparkSession with what this project's Python workers need (docs/design.md, "Running it").
 
-- Python workers run `PYSPARK_PYTHON` (else `python3` from PATH, without our packages): it
-  defaults to this interpreter.
-- Workers import `spark_apps` and `logbroker` (the data source is pickled by reference):
-  `PYTHONPATH` gets the repository root and `plugins/` in front, in this process's
-  environment (a JVM started from here inherits it) and as `spark.executorEnv.PYTHONPATH`
-  (executors a cluster starts).
+- Python workers run `PYSPARK_PYTHON` (else `python3` from PATH, which may lack pyarrow and
+  our packages): it defaults to this interpreter.
+- Workers import `spark_apps` and `logbroker` (the data source is pickled by reference): both
+  are installed with the project, and spark-submit ships them as an archive (`--py-files`,
+  spark_apps.pyfiles) to executors that do not have them.
 - Bound to 127.0.0.1, no UI, UTC session time zone: unless the caller (spark-submit --conf,
   or `conf`) says otherwise.
 The `logbroker` data source is registered on the session it returns.
@@ -16,11 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = ROOT / "plugins"
 
 DEFAULTS = {
     "spark.ui.enabled": "false",
@@ -36,20 +31,10 @@ DEFAULTS = {
 }
 
 
-def worker_pythonpath() -> str:
-    parts = [str(ROOT), str(PLUGINS)]
-    parts += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in parts]
-    return os.pathsep.join(parts)
-
-
 def prepare_environment() -> None:
     """Set the variables Spark's JVM and Python workers inherit (idempotent)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYTHONPATH"] = worker_pythonpath()
-    for path in (str(PLUGINS), str(ROOT)):
-        if path not in sys.path:
-            sys.path.insert(0, path)
 
 
 def build_session(
@@ -60,14 +45,13 @@ def build_session(
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    from .logbroker_source import register
+    from spark_apps.source import register
 
     given = SparkConf()  # spark-submit's --conf and --master arrive here
     builder = SparkSession.builder.appName(app_name)
     if master and not given.contains("spark.master"):
         builder = builder.master(master)
     settings = dict(DEFAULTS)
-    settings["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
     settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     for key, value in settings.items():
         if not given.contains(key):

@@ -19,7 +19,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from .logbroker_hook import LogbrokerHook
-from .spark_submit import PLUGINS_DIR, LogbrokerSparkSubmitHook
+from .spark_submit import LogbrokerSparkSubmitHook
 from .streamed_process import StreamedProcess
 
 
@@ -96,12 +96,8 @@ class MirrorOperator(BaseOperator):
             )
             consumer_file.write_text(properties(consumer))
             producer_file.write_text(properties(producer))
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(PLUGINS_DIR), env.get("PYTHONPATH", "")) if p
-            )
             self._process = StreamedProcess(
-                self.command(consumer_file, producer_file), env, self.log
+                self.command(consumer_file, producer_file), dict(os.environ), self.log
             )
             returncode = self._process.run()
         if returncode != 0:

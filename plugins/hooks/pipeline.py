@@ -60,8 +60,9 @@ class Pipeline:
         return "|".join(re.escape(t) for t in self.loaded_topics)
 
     @property
-    def spark_apps(self) -> Path:
-        return REPO_ROOT / "spark_apps"
+    def spark_jobs(self) -> Path:
+        """The Spark applications' entry points (spark_apps/jobs/)."""
+        return REPO_ROOT / "spark_apps" / "jobs"
 
 
 def as_uri(location: str, root: Path = REPO_ROOT) -> str:

@@ -9,9 +9,9 @@ installed beside us without a clash; we do not use the provider, see STACK.md P1
               "env": {"JAVA_HOME": "..."}}                          # this Python
 
 What our apps need and the hook always provides: `PYSPARK_PYTHON` (Spark otherwise starts
-its Python workers with whatever `python3` is on PATH, which lacks pyarrow and our code) and
-a `PYTHONPATH` that reaches `plugins/` (Spark pickles the data source classes by reference,
-so every worker must import `logbroker`), plus 127.0.0.1 binding for local masters.
+its Python workers with whatever `python3` is on PATH, which lacks pyarrow and our code),
+plus 127.0.0.1 binding for local masters. Workers import `logbroker` and `spark_apps` (Spark
+pickles the data source classes by reference): both are installed with the project.
 spark-submit's output is streamed line by line into the task log as it comes.
 """
 
@@ -28,8 +28,6 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 from .streamed_process import StreamedProcess
-
-PLUGINS_DIR = Path(__file__).resolve().parent.parent
 
 
 class LogbrokerSparkSubmitHook(BaseHook):
@@ -93,9 +91,6 @@ class LogbrokerSparkSubmitHook(BaseHook):
         env.update(self.settings()["env"])
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PLUGINS_DIR), env.get("PYTHONPATH", "")) if p
-        )
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         return env
 

@@ -16,13 +16,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_apps import audit as audit_cli
-from spark_apps.audit_layout import results_dir, summary_file
-from spark_apps.audit_run import AuditOptions, AuditOutcome, run_audit
-from spark_apps.hour_states import hour_states
-from spark_apps.hours import parse_hour
-from spark_apps.report_assets import external_assets
-from spark_apps.warehouse_fs import LocalFS, as_uri
+from spark_apps.audit import cli as audit_cli
+from spark_apps.audit.report_assets import external_assets
+from spark_apps.audit.run import AuditOptions, AuditOutcome, run_audit
+from spark_apps.warehouse.filesystem import LocalFS, as_uri
+from spark_apps.warehouse.hour_states import hour_states
+from spark_apps.warehouse.hours import parse_hour
+from spark_apps.warehouse.layout import results_dir, summary_file
 
 from .scenarios import FAULTS, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, faulty
 
@@ -76,7 +76,7 @@ def test_clean_run_every_window_complete(clean_run: tuple[Path, AuditOutcome]) -
 
 
 def audit_cli_columns() -> tuple[str, ...]:
-    from spark_apps.audit_layout import RESULT_COLUMNS
+    from spark_apps.warehouse.layout import RESULT_COLUMNS
 
     return RESULT_COLUMNS
 
@@ -206,7 +206,7 @@ def test_expectations_fail_on_the_faulty_windows(faulty_run: tuple[Path, AuditOu
 
 
 def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> None:
-    from spark_apps.synthetic_warehouse import Traffic
+    from support.synthetic_warehouse import Traffic
 
     root = clean(tmp_path / "wh")
     wh = as_uri(str(root))

@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps.audit_inputs import can_hold
-from spark_apps.audit_results import window_status
-from spark_apps.hours import HOUR_MS, parse_duration_ms, parse_hour, parse_hour_range
-from spark_apps.report_assets import UnvendoredAssetError, external_assets, rewrite_html, url_map
+from spark_apps.audit.report_assets import (
+    UnvendoredAssetError,
+    external_assets,
+    rewrite_html,
+    url_map,
+)
+from spark_apps.audit.results import window_status
+from spark_apps.warehouse.hours import HOUR_MS, parse_duration_ms, parse_hour, parse_hour_range
+from spark_apps.warehouse.loads import can_hold
 
 ROOT = Path(__file__).resolve().parents[2]
 END = 10 * HOUR_MS  # a window's end, ms
@@ -75,7 +80,7 @@ def test_rewrite_points_at_the_vendored_copies(tmp_path: Path) -> None:
 def test_the_gx_project_opens_again_every_hour(tmp_path: Path) -> None:
     # Every audit after the first reopens the reports' GX project from its
     # great_expectations.yml, where the progress-bar setting comes back as a dict.
-    from spark_apps.audit_quality import open_context
+    from spark_apps.audit.quality import open_context
 
     open_context(tmp_path / "gx")
     again = open_context(tmp_path / "gx")
@@ -86,7 +91,7 @@ def test_the_gx_project_opens_again_every_hour(tmp_path: Path) -> None:
 def test_the_gx_variables_template_goes_and_a_users_file_stays(tmp_path: Path) -> None:
     # GX parses config_variables.yml on every variable access: its scaffolded template
     # (comments and an analytics instance_id) is removed; variables someone wrote stay.
-    from spark_apps.audit_quality import open_context
+    from spark_apps.audit.quality import open_context
 
     template = tmp_path / "a" / "gx" / "uncommitted" / "config_variables.yml"
     open_context(tmp_path / "a")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from logbroker.serde.schemas import load_schema_file, parse_event_schema
-from spark_apps.logbroker_source.avro_columns import AvroColumnError, build_schema, column_name
-from spark_apps.logbroker_source.events import ReaderSchema
+from spark_apps.source.avro_columns import AvroColumnError, build_schema, column_name
+from spark_apps.source.events import ReaderSchema
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "include" / "schemas"
 
@@ -39,7 +39,7 @@ def test_a_field_whose_renamed_column_is_taken_too_is_refused_by_name() -> None:
 def test_a_constant_column_built_from_buffers_is_the_strings_repeated(value: str, n: int) -> None:
     import pyarrow as pa
 
-    from spark_apps.logbroker_source.raw_columns import constant_strings
+    from spark_apps.source.raw_columns import constant_strings
 
     column = constant_strings(value, n)
     column.validate(full=True)

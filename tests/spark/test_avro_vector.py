@@ -17,9 +17,9 @@ import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from logbroker.protocol.message_set import build_message_set
-from spark_apps.entry_scan import plain_run
-from spark_apps.logbroker_source.avro_compiled import CompiledReader
-from spark_apps.logbroker_source.avro_vector import Node, NotColumnar, compile_schema, read_columns
+from spark_apps.source.avro_compiled import CompiledReader
+from spark_apps.source.avro_vector import Node, NotColumnar, compile_schema, read_columns
+from spark_apps.source.entry_scan import plain_run
 
 Read = Callable[[list[bytes], int, Node], dict[str, pa.Array]]
 

@@ -1,4 +1,4 @@
-"""The load's deduplication on its own: which positions go, exactly (spark_apps.loading).
+"""The load's deduplication on its own: which positions go, exactly (spark_apps.load.hour).
 
 The keys are first counted hashed (xxhash64 of producer_id, seq); only repeats are then
 compared by producer_id and position. These rows pin what stays: the first of a key in
@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from spark_apps.loading import _duplicates
+from spark_apps.load.hour import _duplicates
 
 COLUMNS = ["producer_id", "seq", "broker_id", "partition", "offset", "index"]
 

@@ -1,4 +1,4 @@
-"""Event names read from fetched bytes (spark_apps.event_names), without Spark or a broker.
+"""Event names read from fetched bytes (spark_apps.load.event_names), without Spark or a broker.
 
 What the hourly load relies on: whenever two events share a name, or share one with the
 previous load, NameKeys says a repeat is possible (then the load runs its Spark check);
@@ -14,8 +14,8 @@ from fastavro import parse_schema, schemaless_writer
 
 from logbroker.protocol.message_set import build_message_set
 from logbroker.serde.schemas import EVENT_HEADER_SCHEMA
-from spark_apps.entry_scan import plain_run
-from spark_apps.event_names import NameKeys, producer_hash
+from spark_apps.load.event_names import NameKeys, producer_hash
+from spark_apps.source.entry_scan import plain_run
 
 EVENT = parse_schema(  # the shared header, as serde defines it, then a field of the event's
     {
@@ -100,7 +100,7 @@ def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark) ->
     differently and outside ASCII, windows before 1970 and across an hour, two schemas."""
     from pyspark.sql import functions as F
 
-    from spark_apps.load_summary import PROFILE_COLUMNS, header_rows, profile_query
+    from spark_apps.warehouse.load_summary import PROFILE_COLUMNS, header_rows, profile_query
 
     rng = random.Random(4)
     producers = ["", "é", "生產者"] + [f"host-{i}." + "x" * rng.randint(0, 70) for i in range(300)]
@@ -140,7 +140,7 @@ def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark) ->
 
 
 def test_spark_xxhash64_in_python_is_sparks() -> None:
-    from spark_apps.spark_hash import xxhash64
+    from spark_apps.load.spark_hash import xxhash64
 
     # the algorithm's published check values (seed 0) and Spark's seed
     assert xxhash64(b"", 0) == 0xEF46DB3751D8E999

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_apps import load_summary
-from spark_apps.audit_inputs import parse_checkpoint
-from spark_apps.audit_reconcile import summarize
-from spark_apps.loading import LoadOrderError, LoadSettings, TooManyBadRecordsError, load_hour
-from spark_apps.warehouse import Warehouse
-from spark_apps.warehouse_fs import HadoopFS
+from spark_apps.audit.reconcile import summarize
+from spark_apps.load.hour import LoadOrderError, LoadSettings, TooManyBadRecordsError, load_hour
+from spark_apps.warehouse import load_summary
+from spark_apps.warehouse.checkpoint import Warehouse
+from spark_apps.warehouse.filesystem import HadoopFS
+from spark_apps.warehouse.loads import parse_checkpoint
 
 from .helpers import PAGE_VIEW, AnalysisCluster, independent_sha256, start_cluster
 

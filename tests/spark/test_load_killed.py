@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps.loading import LoadSettings, load_hour
-from spark_apps.session import worker_pythonpath
-from spark_apps.warehouse import Warehouse
+from spark_apps.load.hour import LoadSettings, load_hour
+from spark_apps.warehouse.checkpoint import Warehouse
 
 from .helpers import PAGE_VIEW, start_cluster
 
@@ -59,12 +58,11 @@ class Watcher(threading.Thread):
 
 def submit(cluster, wh: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    env["PYTHONPATH"] = worker_pythonpath()
     command = [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master", "local[2]",
         "--conf", "spark.ui.enabled=false",
-        str(ROOT / "spark_apps" / "hourly_load.py"),
+        str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
         "--zookeeper", cluster.live.connect,
         "--schema-registry", cluster.registry.connect,
         "--topics", TOPIC,

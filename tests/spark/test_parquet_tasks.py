@@ -19,11 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_apps.loading import LoadSettings, load_hour
-from spark_apps.logbroker_source.avro_columns import spark_schema
-from spark_apps.logbroker_source.options import parse_options
-from spark_apps.logbroker_source.source import LogbrokerBatchReader
-from spark_apps.parquet_tasks import (
+from spark_apps.load.hour import LoadSettings, load_hour
+from spark_apps.load.parquet_tasks import (
     SPARK_SCHEMA_KEY,
     ParquetWriterChoiceError,
     TaskWrite,
@@ -32,8 +29,11 @@ from spark_apps.parquet_tasks import (
     write_split,
     written_schema,
 )
-from spark_apps.ranges import RangeError
-from spark_apps.warehouse import Warehouse
+from spark_apps.source.avro_columns import spark_schema
+from spark_apps.source.options import parse_options
+from spark_apps.source.ranges import RangeError
+from spark_apps.source.source import LogbrokerBatchReader
+from spark_apps.warehouse.checkpoint import Warehouse
 
 from .helpers import HEADER, PAGE_VIEW, AnalysisCluster, start_cluster
 

@@ -16,8 +16,8 @@ import pytest
 from logbroker.protocol import compression
 from logbroker.protocol.errors import CorruptMessageError
 from logbroker.protocol.message_set import build_message_set, iter_messages, message_columns
-from spark_apps.entry_scan import plain_run
-from spark_apps.ranges import PartitionRange, digest_input, read_chunk
+from spark_apps.source.entry_scan import plain_run
+from spark_apps.source.ranges import PartitionRange, digest_input, read_chunk
 
 RANGE = PartitionRange("clicks", 0, 0, 0, 1 << 40)
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from logbroker.client.simple_consumer import SimpleConsumer
-from spark_apps.logbroker_source.options import SourceOptionError, parse_options
+from spark_apps.source.options import SourceOptionError, parse_options
 
 from .helpers import AnalysisCluster, start_cluster
 

@@ -43,14 +43,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from support.synthetic_warehouse import Traffic, uniform_times
 
-from spark_apps.audit_run import AuditOptions, run_audit
-from spark_apps.filesystem import HadoopFileSystem, WarehouseFileSystemError, write_atomically
-from spark_apps.hours import parse_hour
-from spark_apps.loading import LoadSettings, load_hour
-from spark_apps.synthetic_warehouse import Traffic, uniform_times
-from spark_apps.warehouse import Warehouse
-from spark_apps.warehouse_fs import HadoopFS, join
+from spark_apps.audit.run import AuditOptions, run_audit
+from spark_apps.load.hour import LoadSettings, load_hour
+from spark_apps.warehouse.checkpoint import Warehouse
+from spark_apps.warehouse.filesystem import HadoopFS, join
+from spark_apps.warehouse.hadoop import HadoopFileSystem, WarehouseFileSystemError, write_atomically
+from spark_apps.warehouse.hours import parse_hour
 
 from .helpers import PAGE_VIEW, AnalysisCluster, start_cluster
 

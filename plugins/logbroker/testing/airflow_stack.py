@@ -114,9 +114,6 @@ class AirflowStack:
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
                 "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-                "PYTHONPATH": os.pathsep.join(
-                    p for p in (str(self.plugins_folder), os.environ.get("PYTHONPATH", "")) if p
-                ),
             }
         )
         env.update(self.extra_env)
@@ -146,7 +143,7 @@ class AirflowStack:
         lines = [
             f"export {key}={shlex.quote(value)}\n"
             for key, value in sorted(self.env().items())
-            if key.startswith(("AIRFLOW", "LOGBROKER_")) or key == "PYTHONPATH"
+            if key.startswith(("AIRFLOW", "LOGBROKER_"))
         ]
         path.write_text("# written by logbroker.testing.airflow_stack\n" + "".join(lines))
         return path

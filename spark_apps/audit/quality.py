@@ -1,0 +1,338 @@
+"""Data-quality checks of the audit with Great Expectations 1.x, and their Data Docs.
+
+The suites are versioned with the code (include/expectations/*.json, GX's own suite format);
+each run copies them into a GX file project under the reports directory and validates, for
+every audited hour, three small batches that the audit has already computed:
+
+    audit_results        the hour's result rows (+ `past_grace`): no lost window, missing = 0
+                         past the grace, no duplicates, no unaccounted events, every topic that
+                         had traffic in the previous day has data in the hour
+    loaded_topic_hours   the hour's loads, one profile row per topic (load_profile): header
+                         columns not null, event times plausible, schema ids registered, bad
+                         records under the threshold, seq unique per producer_id
+    audit_events         the hour's bad AuditCount events, one row per reason
+
+Each suite has its checkpoint; a run validates each hour with run name = the hour and run time
+= the audit's clock, so re-auditing an hour adds a validation result and keeps the earlier ones.
+Data Docs are built to `<reports>/data_docs/` with the vendored assets (report_assets), the GX
+project lives in `<reports>/gx/`. A failed expectation is a result: nothing here raises for it.
+
+Layout of the reports directory:
+
+    <reports>/index.html                the audit's own index: hours, states, links
+    <reports>/hours/<YYYY-MM-DDTHH>.html one page per audited hour (audit_report)
+    <reports>/data_docs/index.html      GX's Data Docs site
+    <reports>/gx/                       the GX project (suites, checkpoints, validation results)
+    <reports>/assets/                   the vendored CSS/JS/fonts
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spark_apps.audit.report_assets import install, rewrite_tree
+from spark_apps.warehouse.filesystem import HadoopFS, is_local, join, local_path
+from spark_apps.warehouse.hours import WINDOW_MS, format_hour, parse_hour
+from spark_apps.warehouse.loads import committed_hours
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+    from spark_apps.audit.run import AuditOptions, AuditOutcome
+
+SUITES_SOURCE = Path(__file__).resolve().parents[2] / "include" / "expectations"
+SUITES = ("audit_results", "loaded_topic_hours", "audit_events")
+INDEX_COLUMNS = {
+    "audit_results": ["topic", "window_start"],
+    "loaded_topic_hours": ["topic", "load_hour"],
+    "audit_events": ["reason"],
+}
+DATASOURCE = "logbroker_audit"
+DATA_DOCS = "data_docs"
+GX_DIR = "gx"
+
+
+@dataclass
+class Failure:
+    """One failed expectation of one hour: what it checks and the rows that broke it."""
+
+    suite: str
+    expectation: str
+    column: str | None
+    notes: str
+    unexpected_count: int | None
+    rows: list[dict[str, Any]]  # the failing rows' index columns and value
+    observed: Any = None
+
+
+@dataclass
+class QualityOutcome:
+    success: bool
+    failures: dict[str, list[Failure]] = field(default_factory=dict)  # hour -> failures
+    pages: dict[str, dict[str, str]] = field(default_factory=dict)  # hour -> suite -> page (rel.)
+    evaluated: dict[str, int] = field(default_factory=dict)  # hour -> expectations evaluated
+    site_index: str = f"{DATA_DOCS}/index.html"
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _gx() -> Any:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+
+    return gx
+
+
+def open_context(project_dir: Path) -> Any:
+    """The GX file project in `project_dir/gx/`, set up for the audit (idempotent)."""
+    gx = _gx()
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    project_dir.mkdir(parents=True, exist_ok=True)
+    ctx = gx.get_context(mode="file", project_root_dir=str(project_dir))
+    _drop_variables_template(project_dir / GX_DIR / "uncommitted" / "config_variables.yml")
+    site = {
+        "class_name": "SiteBuilder",
+        "show_how_to_buttons": False,
+        "store_backend": {
+            "class_name": "TupleFilesystemStoreBackend",
+            "base_directory": f"../{DATA_DOCS}/",
+        },
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+    }
+    sites = ctx.variables.data_docs_sites or {}
+    if sites.get("local_site") != site:
+        ctx.update_data_docs_site(
+            "local_site", site
+        ) if "local_site" in sites else ctx.add_data_docs_site("local_site", site)
+    # A context read back from its great_expectations.yml holds the setting as a dict.
+    bars = ctx.variables.progress_bars
+    globally = bars.get("globally") if isinstance(bars, dict) else getattr(bars, "globally", None)
+    if globally is not False:
+        ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+        ctx.variables.save()
+    return ctx
+
+
+def _drop_variables_template(path: Path) -> None:
+    """Remove GX's config_variables.yml while it is the template GX scaffolds: comments and
+    an `instance_id` (a random id for GX's usage analytics, which the audit turns off).
+
+    GX reads and YAML-parses that file on every access to a context variable (~150 times
+    per audited hour, 66 ms per 150 here); a missing file is read as no variables. A file
+    someone put variables in is kept."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    lines = [line.strip() for line in text.splitlines()]
+    if all(not line or line.startswith(("#", "instance_id:")) for line in lines):
+        path.unlink()
+
+
+def install_suites(ctx: Any) -> dict[str, Any]:
+    """The versioned suites, copied into the project and saved (ids assigned) -> name -> suite."""
+    gx = _gx()
+    out = {}
+    for name in SUITES:
+        doc = json.loads((SUITES_SOURCE / f"{name}.json").read_text())
+        suite = gx.ExpectationSuite(
+            name=doc["name"], notes=doc.get("notes"), meta=doc.get("meta", {})
+        )
+        for spec in doc["expectations"]:
+            from great_expectations.expectations.expectation_configuration import (
+                ExpectationConfiguration,
+            )
+
+            suite.add_expectation_configuration(
+                ExpectationConfiguration(
+                    type=spec["type"], kwargs=spec["kwargs"], meta=spec.get("meta", {})
+                )
+            )
+        out[name] = ctx.suites.add_or_update(suite)
+    return out
+
+
+def checkpoints(ctx: Any, suites: dict[str, Any]) -> dict[str, Any]:
+    """One checkpoint per suite, on a whole-dataframe batch of its own asset."""
+    gx = _gx()
+    source = ctx.data_sources.add_or_update_pandas(DATASOURCE)
+    out = {}
+    for name, suite in suites.items():
+        try:
+            asset = source.get_asset(name)
+        except LookupError:
+            asset = source.add_dataframe_asset(name)
+        try:
+            batch = asset.get_batch_definition("whole")
+        except (KeyError, LookupError):
+            batch = asset.add_batch_definition_whole_dataframe("whole")
+        definition = ctx.validation_definitions.add_or_update(
+            gx.ValidationDefinition(name=name, data=batch, suite=suite)
+        )
+        out[name] = ctx.checkpoints.add_or_update(
+            gx.Checkpoint(
+                name=f"audit_{name}",
+                validation_definitions=[definition],
+                actions=[],
+                result_format={
+                    "result_format": "COMPLETE",
+                    "unexpected_index_column_names": INDEX_COLUMNS[name],
+                },
+            )
+        )
+    return out
+
+
+def batches(
+    outcome: AuditOutcome, hour: str, grace_ms: int, now: datetime
+) -> dict[str, pd.DataFrame]:
+    """The three batches of one audited hour (see the module doc)."""
+    import pandas as pd
+
+    results = outcome.results[outcome.results["audit_hour"] == hour].copy()
+    now_ms = int(now.timestamp() * 1000)
+    results["past_grace"] = (results["window"] + WINDOW_MS + grace_ms) <= now_ms
+    for column in ("window_start", "window_end", "audited_at"):
+        results[column] = results[column].dt.strftime("%Y-%m-%dT%H:%MZ")
+    results = results.drop(columns=["audit_hour", "window"]).reset_index(drop=True)
+    profiles = outcome.profiles[outcome.profiles["load_hour"] == hour].reset_index(drop=True)
+    bad = outcome.summaries[hour]["bad_audit_reasons"]
+    events = pd.DataFrame({"reason": list(bad), "events": [int(v) for v in bad.values()]})
+    if events.empty:
+        events = pd.DataFrame(
+            {"reason": pd.Series(dtype="object"), "events": pd.Series(dtype="int64")}
+        )
+    return {"audit_results": results, "loaded_topic_hours": profiles, "audit_events": events}
+
+
+def topics_with_traffic(
+    fs: Any, wh: str, topics: list[str], hour: datetime, cache: dict[tuple[str, str], int]
+) -> list[str]:
+    """The topics among `topics` with rows in any load of the 24 hours before `hour`."""
+    from spark_apps.warehouse.loads import read_checkpoint
+
+    out = []
+    first = hour - timedelta(hours=24)
+    for topic in topics:
+        for load_hour in committed_hours(fs, wh, topic):
+            if not first <= load_hour < hour:
+                continue
+            key = (topic, format_hour(load_hour))
+            if key not in cache:
+                cache[key] = read_checkpoint(fs, wh, topic, load_hour).rows
+            if cache[key] > 0:
+                out.append(topic)
+                break
+    return out
+
+
+def _failures(suite: str, result: Any, suite_obj: Any) -> list[Failure]:
+    notes = {}
+    for expectation in suite_obj.expectations:
+        content = (expectation.meta or {}).get("notes", {}).get("content", [""])
+        notes[expectation.id] = content[0] if content else ""
+    out = []
+    for r in result.results:
+        if r.success:
+            continue
+        config = r.expectation_config
+        res = r.result or {}
+        rows = []
+        for item in res.get("unexpected_index_list") or []:
+            rows.append({k: (v.item() if hasattr(v, "item") else v) for k, v in dict(item).items()})
+        out.append(
+            Failure(
+                suite=suite,
+                expectation=config.type,
+                column=config.kwargs.get("column"),
+                notes=notes.get(config.id, ""),
+                unexpected_count=res.get("unexpected_count"),
+                rows=rows,
+                observed=res.get("observed_value"),
+            )
+        )
+    return out
+
+
+def run_quality(
+    spark: SparkSession, fs: HadoopFS, reports: str, outcome: AuditOutcome, opts: AuditOptions
+) -> QualityOutcome:
+    """Validate every audited hour, keep the results, build Data Docs (see the module doc)."""
+    started = time.time()
+    timings: dict[str, float] = {}
+    if is_local(reports):
+        local = local_path(reports)
+        return _run_local(fs, local, outcome, opts, timings, started)
+    with tempfile.TemporaryDirectory(prefix="audit-reports-") as tmp:
+        local = Path(tmp)
+        if fs.exists(join(reports, GX_DIR)):
+            fs.copy_to_local(join(reports, GX_DIR), str(local / GX_DIR))
+        quality = _run_local(fs, local, outcome, opts, timings, started)
+        for name in (GX_DIR, DATA_DOCS, "assets"):
+            fs.copy_from_local(str(local / name), join(reports, name))
+        return quality
+
+
+def _run_local(
+    fs: Any,
+    local: Path,
+    outcome: AuditOutcome,
+    opts: AuditOptions,
+    timings: dict[str, float],
+    started: float,
+) -> QualityOutcome:
+    t = time.perf_counter()
+    ctx = open_context(local)
+    suites = install_suites(ctx)
+    cps = checkpoints(ctx, suites)
+    timings["gx setup"] = time.perf_counter() - t
+    gx = _gx()
+    quality = QualityOutcome(success=True, timings=timings)
+    identifiers = []
+    traffic_cache: dict[tuple[str, str], int] = {}
+    t = time.perf_counter()
+    for hour_name in outcome.summaries:
+        hour = parse_hour(hour_name)
+        params = {
+            "topics_with_traffic": topics_with_traffic(
+                fs, opts.warehouse, list(outcome.plan.topics), hour, traffic_cache
+            ),
+            "max_bad_fraction": opts.max_bad_fraction,
+        }
+        failures: list[Failure] = []
+        evaluated = 0
+        for name, frame in batches(outcome, hour_name, opts.grace_ms, opts.now).items():
+            run_id = gx.RunIdentifier(run_name=hour_name, run_time=opts.now)
+            result = cps[name].run(
+                batch_parameters={"dataframe": frame}, expectation_parameters=params, run_id=run_id
+            )
+            for key, validation in result.run_results.items():
+                identifiers.append(key)
+                evaluated += len(validation.results)
+                failures += _failures(name, validation, suites[name])
+                quality.pages.setdefault(hour_name, {})[name] = _page_of(key)
+            quality.success = quality.success and bool(result.success)
+        quality.failures[hour_name] = failures
+        quality.evaluated[hour_name] = evaluated
+    timings["gx validate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    ctx.build_data_docs(resource_identifiers=identifiers)
+    site = local / DATA_DOCS
+    install(local)
+    rewrite_tree(site, local, only_newer_than=started - 1)
+    timings["data docs"] = time.perf_counter() - t
+    return quality
+
+
+def _page_of(key: Any) -> str:
+    """The Data Docs page of a validation result, relative to the reports directory."""
+    suite, run_name, run_time, batch = key.to_tuple()
+    return f"{DATA_DOCS}/validations/{suite}/{run_name}/{run_time}/{batch}.html"

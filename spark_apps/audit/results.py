@@ -1,0 +1,170 @@
+"""The audit's result table: one row per topic and 10-minute window, and its status.
+
+Per topic and window (DESIGN §3.5; issue 12):
+
+    produced       sum of the `producer` tier's counts (deduplicated AuditCount deltas)
+    mirrored       sum of the `mirror` tier's counts
+    loaded_rows    warehouse rows whose event time is in the window (every load that holds it)
+    loaded_unique  distinct events among them, by (producer_id, seq)
+    duplicates     loaded_rows - loaded_unique: events the warehouse holds more than once
+    missing        produced - loaded_unique, when positive
+    unaccounted    loaded_unique - produced, when positive: loaded events no producer counted
+                   (an unaudited producer, or one killed before it published its counts)
+    status         the first that applies:
+                     lost         missing > 0 and the window's end + the grace has passed
+                     incomplete   missing > 0, the grace has not passed yet
+                     unaccounted  unaccounted > 0
+                     no_data      nothing produced, nothing loaded
+                     complete     produced = loaded_unique > 0
+    audited_at     the audit's clock (`--now`, or the wall clock)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, WINDOWS_PER_HOUR, hour_ms
+from spark_apps.warehouse.layout import RESULT_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+
+def window_status(
+    produced: int,
+    loaded_rows: int,
+    loaded_unique: int,
+    window_end_ms: int,
+    now_ms: int,
+    grace_ms: int,
+) -> str:
+    """The status of one window (see the module doc); the vectorized form is `statuses`."""
+    missing = produced - loaded_unique
+    if missing > 0:
+        return "lost" if now_ms >= window_end_ms + grace_ms else "incomplete"
+    if loaded_unique > produced:
+        return "unaccounted"
+    if produced == 0 and loaded_rows == 0:
+        return "no_data"
+    return "complete"
+
+
+def statuses(frame: pd.DataFrame, now_ms: int, grace_ms: int) -> pd.Series:
+    """`window_status` of every row of a frame with produced, loaded_rows, loaded_unique, window."""
+    import numpy as np
+    import pandas as pd
+
+    missing = frame["produced"] - frame["loaded_unique"]
+    past_grace = now_ms >= frame["window"] + WINDOW_MS + grace_ms
+    choices = np.select(
+        [
+            (missing > 0) & past_grace,
+            missing > 0,
+            frame["loaded_unique"] > frame["produced"],
+            (frame["produced"] == 0) & (frame["loaded_rows"] == 0),
+        ],
+        ["lost", "incomplete", "unaccounted", "no_data"],
+        default="complete",
+    )
+    return pd.Series(choices, index=frame.index, dtype="object")
+
+
+def build_results(
+    topics: Sequence[str],
+    hours: Sequence[datetime],
+    loaded: pd.DataFrame,
+    counted: pd.DataFrame,
+    now: datetime,
+    grace_ms: int,
+) -> pd.DataFrame:
+    """The result rows of `hours` for `topics`, plus `audit_hour` (str) and `window` (ms).
+
+    `loaded`: topic, window, loaded_rows, loaded_unique (audit_reconcile); `counted`: topic,
+    tier, window_start, count (audit_events, good events summed).
+    """
+    import pandas as pd
+
+    from spark_apps.audit.events import TIERS
+    from spark_apps.warehouse.hours import format_hour
+
+    grid = pd.DataFrame(
+        [
+            (topic, format_hour(hour), hour_ms(hour) + i * WINDOW_MS)
+            for hour in hours
+            for topic in topics
+            for i in range(WINDOWS_PER_HOUR)
+        ],
+        columns=["topic", "audit_hour", "window"],
+    )
+    frame = grid.merge(
+        loaded[["topic", "window", "loaded_rows", "loaded_unique"]],
+        on=["topic", "window"],
+        how="left",
+    )
+    for tier, column in TIERS.items():
+        sums = counted[counted["tier"] == tier][["topic", "window_start", "count"]].rename(
+            columns={"window_start": "window", "count": column}
+        )
+        frame = frame.merge(sums, on=["topic", "window"], how="left")
+    counts = ["produced", "mirrored", "loaded_rows", "loaded_unique"]
+    frame[counts] = frame[counts].fillna(0).astype("int64")
+    frame["duplicates"] = frame["loaded_rows"] - frame["loaded_unique"]
+    frame["missing"] = (frame["produced"] - frame["loaded_unique"]).clip(lower=0)
+    frame["unaccounted"] = (frame["loaded_unique"] - frame["produced"]).clip(lower=0)
+    now_ms = int(now.timestamp() * 1000)
+    frame["status"] = statuses(frame, now_ms, grace_ms)
+    frame["window_start"] = pd.to_datetime(frame["window"], unit="ms", utc=True)
+    frame["window_end"] = pd.to_datetime(frame["window"] + WINDOW_MS, unit="ms", utc=True)
+    frame["audited_at"] = (
+        pd.Timestamp(now).tz_convert("UTC")
+        if pd.Timestamp(now).tzinfo
+        else pd.Timestamp(now, tz="UTC")
+    )
+    return (
+        frame[[*RESULT_COLUMNS, "audit_hour", "window"]]
+        .sort_values(["audit_hour", "topic", "window"])
+        .reset_index(drop=True)
+    )
+
+
+def result_schema() -> StructType:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    types = {"topic": StringType(), "status": StringType()}
+    times = {"window_start", "window_end", "audited_at"}
+    fields = [
+        StructField(
+            c,
+            types.get(c, TimestampType() if c in times else LongType()),
+            nullable=c not in ("topic", "window_start"),
+        )
+        for c in RESULT_COLUMNS
+    ]
+    return StructType([*fields, StructField("audit_hour", StringType(), False)])
+
+
+def topic_statuses(results: pd.DataFrame) -> dict[str, dict[str, dict[str, int]]]:
+    """audit hour -> topic -> status -> windows."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for (hour, topic, status), n in (
+        results.groupby(["audit_hour", "topic", "status"]).size().items()
+    ):
+        out.setdefault(str(hour), {}).setdefault(str(topic), {})[str(status)] = int(n)
+    return out
+
+
+def to_spark(spark: SparkSession, results: pd.DataFrame) -> Any:
+    """The result rows as a Spark DataFrame with the table's exact schema (+ audit_hour)."""
+    frame = results[[*RESULT_COLUMNS, "audit_hour"]].copy()
+    for column in ("window_start", "window_end", "audited_at"):
+        frame[column] = frame[column].dt.tz_convert("UTC").dt.tz_localize(None)
+    return spark.createDataFrame(frame, schema=result_schema())
+
+
+def window_bounds_ms(hour: datetime) -> tuple[int, int]:
+    start = hour_ms(hour)
+    return start, start + HOUR_MS

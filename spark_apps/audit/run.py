@@ -1,0 +1,276 @@
+"""One audit run: plan, count, reconcile, write the hours, check them, report them.
+
+The steps, in order (each module's doc has the detail):
+
+1. audit_inputs    which committed loads to read for the audited hours (and why);
+2. audit_reconcile the warehouse's counts from each load's summary (load_summary): per window
+                   rows and unique events; a profile per load;
+3. audit_events    the `_audit` topic: AuditCount events deduplicated, checked, summed;
+4. audit_results   one row per topic and window, with its status;
+5. writing         per audited hour, `_audit_results/audit_hour=H/` (Parquet + _summary.json),
+                   staged and put in place whole; the index of every load read;
+6. audit_quality   the Great Expectations checkpoint, its results kept, Data Docs built;
+7. audit_report    the report pages, one per audited hour.
+
+`now` is the audit's clock: the grace is measured against it, and it is the `audited_at` of the
+rows; tests and backfills inject it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
+from spark_apps.audit.load_profile import event_hours, load_profiles
+from spark_apps.audit.reconcile import WarehouseCounts, count_warehouse
+from spark_apps.audit.results import build_results, to_spark, topic_statuses
+from spark_apps.warehouse import layout
+from spark_apps.warehouse.filesystem import HadoopFS, join
+from spark_apps.warehouse.hours import HOUR_MS, format_hour, format_instant, parse_hour
+from spark_apps.warehouse.loads import (
+    LoadIndex,
+    Plan,
+    add_found_inputs,
+    make_plan,
+    warehouse_topics,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class AuditOptions:
+    warehouse: str
+    hours: list[datetime]
+    now: datetime
+    grace_ms: int = 2 * HOUR_MS
+    topics: list[str] | None = None
+    reports: str | None = None  # default <warehouse>/_reports
+    quality: bool = True  # run the GX checkpoint and build Data Docs and the report pages
+    schema_registry: str | None = None
+    max_bad_fraction: float = 0.01
+    lateness_ms: int = 24 * HOUR_MS  # plausible event times of a load: from its start - this
+    skew_ms: int = 600_000  # ... to its end + this
+
+
+@dataclass
+class AuditOutcome:
+    results: pd.DataFrame  # every audited hour's rows (+ audit_hour, window)
+    summaries: dict[str, dict[str, Any]]  # audit hour -> its _summary.json
+    profiles: pd.DataFrame  # the loaded topic hours' profiles
+    plan: Plan
+    quality: Any = None  # audit_quality.QualityOutcome when quality ran
+    report_pages: dict[str, str] = field(default_factory=dict)  # audit hour -> page URI
+    timings: dict[str, float] = field(default_factory=dict)  # step -> seconds
+    loads_counted_from_rows: int = 0  # loads without a current summary (audit_reconcile)
+    contested_pairs: int = 0  # (window, producer) pairs whose rows were read to deduplicate
+
+    def status_counts(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in self.results["status"].value_counts().items()}
+
+    def bad_audit_events(self) -> int:
+        return sum(s["bad_audit_events"] for s in self.summaries.values())
+
+    def totals(self, column: str) -> int:
+        return int(self.results[column].sum())
+
+
+class _Clock:
+    """Seconds spent per step, for the summary and the benchmark."""
+
+    def __init__(self, timings: dict[str, float], progress: Callable[[str], None] | None) -> None:
+        self.timings = timings
+        self.progress = progress
+        self._step: str | None = None
+        self._start = 0.0
+
+    def step(self, name: str) -> None:
+        self.stop()
+        self._step, self._start = name, time.perf_counter()
+        if self.progress:
+            self.progress(name)
+
+    def stop(self) -> None:
+        if self._step is not None:
+            self.timings[self._step] = (
+                self.timings.get(self._step, 0.0) + time.perf_counter() - self._start
+            )
+            self._step = None
+
+
+def run_audit(
+    spark: SparkSession, opts: AuditOptions, progress: Callable[[str], None] | None = None
+) -> AuditOutcome:
+    """Audit `opts.hours` of `opts.warehouse` (see the module doc)."""
+    timings: dict[str, float] = {}
+    clock = _Clock(timings, progress)
+    wh = opts.warehouse
+    fs = HadoopFS(spark)
+    hours = sorted(set(opts.hours))
+
+    clock.step("plan")
+    fs.recover_replaced(layout.results_root(wh))
+    plan = make_plan(fs, wh, hours, opts.grace_ms, opts.topics)
+    event_loads = [load for topic in plan.topics for load in plan.loads_read(topic)]
+
+    clock.step("count warehouse rows")
+    counts = count_warehouse(spark, fs, wh, event_loads, hours)
+    indexes: list[LoadIndex] = []
+    for load in event_loads:
+        held, untimed = event_hours(counts.profile, load.topic, load.load_hour)
+        add_found_inputs(plan, load.topic, load.load_hour, held)
+        indexes.append(
+            LoadIndex(
+                load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, untimed
+            )
+        )
+
+    clock.step("audit events")
+    audit_loads = plan.loads_read(layout.AUDIT_TOPIC)
+    inputs_read = {
+        h: {lh for lh, read in plan.inputs.get(h, {}).get(layout.AUDIT_TOPIC, {}).items() if read}
+        for h in hours
+    }
+    events = read_audit_events(
+        spark,
+        wh,
+        audit_loads,
+        hours,
+        warehouse_topics(fs, wh),
+        audit_hour_of_bad_records(audit_loads, inputs_read),
+    )
+    for load in audit_loads:
+        held = events.index.get(load.hour_name, {})
+        add_found_inputs(plan, layout.AUDIT_TOPIC, load.load_hour, held)
+        by_topic = events.index_by_topic.get(load.hour_name, {})
+        indexes.append(
+            LoadIndex(
+                load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, 0, by_topic
+            )
+        )
+
+    clock.step("reconcile")
+    results = build_results(
+        plan.topics, hours, counts.windows, events.sums, opts.now, opts.grace_ms
+    )
+    registered = None
+    if opts.schema_registry:
+        from spark_apps.audit.schema_ids import registered_ids
+
+        registered = registered_ids(opts.schema_registry, plan.topics)
+    hour_loads = [load for load in event_loads if load.load_hour in set(hours)]
+    profiles = load_profiles(
+        hour_loads, counts.profile, counts.within_load, opts.lateness_ms, opts.skew_ms, registered
+    )
+    summaries = _summaries(plan, results, profiles, events, counts, opts)
+
+    clock.step("write results")
+    _write(spark, fs, wh, results, summaries, indexes)
+
+    outcome = AuditOutcome(
+        results,
+        summaries,
+        profiles,
+        plan,
+        timings=timings,
+        loads_counted_from_rows=counts.summarized,
+        contested_pairs=counts.contested_pairs,
+    )
+    if opts.quality:
+        from spark_apps.audit.quality import run_quality
+        from spark_apps.audit.report import write_reports
+
+        reports = opts.reports or layout.default_reports(wh)
+        clock.step("expectations and data docs")
+        outcome.quality = run_quality(spark, fs, reports, outcome, opts)
+        clock.step("report pages")
+        outcome.report_pages = write_reports(fs, reports, wh, outcome, opts)
+    clock.stop()
+    return outcome
+
+
+def _summaries(
+    plan: Plan,
+    results: pd.DataFrame,
+    profiles: pd.DataFrame,
+    events: AuditEvents,
+    counts: WarehouseCounts,
+    opts: AuditOptions,
+) -> dict[str, dict[str, Any]]:
+    statuses = topic_statuses(results)
+    out: dict[str, dict[str, Any]] = {}
+    for hour in plan.hours:
+        name = format_hour(hour)
+        inputs: dict[str, list[dict[str, Any]]] = {}
+        for topic, considered in sorted(plan.inputs.get(hour, {}).items()):
+            loads = plan.scanned[topic].loads
+            inputs[topic] = [
+                {
+                    "load_hour": format_hour(lh),
+                    "committed_at": loads[lh].committed_at,
+                    "rows_sha256": loads[lh].rows_sha256,
+                    "read": read,
+                }
+                for lh, read in sorted(considered.items())
+            ]
+        bad = events.bad_counts.get(name, {})
+        hour_profiles = profiles[profiles["load_hour"] == name]
+        out[name] = {
+            "audit_hour": name,
+            "audited_at": format_instant(opts.now),
+            "now": format_instant(opts.now),
+            "grace_ms": opts.grace_ms,
+            "window_ms": 600_000,
+            "topics": list(plan.topics),
+            "inputs": inputs,
+            "topic_statuses": statuses.get(name, {}),
+            "bad_audit_events": int(sum(bad.values())),
+            "bad_audit_reasons": dict(sorted(bad.items())),
+            "bad_audit_examples": _jsonable(events.bad_examples.get(name, [])),
+            "topic_hours": _jsonable(
+                hour_profiles.astype(object).where(hour_profiles.notna(), None).to_dict("records")
+            ),
+            "dedup_key": counts.exact_keys,
+        }
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(
+        json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    )
+
+
+def _write(
+    spark: SparkSession,
+    fs: HadoopFS,
+    wh: str,
+    results: pd.DataFrame,
+    summaries: dict[str, dict[str, Any]],
+    indexes: list[LoadIndex],
+) -> None:
+    """Stage every audited hour, then put each in place whole; then the load indexes."""
+    root = layout.results_root(wh)
+    staging = join(root, "_staging", uuid.uuid4().hex[:12])
+    if len(results):
+        to_spark(spark, results).coalesce(1).write.partitionBy("audit_hour").parquet(staging)
+    for name, summary in summaries.items():
+        staged = join(staging, f"audit_hour={name}")
+        fs.write_text(
+            join(staged, layout.SUMMARY_FILE), json.dumps(summary, indent=1, sort_keys=True)
+        )
+        fs.replace_dir(staged, layout.results_dir(wh, parse_hour(name)))
+    fs.delete(staging)
+    for index in indexes:
+        fs.write_text(
+            layout.index_file(wh, index.topic, index.load_hour),
+            json.dumps(index.to_json(), indent=1, sort_keys=True),
+        )

@@ -1,0 +1,236 @@
+"""The hourly load: one hour of each topic, from the analysis cluster into the warehouse.
+
+Run by spark-submit on any master (see --help); `verify` re-reads committed hours from the
+brokers. The work is in loading.py (one topic's load), commit.py (staging and the atomic
+commit) and warehouse.py (the files); DESIGN.md §3.6 is the contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from pathlib import Path
+
+from spark_apps.warehouse.checkpoint import parse_hour
+
+EPILOG = """\
+what it does, per topic:
+  the range     from the end of the last committed hour's checkpoint (the earliest offsets
+                for a topic's first load) to the end each partition has now; an hour that
+                already has a checkpoint is re-read over exactly its stored range (backfill:
+                the same rows and the same rows_sha256)
+  the order     hours commit in order: loading H needs H-1 committed (the error names it)
+  the commit    rows are staged, the hour's directory appears in one rename, then the
+                checkpoint <warehouse>/_checkpoints/<topic>/<hour>.json is written; a load
+                killed at any moment leaves the previous state or the whole hour
+  exactly once  events are deduplicated by (producer_id, seq) within the hour and against
+                the previous hour; the count is in the checkpoint
+  bad records   payloads that are not registered Avro events go to
+                <warehouse>/_errors/<topic>/load_hour=<hour>/ with the reason; more than
+                --max-bad-fraction of the hour's messages fails the load
+
+layout (DESIGN.md §3.6):
+  <warehouse>/<topic>/load_hour=YYYY-MM-DDTHH/part-*.parquet
+  <warehouse>/_checkpoints/<topic>/YYYY-MM-DDTHH.json
+  <warehouse>/_errors/<topic>/load_hour=YYYY-MM-DDTHH/
+
+examples:
+  spark-submit --master 'local[2]' spark_apps/jobs/hourly_load.py \\
+      --zookeeper 127.0.0.1:2181/analysis --schema-registry 127.0.0.1:2181/registry \\
+      --topics page_views,searches --hour 2026-11-22T10 --warehouse file:///data/warehouse
+  spark-submit --master spark://127.0.0.1:7077 spark_apps/jobs/hourly_load.py \\
+      --zookeeper zk1:2181/analysis --schema-registry zk1:2181/registry \\
+      --topic-pattern '[a-z_]+' --hour 2026-11-22T11 --warehouse hdfs://namenode/warehouse
+  python spark_apps/jobs/hourly_load.py verify --zookeeper 127.0.0.1:2181/analysis \\
+      --topics page_views --hour 2026-11-22T10 --warehouse file:///data/warehouse
+"""
+
+VERIFY_EPILOG = """\
+verify re-reads each committed hour's stored offset range from the brokers and compares
+rows_sha256 and the message counts with the checkpoint, and the warehouse's row count with
+the checkpoint's rows. Exit status 0 when every hour matches, 1 otherwise.
+
+examples:
+  python spark_apps/jobs/hourly_load.py verify --zookeeper 127.0.0.1:2181/analysis \\
+      --topics page_views --hour 2026-11-22T10 --warehouse file:///data/warehouse
+"""
+
+
+def _hour(text: str) -> str:
+    try:
+        parse_hour(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a fraction between 0 and 1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a fraction between 0 and 1, got {value}")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zookeeper",
+        required=True,
+        metavar="CONNECT",
+        help="the analysis cluster's ZooKeeper connect string, chroot included",
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topics", metavar="T1,T2", help="the topics, comma-separated")
+    which.add_argument(
+        "--topic-pattern", metavar="RE", help="every topic whose whole name matches RE"
+    )
+    parser.add_argument("--hour", required=True, type=_hour, metavar="YYYY-MM-DDTHH")
+    parser.add_argument(
+        "--warehouse",
+        default="file://" + str(Path.cwd() / "warehouse"),
+        metavar="URI",
+        help="any Hadoop filesystem URI (default: file://$PWD/warehouse)",
+    )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master when not run by spark-submit (which sets its own; default local[2])",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spark-submit spark_apps/jobs/hourly_load.py",
+        description="Load one hour of topics from the analysis cluster into the warehouse, "
+        "exactly once, committing offsets with the data (the Kafka paper, section 4).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(parser)
+    parser.add_argument(
+        "--schema-registry",
+        required=True,
+        metavar="CONNECT",
+        help="the schema registry's ZooKeeper connect string (e.g. 127.0.0.1:2181/registry)",
+    )
+    parser.add_argument(
+        "--max-bad-fraction",
+        type=_fraction,
+        default=0.01,
+        metavar="F",
+        help="fail when more than this fraction of the hour's messages are bad (default 0.01)",
+    )
+    parser.add_argument(
+        "--fetch-size",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="bytes per fetch request (default 1 MiB)",
+    )
+    parser.add_argument(
+        "--parquet-writer",
+        choices=["auto", "arrow", "spark"],
+        default="auto",
+        help="who writes the rows' Parquet files: arrow = the Spark tasks that read them, with "
+        "Arrow's writer (file:// warehouses); spark = Spark's writer, through Hadoop's "
+        "FileSystem (any URI); auto (default) = arrow where it can",
+    )
+    return parser
+
+
+def build_verify_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python spark_apps/jobs/hourly_load.py verify",
+        description="Check committed hours against the brokers: rows_sha256, messages, rows.",
+        epilog=VERIFY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(parser)
+    return parser
+
+
+def _topics(args: argparse.Namespace) -> list[str]:
+    if args.topics:
+        return [t.strip() for t in args.topics.split(",") if t.strip()]
+    from logbroker.client.cluster import Cluster
+
+    with Cluster(args.zookeeper) as cluster:
+        topics = [t for t in cluster.topics() if re.fullmatch(args.topic_pattern, t)]
+    if not topics:
+        raise SystemExit(f"no topic in {args.zookeeper} matches {args.topic_pattern!r}")
+    return topics
+
+
+def run_load(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from spark_apps.load.hour import LoadError, LoadSettings, load_hour
+    from spark_apps.session import build_session
+    from spark_apps.warehouse.checkpoint import Warehouse
+
+    topics = _topics(args)
+    spark = build_session("logbroker hourly_load", master=args.master)
+    spark.sparkContext.setLogLevel("WARN")
+    settings = LoadSettings(
+        zookeeper=args.zookeeper,
+        schema_registry=args.schema_registry,
+        max_bad_fraction=args.max_bad_fraction,
+        fetch_size=args.fetch_size,
+        parquet_writer=args.parquet_writer,
+    )
+    wh = Warehouse.open(args.warehouse, spark=spark)
+    failed = 0
+    for topic in topics:
+        try:
+            report = load_hour(spark, wh, settings, topic, args.hour)
+        except LoadError as exc:
+            print(f"hourly_load: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(report.summary(), flush=True)
+    spark.stop()
+    return 1 if failed else 0
+
+
+def run_verify(argv: list[str]) -> int:
+    args = build_verify_parser().parse_args(argv)
+    from spark_apps.session import build_session
+    from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
+
+    topics = _topics(args)
+    spark = build_session("logbroker hourly_load verify", master=args.master)
+    spark.sparkContext.setLogLevel("WARN")
+    wh = Warehouse.open(args.warehouse, spark=spark)
+    bad = 0
+    for topic in topics:
+        try:
+            result = wh.verify(topic, args.hour, zookeeper=args.zookeeper)
+        except WarehouseError as exc:
+            print(f"{topic} {args.hour}: {exc}")
+            bad += 1
+            continue
+        print(result.summary(), flush=True)
+        bad += not result.ok
+    spark.stop()
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    if argv and argv[0] == "verify":
+        return run_verify(argv[1:])
+    if argv and argv[0] == "load":
+        argv = argv[1:]
+    return run_load(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The hourly load's rows written to Parquet by the Spark tasks that read them (Arrow's writer).
+
+Spark's own writer (parquet-mr, in the JVM) takes the Arrow batches a Python source yields,
+turns them into rows and writes those value by value: ~2.6 us a row here, 5.2 of the 5.7 CPU s
+the Python Data Source API's ceiling spends on 2,000,000 rows (docs/warehouse.md). The tasks
+that read the ranges already hold the rows as Arrow batches, and Arrow's C++ writer writes
+them in a fraction of that. So, for a warehouse pyarrow writes to (file://), the load runs
+one Spark task per split that reads it (source.read_split, the data source's own reader)
+and writes its own Parquet file; other filesystems (viewfs://, hdfs://, s3a://, ...) keep
+Spark's writer, through Hadoop's FileSystem.
+
+The files are the ones Spark's writer makes of the same rows:
+    <dir>/part-<split:05d>-<write id>-c000.<codec>.parquet
+- the columns and their nullability are the Spark schema's (`written_schema`), which is also
+  stored in the footer under Spark's key (org.apache.spark.sql.parquet.row.metadata), with
+  the Spark version that proleptic-Gregorian files carry, so Spark reads back exactly the
+  types its writer would have written, with no calendar rebase;
+- timestamps TIMESTAMP(MICROS, UTC), lists in Parquet's three levels, the codec of
+  spark.sql.parquet.compression.codec, row groups of up to ROW_GROUP_BYTES of Arrow data;
+- a task writes `.<name>.inprogress` (hidden from readers: Hadoop's rule) and renames it when
+  complete, so a retried task replaces its own file and a killed one leaves no data file
+  (what it left in progress is deleted once the job is done);
+- bad records (PERMISSIVE's `_error` rows) are counted, not written: the load writes them
+  to _errors on its own read (loading.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+
+from spark_apps.source.options import parse_options
+
+ERROR_COLUMN, VALUE_COLUMN = "_error", "_value"
+ROW_GROUP_BYTES = 16 * 2**20  # ~110,000 rows of the benchmark; 16-64 MiB ran alike
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+SPARK_VERSION_KEY = b"org.apache.spark.version"
+CODECS = {  # spark.sql.parquet.compression.codec -> (pyarrow's name, the file name's part)
+    "none": ("none", ""),
+    "uncompressed": ("none", ""),
+    "snappy": ("snappy", ".snappy"),
+    "gzip": ("gzip", ".gz"),
+    "zstd": ("zstd", ".zstd"),
+    "lz4_raw": ("lz4", ".lz4raw"),
+    "brotli": ("brotli", ".br"),
+}
+WRITERS = ("auto", "arrow", "spark")
+
+
+class ParquetWriterChoiceError(ValueError):
+    """--parquet-writer arrow for a warehouse or codec Arrow's writer cannot serve."""
+
+
+@dataclass(frozen=True)
+class SplitWritten:
+    """What one task counted: the rows it wrote (no file when none, but for the first split)
+    and the bad records it left out."""
+
+    rows: int
+    bad: int
+
+
+@dataclass(frozen=True)
+class TaskWrite:
+    """What every task of one write needs (pickled to the Python workers)."""
+
+    source_options: dict[str, str]
+    decoder: Any
+    arrow_schema: pa.Schema
+    directory: str
+    write_id: str
+    load_hour: str
+    codec: str
+    suffix: str
+    row_group_bytes: int
+
+
+def use_arrow_writer(choice: str, uri: str, spark_codec: str) -> bool:
+    """Whether the load writes its rows from its tasks: `auto` for file:// with a codec Arrow
+    has; `arrow` insists (an error if it cannot); `spark` never."""
+    if choice not in WRITERS:
+        raise ParquetWriterChoiceError(f"--parquet-writer {choice!r}: one of {', '.join(WRITERS)}")
+    if choice == "spark":
+        return False
+    local = urlparse(uri).scheme == "file"
+    known = spark_codec.lower() in CODECS
+    if choice == "arrow" and not (local and known):
+        raise ParquetWriterChoiceError(
+            f"--parquet-writer arrow: {'the codec ' + repr(spark_codec) if local else uri} "
+            "is not one Arrow's writer serves here (file:// warehouses; codecs "
+            f"{', '.join(sorted(CODECS))}); use --parquet-writer spark"
+        )
+    return local and known
+
+
+def written_schema(source_schema: Any) -> Any:
+    """The rows' Spark schema: the source's columns without PERMISSIVE's two, and load_hour
+    (a non-null string, as Spark's lit() makes it) after the header (DESIGN.md §3.6)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    fields = [f for f in source_schema.fields if f.name not in (ERROR_COLUMN, VALUE_COLUMN)]
+    at = [f.name for f in fields].index("schema_id") + 1
+    fields.insert(at, StructField("load_hour", StringType(), False))
+    return StructType(fields)
+
+
+def write_rows(
+    spark: Any, source_options: Mapping[str, str], directory: str, load_hour: str
+) -> list[SplitWritten]:
+    """Read the source's splits and write their good rows into `directory` (a file:// URI),
+    one Spark task and one file per split."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_apps.source.avro_columns import spark_schema
+    from spark_apps.source.source import LogbrokerBatchReader
+
+    options = parse_options(source_options)
+    schema = spark_schema(options)
+    reader = LogbrokerBatchReader(options, schema)
+    splits = [p.plan for p in reader.partitions()]
+    rows = written_schema(schema)
+    metadata = {SPARK_SCHEMA_KEY: rows.json().encode(), SPARK_VERSION_KEY: spark.version.encode()}
+    codec, suffix = CODECS[spark.conf.get("spark.sql.parquet.compression.codec").lower()]
+    task = TaskWrite(
+        source_options=dict(source_options),
+        decoder=reader.decoder,
+        arrow_schema=to_arrow_schema(rows, timezone="UTC").with_metadata(metadata),
+        directory=directory,
+        write_id=uuid.uuid4().hex,
+        load_hour=load_hour,
+        codec=codec,
+        suffix=suffix,
+        row_group_bytes=ROW_GROUP_BYTES,
+    )
+    numbered = list(enumerate(splits))
+    written: list[SplitWritten] = (
+        spark.sparkContext.parallelize(numbered, max(1, len(numbered)))
+        .mapPartitions(lambda items: _write_splits(task, items))
+        .collect()
+    )
+    _remove_leftovers(directory)
+    return written
+
+
+def _remove_leftovers(directory: str) -> None:
+    """Delete what attempts that died left in progress (a retried task wrote its file again)."""
+    from pyarrow import fs
+
+    afs, path = fs.FileSystem.from_uri(directory)
+    for info in afs.get_file_info(fs.FileSelector(path)):
+        if info.base_name.endswith(".inprogress"):
+            afs.delete_file(info.path)
+
+
+def _write_splits(task: TaskWrite, items: Iterator[tuple[int, Any]]) -> Iterator[SplitWritten]:
+    for index, plan in items:
+        yield write_split(task, index, plan)
+
+
+def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
+    """One split's good rows into one file (in a Python worker)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyarrow import fs
+
+    from spark_apps.source.raw_columns import constant_strings
+    from spark_apps.source.source import read_split
+
+    options = parse_options(task.source_options)
+    names = task.arrow_schema.names
+    hour_at = names.index("load_hour")
+    permissive = options.mode == "PERMISSIVE"
+    name = f"part-{index:05d}-{task.write_id}-c000{task.suffix}.parquet"
+    afs, directory = fs.FileSystem.from_uri(task.directory)
+    temporary, final = f"{directory}/.{name}.inprogress", f"{directory}/{name}"
+    writer = None
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = rows = bad = 0
+
+    def flush() -> None:
+        nonlocal writer, pending, pending_bytes
+        if writer is None:
+            writer = pq.ParquetWriter(
+                temporary, task.arrow_schema, filesystem=afs, compression=task.codec
+            )
+        writer.write_table(pa.Table.from_batches(pending, task.arrow_schema))
+        pending, pending_bytes = [], 0
+
+    try:
+        for batch in read_split(options, plan, task.decoder):
+            errors = batch.column(ERROR_COLUMN) if permissive else None
+            # bad records (rare): counted, not written
+            if errors is not None and errors.null_count != len(errors):
+                good = pc.is_null(errors)
+                bad += len(errors) - pc.sum(good.cast(pa.int64())).as_py()
+                batch = batch.filter(good)
+                if not batch.num_rows:
+                    continue
+            columns = [batch.column(n) for n in names if n != "load_hour"]
+            columns.insert(hour_at, constant_strings(task.load_hour, batch.num_rows))
+            pending.append(pa.RecordBatch.from_arrays(columns, schema=task.arrow_schema))
+            pending_bytes += pending[-1].nbytes
+            rows += batch.num_rows
+            if pending_bytes >= task.row_group_bytes:
+                flush()
+        if not rows and index:
+            return SplitWritten(0, bad)
+        if pending or writer is None:  # split 0 writes the schema even with no rows
+            flush()
+        assert writer is not None
+        writer.close()
+        writer = None
+        afs.move(temporary, final)
+    finally:
+        if writer is not None:  # failed: no file, nothing hidden left behind either
+            writer.close()
+            afs.delete_file(temporary)
+    return SplitWritten(rows, bad)

@@ -1,0 +1,389 @@
+"""Offset ranges of broker partitions: reading them message by message, and `rows_sha256`.
+
+A range is `[start, end)` of byte offsets in one broker partition, both at message
+boundaries (offsets come from the brokers, checkpoints or the OFFSETS request). A reader may
+own only part of a range, `[owned_from, owned_to)`: it owns the top-level messages (entries)
+whose offset lies there, so that a range split at arbitrary byte positions is read exactly
+once. It starts at a known boundary before `owned_from` and walks entry sizes (no CRC, no
+decoding) up to the first entry it owns; the entry that straddles `owned_to` is its own last.
+
+`rows_sha256` (DESIGN.md §3.6) is SHA-256 over every message of the ranges, in
+(broker_id, partition, offset, index) order, of:
+
+    offset   8 bytes, big-endian    the top-level entry's offset (a compressed wrapper's own)
+    index    4 bytes, big-endian    the message's position inside its wrapper (0 if none)
+    length   4 bytes, big-endian    the payload's length
+    payload  length bytes
+
+Data loss: a range whose start retention deleted is a DataLossError naming topic, partition
+and the missing offsets; with `fail_on_data_loss=False` a warning, and reading goes on from
+the earliest offset still there.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import struct
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple, Protocol, TypeVar
+
+import numpy as np
+import pyarrow as pa
+
+from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.protocol.errors import LogbrokerError, OffsetOutOfRangeError
+from logbroker.protocol.message import MIN_MESSAGE_SIZE
+from logbroker.protocol.message_set import (
+    Buffer,
+    MessageColumns,
+    first_entry_size,
+    message_columns,
+    whole_entries_end,
+)
+from spark_apps.source.entry_scan import PlainRun, ends_with_partial_entry, plain_run
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FETCH_SIZE = 1024 * 1024
+MAX_FETCH_SIZE = 64 * 1024 * 1024
+_DIGEST_HEADER = struct.Struct(">qii")
+_ENTRY_HEAD = struct.Struct(">iBB")  # size, magic, attributes
+_INT32 = struct.Struct(">i")
+
+
+class RangeError(LogbrokerError):
+    """A range cannot be read as asked: its end is past the log, or not a message boundary."""
+
+
+class DataLossError(RangeError):
+    """Retention deleted (part of) a range before it was read."""
+
+
+class PartitionRange(NamedTuple):
+    """`[start, end)` of one broker partition of a topic."""
+
+    topic: str
+    broker_id: int
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.broker_id}-{self.partition}"
+
+    def describe(self) -> str:
+        return f"topic {self.topic!r} partition {self.name}"
+
+
+class Chunk:
+    """Messages of one fetch, as columns: top-level offsets, indexes in wrappers, payloads.
+
+    A fetch of plain entries (nearly every fetch) comes as numpy offsets and indexes and
+    its walk (`run`, entry_scan.py): the Avro reader reads the payloads in place, and
+    `values`, one Arrow binary column, is copied out of the fetch by compiled code only when
+    asked for; any other fetch comes as lists, from message_set's general path. Each form
+    gives the others on demand (`payloads`, `values`), for the slower paths.
+    """
+
+    __slots__ = ("_payloads", "_values", "indexes", "offsets", "run")
+
+    def __init__(
+        self,
+        offsets: Sequence[int],
+        indexes: Sequence[int],
+        *,
+        payloads: list[bytes] | None = None,
+        run: PlainRun | None = None,
+    ) -> None:
+        self.offsets = offsets
+        self.indexes = indexes
+        self._payloads = payloads
+        self._values: pa.BinaryArray | None = None  # made from `run` or `payloads` when asked
+        self.run = run
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def payloads(self) -> list[bytes]:
+        if self._payloads is None:
+            self._payloads = self.values.to_pylist()
+        return self._payloads
+
+    @property
+    def values(self) -> pa.BinaryArray:
+        if self._values is None:
+            if self.run is not None:
+                payloads, starts = self.run.payload_arrays()
+                self._values = pa.Array.from_buffers(
+                    pa.binary(), len(self), [None, pa.py_buffer(starts), pa.py_buffer(payloads)]
+                )
+            else:
+                self._values = pa.array(self._payloads, pa.binary())
+        return self._values
+
+
+def data_loss_message(r: PartitionRange, missing_from: int, earliest: int) -> str:
+    return (
+        f"{r.describe()}: offsets [{missing_from}, {min(earliest, r.end)}) of the range "
+        f"[{r.start}, {r.end}) were deleted by retention before they were read "
+        f"(the earliest offset still there is {earliest})"
+    )
+
+
+def _entry_at_or_after(data: memoryview, base: int, limit: int, end: int) -> int:
+    """Position in `data` (whole entries up to `end`) of the first entry starting >= `limit`."""
+    pos = 0
+    unpack = _INT32.unpack_from
+    while pos < end and base + pos < limit:
+        pos += 4 + unpack(data, pos)[0]
+    return min(pos, end)
+
+
+def read_range(
+    consumer: SimpleConsumer,
+    r: PartitionRange,
+    *,
+    read_from: int | None = None,
+    owned_from: int | None = None,
+    owned_to: int | None = None,
+    fetch_size: int = DEFAULT_FETCH_SIZE,
+    max_fetch_size: int = MAX_FETCH_SIZE,
+    fail_on_data_loss: bool = True,
+    warn: Callable[[str], None] = log.warning,
+) -> Iterator[Chunk]:
+    """The messages of `r` (or of the part of it this reader owns), a fetch at a time.
+
+    `read_from` is a message boundary at or before `owned_from` (default: `r.start`).
+    """
+    return _read(
+        consumer,
+        r,
+        read_chunk,
+        read_from,
+        owned_from,
+        owned_to,
+        fetch_size,
+        max_fetch_size,
+        fail_on_data_loss,
+        warn,
+    )
+
+
+_Decoded = TypeVar("_Decoded")
+# What a read makes of a fetch's whole entries from `base`: (it, where those entries end)
+Decode = Callable[[Buffer, int, PartitionRange], tuple[_Decoded, int]]
+
+
+def _read(
+    consumer: SimpleConsumer,
+    r: PartitionRange,
+    decode: Decode[_Decoded],
+    read_from: int | None,
+    owned_from: int | None,
+    owned_to: int | None,
+    fetch_size: int,
+    max_fetch_size: int,
+    fail_on_data_loss: bool,
+    warn: Callable[[str], None],
+) -> Iterator[_Decoded]:
+    owned_from = r.start if owned_from is None else owned_from
+    owned_to = r.end if owned_to is None else owned_to
+    offset = r.start if read_from is None else read_from
+    size = fetch_size
+    # The next fetch is asked for once a fetch is decoded, before its chunk is handed over:
+    # the broker sends it while the caller works (Avro, Parquet), not while it waits.
+    fetches = consumer.pipelined(r.topic, r.partition)
+    try:
+        while offset < owned_to:
+            want = min(size, r.end - offset)
+            try:
+                data = fetches.get(offset, want)
+            except OffsetOutOfRangeError:
+                earliest = consumer.earliest_offset(r.topic, r.partition)
+                if offset >= earliest:
+                    latest = consumer.latest_offset(r.topic, r.partition)
+                    raise RangeError(
+                        f"{r.describe()}: the log ends at offset {latest}, before the range "
+                        f"[{r.start}, {r.end}) ends; was the broker's log replaced?"
+                    ) from None
+                if fail_on_data_loss:
+                    raise DataLossError(data_loss_message(r, offset, earliest)) from None
+                warn(
+                    data_loss_message(r, offset, earliest)
+                    + "; reading from there (failOnDataLoss=false)"
+                )
+                offset = max(offset, earliest)
+                continue
+            if owned_from <= offset and offset + len(data) <= owned_to:
+                # The whole fetch is this reader's (nearly every fetch): one walk decodes it.
+                decoded, end = decode(data, offset, r)
+                if end:
+                    offset += end
+                    size = fetch_size
+                    if offset < owned_to:
+                        fetches.ask(offset, min(size, r.end - offset))
+                    yield decoded
+                    continue
+            view = memoryview(data)
+            whole = whole_entries_end(view)
+            if whole == 0:
+                needed = first_entry_size(view)
+                if needed is None or len(view) == 0:
+                    raise RangeError(
+                        f"{r.describe()}: the log ends at offset {offset}, before the range "
+                        f"[{r.start}, {r.end}) ends"
+                    )
+                if needed > r.end - offset:
+                    raise RangeError(
+                        f"{r.describe()}: offset {r.end} (the range's end) is not a message "
+                        f"boundary: the message at {offset} is {needed} bytes"
+                    )
+                if needed > max_fetch_size:
+                    raise RangeError(
+                        f"{r.describe()}: the message at offset {offset} is {needed} bytes, over "
+                        f"the largest fetch size {max_fetch_size}"
+                    )
+                size = needed
+                continue
+            size = fetch_size
+            first = 0
+            if offset < owned_from:  # walking to the first entry this reader owns
+                first = _entry_at_or_after(view, offset, owned_from, whole)
+            last = whole
+            if offset + whole > owned_to:
+                last = _entry_at_or_after(view, offset, owned_to, whole)
+            if last > first:
+                yield decode(view[first:last], offset + first, r)[0]
+            offset += last if last < whole else whole
+    finally:
+        fetches.close()  # an answer asked for and not read: the connection goes with it
+
+
+def _columns(data: Buffer, base: int, r: PartitionRange) -> MessageColumns:
+    try:
+        return message_columns(data, base)
+    except LogbrokerError as exc:
+        raise type(exc)(f"{r.describe()}: {exc}") from exc
+
+
+def read_chunk(data: Buffer, base: int, r: PartitionRange) -> tuple[Chunk, int]:
+    """The messages of the whole entries of `data` (a fetch from `base`), and where they end."""
+    run = plain_run(data)
+    if ends_with_partial_entry(run):  # plain entries only, every CRC right
+        n = len(run.entries)
+        return Chunk(run.entries + base, np.zeros(n, np.int32), run=run), run.stop
+    columns = _columns(data, base, r)  # anything else, a bad CRC included: named there
+    return Chunk(columns.offsets, columns.indexes, payloads=columns.payloads), columns.end
+
+
+class NameKeys(Protocol):
+    """Where a digest hands the events' names on its way (the load's event_names.NameKeys)."""
+
+    def add(self, run: PlainRun) -> None:
+        """A fetch of plain entries, read."""
+
+    def not_read(self) -> None:
+        """A fetch whose names were not read (compressed or damaged entries)."""
+
+
+class DigestInput(NamedTuple):
+    """The bytes rows_sha256 hashes for some messages, and how many messages they are."""
+
+    data: bytes
+    messages: int
+
+
+def digest_input(
+    data: Buffer, base: int, r: PartitionRange, names: NameKeys | None = None
+) -> tuple[DigestInput, int]:
+    """rows_sha256's bytes for the whole entries of `data` (and where they end); `names`, if
+    given, is handed each plain fetch (or told that a fetch was not read to names).
+
+    Plain entries are walked without a Message or a payload list (about twice as fast as
+    decoding them into columns first); any other entry (compressed, magic 0, damaged) goes
+    through message_columns. CRCs are not checked here: what the digest hashes is what the
+    brokers hold, and the reader that loads the same bytes checks every CRC. A fetch of
+    plain entries only (nearly every fetch) is walked and written by compiled code
+    (entry_scan.py), without a Python object per message.
+    """
+    run = plain_run(data, check_crc=False)
+    if ends_with_partial_entry(run):
+        if names is not None:
+            names.add(run)
+        return DigestInput(run.digest_bytes(base), len(run.entries)), run.stop
+    if names is not None:
+        names.not_read()
+    if not isinstance(data, bytes):
+        data = bytes(data)  # a fetch's memoryview: slices of bytes are ~2x cheaper
+    length = len(data)
+    unpack_entry = _ENTRY_HEAD.unpack_from
+    pack = _DIGEST_HEADER.pack
+    parts: list[bytes] = []  # header, payload, header, payload, ...
+    add = parts.append
+    pos = 0
+    while pos + 4 <= length:
+        while pos + 10 <= length:
+            size, magic, attributes = unpack_entry(data, pos)
+            end = pos + 4 + size
+            if magic != 1 or attributes & 3 or size < 6 or end > length:
+                break
+            add(pack(base + pos, 0, size - 6))
+            add(data[pos + 10 : end])
+            pos = end
+        if pos + 4 > length:
+            break
+        (size,) = _INT32.unpack_from(data, pos)
+        end = pos + 4 + size
+        if size >= MIN_MESSAGE_SIZE and end > length:
+            break  # a partial trailing entry
+        columns = _columns(data[pos : max(end, pos + 4)], base + pos, r)
+        for offset, index, payload in zip(
+            columns.offsets, columns.indexes, columns.payloads, strict=True
+        ):
+            add(pack(offset, index, len(payload)))
+            add(payload)
+        pos = end
+    return DigestInput(b"".join(parts), len(parts) // 2), pos  # two parts per message
+
+
+class RangeDigest(NamedTuple):
+    rows_sha256: str
+    messages: dict[tuple[int, int], int]  # (broker_id, partition) -> messages in its range
+
+
+def digest_ranges(
+    consumer_for: Callable[[int], SimpleConsumer],
+    ranges: Iterable[PartitionRange],
+    *,
+    fetch_size: int = DEFAULT_FETCH_SIZE,
+    names: NameKeys | None = None,
+) -> RangeDigest:
+    """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts; the
+    events' names into `names` on the way, if given (event_names.py)."""
+    decode = digest_input if names is None else functools.partial(digest_input, names=names)
+    sha = hashlib.sha256()
+    counts: dict[tuple[int, int], int] = {}
+    for r in sorted(ranges, key=lambda x: (x.broker_id, x.partition)):
+        messages = 0
+        if r.end > r.start:
+            consumer = consumer_for(r.broker_id)
+            for part in _read(
+                consumer,
+                r,
+                decode,
+                None,
+                None,
+                None,
+                fetch_size,
+                MAX_FETCH_SIZE,
+                True,
+                log.warning,
+            ):
+                sha.update(part.data)
+                messages += part.messages
+        counts[(r.broker_id, r.partition)] = messages
+    return RangeDigest(sha.hexdigest(), counts)

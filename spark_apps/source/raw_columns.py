@@ -1,0 +1,55 @@
+"""Raw rows: one per message, its place and its payload, as Arrow record batches.
+
+topic      string   the topic
+broker_id  int      the broker that holds the partition
+partition  int      the partition on that broker
+offset     bigint   the top-level entry's offset (a compressed wrapper's own)
+index      int      the message's position inside its wrapper (0 when not compressed)
+value      binary   the payload
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from spark_apps.source.ranges import Chunk, PartitionRange
+
+POSITION_FIELDS = [
+    pa.field("topic", pa.string()),
+    pa.field("broker_id", pa.int32()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("index", pa.int32()),
+]
+RAW_SCHEMA = pa.schema([*POSITION_FIELDS, pa.field("value", pa.binary())])
+RAW_DDL = "topic string, broker_id int, partition int, offset bigint, `index` int, value binary"
+
+
+def constant_strings(value: str, n: int) -> pa.StringArray:
+    """`value` n times, built from its buffers: 7 us for 7,000 rows, where a list of n
+    strings costs ~350 us and pa.repeat ~50 us (after ~0.3 s the first time in a process)."""
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+
+
+def position_arrays(
+    r: PartitionRange, offsets: Sequence[int], indexes: Sequence[int]
+) -> list[pa.Array]:
+    n = len(offsets)
+    return [
+        constant_strings(r.topic, n),
+        pa.array(np.full(n, r.broker_id, dtype=np.int32)),
+        pa.array(np.full(n, r.partition, dtype=np.int32)),
+        pa.array(offsets, pa.int64()),
+        pa.array(indexes, pa.int32()),
+    ]
+
+
+def raw_batch(r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
+    arrays = position_arrays(r, chunk.offsets, chunk.indexes)
+    arrays.append(chunk.values)
+    return pa.RecordBatch.from_arrays(arrays, schema=RAW_SCHEMA)

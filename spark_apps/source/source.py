@@ -1,0 +1,172 @@
+"""The `logbroker` data source: batch and streaming readers on Spark's Python Data Source API.
+
+    spark.read.format("logbroker").option("zookeeper", "127.0.0.1:2181/analysis")
+         .option("subscribe", "page_views").load()
+    spark.readStream.format("logbroker").option(...).load()
+
+Planning (`partitions()`, `latestOffset()`) runs in a Python worker beside the driver: it asks
+the cluster for partitions and offsets. Reading (`read()`) runs in the executors' Python
+workers: each opens its own connection to one broker and yields Arrow record batches, a fetch
+at a time, so no per-row Python object crosses into the JVM. A stream's offsets are
+{"topic": {"<broker_id>-<partition>": offset}}: the end of one micro-batch is the start of the
+next, and Spark checkpoints them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from logbroker.client.simple_consumer import SimpleConsumer
+from spark_apps.source.discovery import PartitionState, discover, segment_starts
+from spark_apps.source.options import SourceOptions, parse_options
+from spark_apps.source.planning import SplitPlan, offset_for, plan_ranges, plan_splits
+from spark_apps.source.ranges import read_range
+from spark_apps.source.raw_columns import RAW_DDL, raw_batch
+
+log = logging.getLogger("logbroker.spark")
+
+StreamOffsets = dict[str, dict[str, int]]
+
+
+class LogbrokerPartition(InputPartition):  # type: ignore[misc]
+    def __init__(self, plan: SplitPlan) -> None:
+        super().__init__(plan)
+        self.plan = plan
+
+
+def _warn(message: str) -> None:
+    log.warning(message)
+
+
+def _splits(options: SourceOptions, ranges: list[Any]) -> list[LogbrokerPartition]:
+    plans = plan_splits(
+        ranges,
+        max_bytes=options.max_bytes_per_partition,
+        min_partitions=options.min_partitions,
+        segment_starts=segment_starts,
+    )
+    return [LogbrokerPartition(p) for p in plans]
+
+
+def read_split(options: SourceOptions, plan: SplitPlan, decoder: Any) -> Iterator[pa.RecordBatch]:
+    with SimpleConsumer(plan.host, plan.port, fetch_size=options.fetch_size) as consumer:
+        for chunk in read_range(
+            consumer,
+            plan.range,
+            read_from=plan.read_from,
+            owned_from=plan.owned_from,
+            owned_to=plan.owned_to,
+            fetch_size=options.fetch_size,
+            fail_on_data_loss=options.fail_on_data_loss,
+            warn=_warn,
+        ):
+            if decoder is None:
+                yield raw_batch(plan.range, chunk)
+            else:
+                batch = decoder.batch(plan.range, chunk)
+                if batch.num_rows:
+                    yield batch
+
+
+def _decoder(options: SourceOptions, schema: StructType) -> Any:
+    if options.value_format == "raw":
+        return None
+    from spark_apps.source.avro_columns import AvroDecoder
+
+    return AvroDecoder.for_schema(options, schema)
+
+
+class LogbrokerBatchReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.decoder = _decoder(options, schema)  # resolved here, pickled to the readers
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        states = discover(o)
+        ranges = plan_ranges(
+            states,
+            lambda s: offset_for(o.starting_offsets, s, "earliest"),
+            lambda s: offset_for(o.ending_offsets, s, "latest"),
+            fail_on_data_loss=o.fail_on_data_loss,
+            warn=_warn,
+        )
+        return _splits(o, ranges)
+
+    def read(self, partition: LogbrokerPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_split(self.options, partition.plan, self.decoder)
+
+
+class LogbrokerStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.decoder = _decoder(options, schema)
+
+    def _offsets(self, states: list[PartitionState], spec: Any, default: str) -> StreamOffsets:
+        out: StreamOffsets = {}
+        for s in states:
+            out.setdefault(s.topic, {})[s.name] = offset_for(spec, s, default)
+        return out
+
+    def initialOffset(self) -> StreamOffsets:
+        return self._offsets(discover(self.options), self.options.starting_offsets, "latest")
+
+    def latestOffset(self, start: StreamOffsets | None = None, limit: Any = None) -> StreamOffsets:
+        return self._offsets(discover(self.options), "latest", "latest")
+
+    def partitions(self, start: StreamOffsets, end: StreamOffsets) -> Sequence[InputPartition]:
+        states = [
+            s for s in discover(self.options) if s.name in end.get(s.topic, {})
+        ]  # partitions that appeared after `end` was chosen wait for the next batch
+        ranges = plan_ranges(
+            states,
+            lambda s: start.get(s.topic, {}).get(s.name, 0),  # new partition: from its start
+            lambda s: end[s.topic][s.name],
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            warn=_warn,
+        )
+        return _splits(self.options, ranges)
+
+    def read(self, partition: LogbrokerPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_split(self.options, partition.plan, self.decoder)
+
+    def commit(self, end: StreamOffsets) -> None:
+        pass  # offsets live in Spark's checkpoint; the brokers keep nothing per reader
+
+
+class LogbrokerDataSource(DataSource):  # type: ignore[misc]
+    """format("logbroker"): see options.py for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "logbroker"
+
+    def schema(self) -> StructType | str:
+        options = parse_options(self.options)
+        if options.value_format == "raw":
+            return RAW_DDL
+        from spark_apps.source.avro_columns import spark_schema
+
+        return spark_schema(options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LogbrokerBatchReader(parse_options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return LogbrokerStreamReader(parse_options(self.options, streaming=True), schema)
+
+
+def register(spark: Any) -> None:
+    """Make spark.read.format("logbroker") (and readStream) known to `spark`."""
+    spark.dataSource.register(LogbrokerDataSource)

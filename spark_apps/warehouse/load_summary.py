@@ -1,0 +1,423 @@
+"""What one committed load holds, in a small file beside its rows: the audit reads this, not them.
+
+    <wh>/<topic>/load_hour=<YYYY-MM-DDTHH>/_load_summary.json
+
+The name starts with `_`, so readers of the hour's rows (Spark, Hive, pyarrow datasets) skip it,
+as they skip `_SUCCESS`. The hourly load writes it into its staging `rows/` before the commit,
+so it appears with the hour's data in the same rename. For a load that has none, or a stale
+one, the audit reads the rows once and keeps the summary in its own area (audit_layout:
+`_audit_results/_load_summaries/`), never in the load's directory, which is the load's.
+
+    {"format": 1, "topic": "page_views", "load_hour": "2026-11-22T10",
+     "committed_at": "...Z", "rows_sha256": "...",        the checkpoint it describes
+     "rows": 391,                                         = the checkpoint's rows
+     "files": {"part-00000-<uuid>-c000.snappy.parquet": 18234, ...},
+                                                          every data file and its length
+     "previous": {"load_hour": "2026-11-22T09", "committed_at": "...Z",
+                  "rows_sha256": "...", "files": {...}, "shared_keys": 0} or null,
+     "groups": {"columns": GROUP_COLUMNS, "data": [[...], ...]},
+     "names": {"columns": NAME_COLUMNS, "data": [[...], ...]}}
+
+- groups: one per event window, producer and schema id: `window` (start, ms; null without an
+  event time), `producer_id`, `ph` (xxhash64 of producer_id, as Spark computes it),
+  `schema_id`, `rows`, `null_server`, `null_seq`, `min_event_ms`, `max_event_ms`. The audit's
+  profile of a loaded topic hour, and its index, come from these.
+- names: one per window and producer: `rows` with a name (producer_id and seq not null),
+  `distinct` names among them, `min_seq`, `max_seq`. An event is named by (producer_id, seq)
+  (DESIGN §3.4), so `rows - distinct` are repeats inside the load (0 for what the hourly load
+  writes: it drops them), and two loads can share a name in a window only where their seq
+  ranges overlap.
+- previous: the load certifies that no name of it is in the previous hour's load, as that
+  load was then (its checkpoint and files): the hourly load drops such repeats; a summary the
+  audit writes counts them (`shared_keys`). A certificate holds while that load is unchanged.
+
+A summary is current while its `committed_at`, `rows_sha256` and `rows` are the checkpoint's and
+its `files` are exactly the data files in the directory (names and lengths): a load replaced,
+or rows deleted or added by hand, makes it stale, and the audit counts that load from its rows
+again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from spark_apps.warehouse.hours import WINDOW_MS
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+SUMMARY_FILE = "_load_summary.json"
+FORMAT = 1
+GROUP_COLUMNS = (
+    "window",
+    "producer_id",
+    "ph",
+    "schema_id",
+    "rows",
+    "null_server",
+    "null_seq",
+    "min_event_ms",
+    "max_event_ms",
+)
+NAME_COLUMNS = ("window", "producer_id", "ph", "rows", "distinct", "min_seq", "max_seq")
+# profile_query's columns: the groups' keys and counts, and each group's seq range
+PROFILE_COLUMNS = ("topic", "load_hour", *GROUP_COLUMNS, "min_seq", "max_seq")
+
+
+class Listing(Protocol):
+    """A directory entry, as both filesystem modules list them."""
+
+    name: str
+    is_dir: bool
+    size: int
+
+
+class SummaryFS(Protocol):
+    def list(self, uri: str) -> Sequence[Listing]: ...
+
+    def exists(self, uri: str) -> bool: ...
+
+    def read_bytes(self, uri: str) -> bytes: ...
+
+    def write_bytes(self, uri: str, data: bytes) -> None: ...
+
+
+def summary_path(load_dir: str) -> str:
+    return f"{load_dir.rstrip('/')}/{SUMMARY_FILE}"
+
+
+def data_files(fs: SummaryFS, load_dir: str) -> dict[str, int]:
+    """The data files of a load directory and their lengths (Hadoop's rule: not '_' or '.')."""
+    return {
+        e.name: int(e.size)
+        for e in fs.list(load_dir)
+        if not e.is_dir and not e.name.startswith(("_", "."))
+    }
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The load shares no name with this previous load (as committed then, with these files)."""
+
+    load_hour: str
+    committed_at: str
+    rows_sha256: str
+    files: dict[str, int]
+    shared_keys: int = 0
+
+    def holds_for(self, previous: LoadSummary) -> bool:
+        """Whether it still speaks of `previous` (its current summary) and found no name shared."""
+        return self.shared_keys == 0 and (
+            self.load_hour,
+            self.committed_at,
+            self.rows_sha256,
+            self.files,
+        ) == (previous.load_hour, previous.committed_at, previous.rows_sha256, previous.files)
+
+
+@dataclass
+class LoadSummary:
+    topic: str
+    load_hour: str
+    committed_at: str
+    rows_sha256: str
+    rows: int
+    files: dict[str, int]
+    groups: list[list[Any]] = field(default_factory=list)  # GROUP_COLUMNS
+    names: list[list[Any]] = field(default_factory=list)  # NAME_COLUMNS
+    previous: Certificate | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "topic": self.topic,
+                "load_hour": self.load_hour,
+                "committed_at": self.committed_at,
+                "rows_sha256": self.rows_sha256,
+                "rows": self.rows,
+                "files": dict(sorted(self.files.items())),
+                "previous": None if self.previous is None else vars(self.previous),
+                "groups": {"columns": list(GROUP_COLUMNS), "data": self.groups},
+                "names": {"columns": list(NAME_COLUMNS), "data": self.names},
+            },
+            indent=None,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LoadSummary:
+        """Raises ValueError for anything that is not a summary of this format."""
+        try:
+            doc = json.loads(text)
+            if doc.get("format") != FORMAT:
+                raise ValueError(f"format {doc.get('format')!r}, not {FORMAT}")
+            for part, columns in (("groups", GROUP_COLUMNS), ("names", NAME_COLUMNS)):
+                if tuple(doc[part]["columns"]) != columns:
+                    raise ValueError(f"{part} columns {doc[part]['columns']}")
+            prev = doc.get("previous")
+            return cls(
+                topic=str(doc["topic"]),
+                load_hour=str(doc["load_hour"]),
+                committed_at=str(doc["committed_at"]),
+                rows_sha256=str(doc["rows_sha256"]),
+                rows=int(doc["rows"]),
+                files={str(k): int(v) for k, v in doc["files"].items()},
+                groups=[list(r) for r in doc["groups"]["data"]],
+                names=[list(r) for r in doc["names"]["data"]],
+                previous=None if prev is None else _certificate(prev),
+            )
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"not a load summary: {err!r}") from err
+
+    def describes(
+        self, committed_at: str, rows_sha256: str, rows: int, files: dict[str, int]
+    ) -> bool:
+        """Whether this summary is current for a load with this checkpoint and these files."""
+        return (self.committed_at, self.rows_sha256, self.rows, self.files) == (
+            committed_at,
+            rows_sha256,
+            rows,
+            files,
+        )
+
+
+def _certificate(doc: dict[str, Any]) -> Certificate:
+    return Certificate(
+        load_hour=str(doc["load_hour"]),
+        committed_at=str(doc["committed_at"]),
+        rows_sha256=str(doc["rows_sha256"]),
+        files={str(k): int(v) for k, v in doc["files"].items()},
+        shared_keys=int(doc.get("shared_keys", 0)),
+    )
+
+
+def read_current(
+    fs: SummaryFS,
+    load_dir: str,
+    committed_at: str,
+    rows_sha256: str,
+    rows: int,
+    path: str | None = None,
+) -> LoadSummary | None:
+    """The load's summary (in its directory, or at `path`) if it is there and current (see
+    the module doc), else None."""
+    path = path or summary_path(load_dir)
+    try:
+        if not fs.exists(path):
+            return None
+        summary = LoadSummary.from_json(fs.read_bytes(path))
+    except (ValueError, OSError):
+        return None  # damaged or unreadable: counted from the rows again, and rewritten
+    files = data_files(fs, load_dir)
+    return summary if summary.describes(committed_at, rows_sha256, rows, files) else None
+
+
+def write(fs: SummaryFS, path: str, summary: LoadSummary) -> None:
+    fs.write_bytes(path, summary.to_json().encode())
+
+
+# -- computing summaries with Spark ------------------------------------------------------
+
+
+def millis(df: DataFrame, name: str) -> Column:
+    """A timestamp-millis field as epoch milliseconds, whether the load kept it as a
+    timestamp or a long."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    if isinstance(df.schema[name].dataType, TimestampType | TimestampNTZType):
+        return F.unix_millis(F.col(name).cast("timestamp"))
+    return F.col(name).cast("long")
+
+
+def load_hour_column() -> Column:
+    """The load hour of a row, from its file's path (`.../load_hour=YYYY-MM-DDTHH/part-...`)."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_extract(F.col("_metadata.file_path"), r"load_hour=([0-9T-]+)", 1)
+
+
+def header_rows(raw: DataFrame, topic: str, load_hour: Column) -> DataFrame:
+    """The header columns of rows of one topic, with the event window.
+
+    Columns: topic, load_hour, event_ms, window (start, ms; null without an event time), server,
+    producer_id, seq, schema_id (null where the rows have no such column).
+    """
+    from pyspark.sql import functions as F
+
+    cols = set(raw.columns)
+    return raw.select(
+        F.lit(topic).alias("topic"),
+        load_hour.alias("load_hour"),
+        millis(raw, "event_time").alias("event_ms"),
+        *[
+            (F.col(c) if c in cols else F.lit(None)).cast(t).alias(c)
+            for c, t in (
+                ("server", "string"),
+                ("producer_id", "string"),
+                ("seq", "long"),
+                ("schema_id", "long"),
+            )
+        ],
+    ).withColumn("window", F.expr(f"event_ms - pmod(event_ms, {WINDOW_MS})"))
+
+
+def read_header_rows(spark: SparkSession, dirs: Iterable[tuple[str, str]]) -> DataFrame | None:
+    """`header_rows` of every (topic, load directory), the load hour taken from the path."""
+    by_topic: dict[str, list[str]] = {}
+    for topic, uri in dirs:
+        by_topic.setdefault(topic, []).append(uri)
+    frames = [
+        # one topic at a time: one schema, whatever the others have
+        header_rows(spark.read.parquet(*uris), topic, load_hour_column())
+        for topic, uris in sorted(by_topic.items())
+    ]
+    if not frames:
+        return None
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    return rows
+
+
+def group_profile(rows: DataFrame) -> pd.DataFrame:
+    """Per topic, load hour and GROUP_COLUMNS' keys: the rows and their null header fields
+    (and the seq range, for the names of rows known to hold no repeats)."""
+    return profile_query(rows).toPandas()
+
+
+def profile_query(rows: DataFrame) -> DataFrame:
+    """`group_profile` as a Spark query, for a caller that runs it with another one."""
+    from pyspark.sql import functions as F
+
+    return rows.groupBy(
+        "topic",
+        "load_hour",
+        "window",
+        "producer_id",
+        F.xxhash64("producer_id").alias("ph"),
+        "schema_id",
+    ).agg(
+        F.count(F.lit(1)).alias("rows"),
+        (F.count(F.lit(1)) - F.count("server")).alias("null_server"),
+        (F.count(F.lit(1)) - F.count("seq")).alias("null_seq"),
+        F.min("event_ms").alias("min_event_ms"),
+        F.max("event_ms").alias("max_event_ms"),
+        F.min("seq").alias("min_seq"),
+        F.max("seq").alias("max_seq"),
+    )
+
+
+def names_without_repeats(profile: pd.DataFrame) -> pd.DataFrame:
+    """NAME_COLUMNS (+ topic, load_hour) from a profile of rows known to hold no repeated name
+    (what the hourly load writes): every named row is a distinct name."""
+    named = profile[profile["producer_id"].notna()]
+    named = named.assign(named_rows=named["rows"] - named["null_seq"])
+    named = named[named["named_rows"] > 0]
+    out = named.groupby(
+        ["topic", "load_hour", "window", "producer_id", "ph"], as_index=False, dropna=False
+    ).agg(rows=("named_rows", "sum"), min_seq=("min_seq", "min"), max_seq=("max_seq", "max"))
+    out["distinct"] = out["rows"]
+    return out
+
+
+def count_names(rows: DataFrame, by_string: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(NAME_COLUMNS per topic and load hour, counted from the rows; per topic and set of load
+    hours, how many names are in exactly those loads: topic, loads, keys). One shuffle, keyed by (xxhash64(producer_id), seq)
+    (by producer_id itself when two producers hash alike)."""
+    from pyspark.sql import functions as F
+
+    key = F.col("producer_id") if by_string else F.xxhash64("producer_id")
+    keyed = rows.where(F.col("producer_id").isNotNull() & F.col("seq").isNotNull()).select(
+        "topic", "load_hour", "window", "producer_id", key.alias("pk"), "seq"
+    )
+    per_load = (
+        keyed.repartition("pk", "seq")
+        .groupBy("pk", "seq", "topic", "load_hour", "window")
+        .agg(F.count(F.lit(1)).alias("n"), F.first("producer_id").alias("producer_id"))
+    )
+    names = (
+        per_load.groupBy("topic", "load_hour", "window", "producer_id")
+        .agg(
+            F.sum("n").alias("rows"),
+            F.count(F.lit(1)).alias("distinct"),
+            F.min("seq").alias("min_seq"),
+            F.max("seq").alias("max_seq"),
+        )
+        .select(
+            F.lit("names").alias("kind"),
+            "topic",
+            "load_hour",
+            "window",
+            "producer_id",
+            F.xxhash64("producer_id").alias("ph"),
+            "rows",
+            "distinct",
+            "min_seq",
+            "max_seq",
+            F.lit(None).cast("array<string>").alias("loads"),
+        )
+    )
+    shared = (
+        per_load.groupBy("pk", "seq", "topic")
+        .agg(F.sort_array(F.collect_set("load_hour")).alias("loads"))
+        .where(F.size("loads") > 1)
+        .groupBy("topic", "loads")
+        .agg(F.count(F.lit(1)).alias("keys"))
+        .select(
+            F.lit("shared").alias("kind"),
+            "topic",
+            *[
+                F.lit(None).cast(t).alias(c)
+                for c, t in (
+                    ("load_hour", "string"),
+                    ("window", "long"),
+                    ("producer_id", "string"),
+                    ("ph", "long"),
+                    ("rows", "long"),
+                    ("distinct", "long"),
+                    ("min_seq", "long"),
+                    ("max_seq", "long"),
+                )
+            ],
+            "loads",
+            "keys",
+        )
+    )
+    names = names.withColumn("keys", F.lit(None).cast("long"))
+    both = names.unionByName(shared).toPandas()
+    found = both[both["kind"] == "names"].drop(columns=["kind", "loads", "keys"])
+    found = found.astype({"rows": "int64", "distinct": "int64"}).reset_index(drop=True)
+    return found, both[both["kind"] == "shared"][["topic", "loads", "keys"]].reset_index(drop=True)
+
+
+def frame_rows(frame: pd.DataFrame, columns: Sequence[str]) -> list[list[Any]]:
+    """A pandas frame's `columns` as JSON-ready lists (NaN -> null, numpy -> Python)."""
+    out = []
+    for record in frame[list(columns)].itertuples(index=False, name=None):
+        out.append([plain_value(v) for v in record])
+    return out
+
+
+def plain_value(value: Any) -> Any:
+    """A value of a pandas frame as JSON takes it: null for None, NaN and pd.NA; numpy
+    scalars as Python ones; a float that is a whole number (a nullable column's) as an int."""
+    import math
+
+    import pandas as pd
+
+    if value is None or value is pd.NA:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if value.is_integer():
+            return int(value)
+    return value
