@@ -43,7 +43,8 @@ import pyarrow as pa  # noqa: E402
 
 from spark_apps.audit.reconcile import summarize  # noqa: E402
 from spark_apps.audit.run import AuditOptions, run_audit  # noqa: E402
-from spark_apps.warehouse.filesystem import HadoopFS, as_uri  # noqa: E402
+from spark_apps.warehouse.filesystem import as_uri  # noqa: E402
+from spark_apps.warehouse.hadoop import HadoopFS  # noqa: E402
 from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour  # noqa: E402
 from spark_apps.warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES  # noqa: E402
 from spark_apps.warehouse.loads import scan_topic, warehouse_topics  # noqa: E402

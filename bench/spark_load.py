@@ -57,7 +57,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 import psutil  # noqa: E402
 
 from logbroker.testing.zookeeper import ZooKeeperServer  # noqa: E402
-from spark_apps.load.hour import LoadSettings, load_hour  # noqa: E402
+from spark_apps.load.hour import load_hour  # noqa: E402
+from spark_apps.load.settings import LoadSettings  # noqa: E402
 from spark_apps.session import build_session  # noqa: E402
 from spark_apps.warehouse.checkpoint import Warehouse  # noqa: E402
 from tests.spark.helpers import PAGE_VIEW, start_cluster  # noqa: E402

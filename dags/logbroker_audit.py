@@ -62,6 +62,8 @@ def logbroker_audit() -> None:
     @task
     def hours_to_audit(triggering_asset_events: Any = None) -> str:
         """FROM..TO: the loaded hours, and the hours before them within the grace."""
+        from spark_apps.warehouse.hours import format_hour, parse_hour
+
         loaded = sorted(
             event.extra["load_hour"]
             for events in triggering_asset_events.values()
@@ -70,8 +72,8 @@ def logbroker_audit() -> None:
         )
         if not loaded:
             raise ValueError("no load_hour in the triggering asset events")
-        first = datetime.strptime(loaded[0], "%Y-%m-%dT%H") - timedelta(hours=PIPELINE.grace_hours)
-        return f"{first:%Y-%m-%dT%H}..{loaded[-1]}"
+        first = parse_hour(loaded[0]) - timedelta(hours=PIPELINE.grace_hours)
+        return f"{format_hour(first)}..{loaded[-1]}"
 
     hours = hours_to_audit()
     audit = SparkAppOperator(
@@ -97,14 +99,11 @@ def logbroker_audit() -> None:
     @task(outlets=[COMPLETE_ALIAS])
     def announce_closed(hours: str, outlet_events: Any = None) -> list[dict[str, Any]]:
         from hooks.closed_hours import mark_announced, newly_closed
-        from pipeline_ui.warehouse_view import WarehouseView
+        from spark_apps.warehouse.hour_view import WarehouseView
+        from spark_apps.warehouse.hours import format_hour, parse_hour_range
 
-        first, last = (datetime.strptime(h, "%Y-%m-%dT%H") for h in hours.split(".."))
-        names = [
-            f"{first + timedelta(hours=i):%Y-%m-%dT%H}"
-            for i in range(int((last - first).total_seconds() // 3600) + 1)
-        ]
-        view = WarehouseView(PIPELINE.warehouse, timedelta(hours=PIPELINE.grace_hours))
+        names = [format_hour(h) for h in parse_hour_range(hours)]
+        view = WarehouseView(PIPELINE.warehouse_reader, timedelta(hours=PIPELINE.grace_hours))
         now = datetime.now(UTC)
         closed = newly_closed(view, PIPELINE.topics, names, now)
         for hour in closed:

@@ -133,14 +133,14 @@ def hour_rows(stack: PipelineStack, hours: list[datetime]) -> list[HourRow]:
     """What the warehouse's files say of each hour and topic (states, checkpoints, audit)."""
     import pyarrow.parquet as pq
 
-    from spark_apps.warehouse.filesystem import LocalFS
+    from spark_apps.warehouse.filesystem import FsspecFS
     from spark_apps.warehouse.hour_states import hour_states
 
     wh = stack.warehouse_uri
     states = {
         (s.hour_name, s.topic): s
         for s in hour_states(
-            LocalFS(), wh, TOPICS, hours, datetime.now(UTC), stack.grace_hours * 3_600_000
+            FsspecFS(), wh, TOPICS, hours, datetime.now(UTC), stack.grace_hours * 3_600_000
         )
     }
     rows = []

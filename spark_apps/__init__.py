@@ -1,14 +1,17 @@
-"""PySpark applications of the pipeline, and the Spark data source for the broker.
+"""The pipeline's Spark side: the broker's data source, the hourly load, the audit.
 
-    logbroker_source/   the `logbroker` data source (batch and streaming), Python Data Source API
-    hourly_load.py      the hourly, offset-checkpointed load into the warehouse (spark-submit)
-    warehouse.py        the warehouse's layout, checkpoints and hour states (DESIGN.md §3.6)
-    filesystem.py       Hadoop's FileSystem through Spark's JVM, and a local twin for readers
-    ranges.py           reading offset ranges from brokers; rows_sha256
-    session.py          a SparkSession with what Python workers need (PYTHONPATH, interpreter)
-    audit.py            the audit (spark-submit): producer counts against the warehouse, per
-                        window; audit_*.py, load_profile.py, hour_states.py, report_assets.py
-                        are its parts (docs/audit.md)
+    warehouse/   the warehouse's files, read and written without Spark: hours, the layout,
+                 topic names, checkpoints, load summaries, hour states, the filesystem layer
+                 (fsspec for Python readers; Hadoop's FileSystem through Spark for the jobs)
+    source/      the `logbroker` Spark data source (batch and streaming): options, discovery,
+                 planning, reading offset ranges from brokers, rows_sha256, Avro decoding
+    load/        the hourly load: plan, lock, read and write, deduplicate, commit, verify
+    audit/       the audit: inputs, producer counts, reconciliation, results, quality, reports
+    session.py   a SparkSession with what the Python workers need
+    pyfiles.py   the archive of our packages that spark-submit ships to executors
+    jobs/        the thin files spark-submit runs: hourly_load.py, audit.py
 
-Imports point down: spark_apps -> logbroker (the library) -> nothing of Spark.
+Imports point down (docs/design.md §2, tests/test_layers.py): warehouse and source depend only
+on the library (`logbroker`); load on warehouse and source; audit on warehouse; jobs on load and
+audit. The Airflow hooks and pages read the warehouse through `spark_apps.warehouse` only.
 """

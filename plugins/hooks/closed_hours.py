@@ -4,12 +4,14 @@
         {"topic": ..., "load_hour": ..., "fingerprint": "<hex>", "announced_at": "...Z"}
 
 An hour of a topic is announced (an asset event on `logbroker-complete/<topic>`) when its state
-is `closed` (audited complete, lateness grace passed; pipeline_ui.warehouse_view derives it)
-and what closed differs from what was announced last: the fingerprint covers the hour's
-checkpoint (`committed_at`, `rows_sha256`) and its audit windows' counts, so a re-audit that
-changes nothing announces nothing, and late data that reopened and re-closed the hour announces
-it again with the new counts. The marker is written after the event is queued; a task that
-dies in between announces the hour once more on its next run (at least once, like the data).
+is `closed` in the one model of hour states (spark_apps.warehouse.hour_states: audited
+complete, lateness grace passed, nothing reopened it; the Pipeline page and the audit's report
+show the same) and what closed differs from what was announced last: the fingerprint covers
+the hour's checkpoint (`committed_at`, `rows_sha256`) and its audit windows' counts, so a
+re-audit that changes nothing announces nothing, and late data that reopened and re-closed the
+hour announces it again with the new counts. The marker is written after the event is
+queued; a task that dies in between announces the hour once more on its next run (at least
+once, like the data).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from pipeline_ui.warehouse_view import HourCell, WarehouseView
-
-ANNOUNCED = "_audit_results/_announced"
+from spark_apps.warehouse import layout
+from spark_apps.warehouse.hour_view import HourCell, WarehouseView
+from spark_apps.warehouse.hours import format_second
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,13 @@ def newly_closed(
     view: WarehouseView, topics: Iterable[str], hours: Iterable[str], now: datetime
 ) -> list[ClosedHour]:
     found = []
-    for hour in hours:
-        audit = view.audit(hour)
-        for topic in topics:
-            cell = view.cell(topic, hour, now, audit)
+    hours, topics = list(hours), list(topics)
+    for row in view.grid(topics, hours, now):
+        for cell in row:
             if cell.state != "closed":
                 continue
             mark = fingerprint(cell)
-            previous = view.read_text(f"{view.root}/{ANNOUNCED}/{topic}/{hour}.json")
+            previous = view.read_text(layout.announced_file(view.warehouse, cell.topic, cell.hour))
             if previous is not None and json.loads(previous).get("fingerprint") == mark:
                 continue
             counts = {
@@ -72,19 +73,19 @@ def newly_closed(
                 "duplicates": sum(w.duplicates for w in cell.windows),
                 "windows": len(cell.windows),
             }
-            found.append(ClosedHour(topic, hour, mark, counts))
+            found.append(ClosedHour(cell.topic, cell.hour, mark, counts))
+    found.sort(key=lambda c: (c.hour, c.topic))
     return found
 
 
 def mark_announced(view: WarehouseView, closed: Iterable[ClosedHour], now: datetime) -> None:
     for hour in closed:
-        directory = f"{view.root}/{ANNOUNCED}/{hour.topic}"
-        view.fs.create_dir(directory, recursive=True)
         record = {
             "topic": hour.topic,
             "load_hour": hour.hour,
             "fingerprint": hour.fingerprint,
-            "announced_at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "announced_at": format_second(now),
         }
-        with view.fs.open_output_stream(f"{directory}/{hour.hour}.json") as out:
-            out.write(json.dumps(record).encode())
+        view.fs.write_text(
+            layout.announced_file(view.warehouse, hour.topic, hour.hour), json.dumps(record)
+        )

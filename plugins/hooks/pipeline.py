@@ -4,6 +4,12 @@ One JSON file (default include/pipeline/pipeline.json; `LOGBROKER_PIPELINE=<file
 another), read when a DAG file is parsed: it is small and has no imports, so parsing stays
 cheap. Clusters and Spark are named by Airflow connection ids, so credentials and hosts live
 where Airflow users keep them. The demo and `make up` write their own file.
+
+Every topic is checked as the load and the audit check it (spark_apps.warehouse.topics) when
+the file is read: a bad name fails the DAG file's import with one line naming the file.
+`warehouse` is the URI Spark writes (any Hadoop filesystem); `warehouse_reader` (optional)
+the URI the Airflow pages and hooks read the same files at, with fsspec: by default the same,
+with `hdfs://` read through WebHDFS (spark_apps.warehouse.filesystem.python_uri).
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from logbroker.protocol.topics import AUDIT_TOPIC
+from spark_apps.warehouse.filesystem import as_uri, python_uri
+from spark_apps.warehouse.topics import check_topics
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_FILE = REPO_ROOT / "include" / "pipeline" / "pipeline.json"
-AUDIT_TOPIC = "_audit"
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,17 @@ class Pipeline:
     # (the demo simulates finished hours and must not load the clock's current one).
     start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     end_date: datetime | None = None
+    # The URIs Python reads the warehouse and the reports at (None: derived, see the doc).
+    warehouse_python: str | None = None
+    reports_python: str | None = None
+
+    @property
+    def warehouse_reader(self) -> str:
+        return self.warehouse_python or python_uri(self.warehouse)
+
+    @property
+    def reports_reader(self) -> str:
+        return self.reports_python or python_uri(self.reports)
 
     @property
     def loaded_topics(self) -> tuple[str, ...]:
@@ -65,31 +85,27 @@ class Pipeline:
         return REPO_ROOT / "spark_apps" / "jobs"
 
 
-def as_uri(location: str, root: Path = REPO_ROOT) -> str:
-    """A warehouse location as a URI: URIs pass, paths become file:// URIs (relative to root)."""
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", location):
-        return location
-    path = Path(location)
-    return (path if path.is_absolute() else root / path).resolve().as_uri()
-
-
 def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
     source = Path(path or os.environ.get("LOGBROKER_PIPELINE") or DEFAULT_FILE)
     try:
         raw: dict[str, Any] = json.loads(source.read_text())
-        warehouse = as_uri(raw["warehouse"])
+        warehouse = as_uri(raw["warehouse"], REPO_ROOT)
         return Pipeline(
             live_clusters=tuple(LiveCluster(c["name"], c["conn_id"]) for c in raw["live_clusters"]),
             analysis_conn_id=raw["analysis_conn_id"],
             spark_conn_id=raw.get("spark_conn_id", "logbroker_spark_default"),
-            topics=tuple(raw["topics"]),
+            topics=tuple(check_topics(raw["topics"])),
             warehouse=warehouse,
-            reports=as_uri(raw["reports"]) if raw.get("reports") else f"{warehouse}/_reports",
+            reports=as_uri(raw["reports"], REPO_ROOT)
+            if raw.get("reports")
+            else f"{warehouse}/_reports",
             grace_hours=int(raw.get("grace_hours", 2)),
             max_bad_fraction=float(raw.get("max_bad_fraction", 0.01)),
             parquet_writer=_choice(raw.get("parquet_writer", "auto"), ("auto", "arrow", "spark")),
             start_date=_instant(raw.get("start_date") or "2026-01-01T00:00:00Z"),
             end_date=_instant(raw["end_date"]) if raw.get("end_date") else None,
+            warehouse_python=raw.get("warehouse_reader"),
+            reports_python=raw.get("reports_reader"),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc

@@ -19,9 +19,11 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from hooks.pipeline import Pipeline, load_pipeline
+from spark_apps.warehouse.filesystem import FsspecFS, join
+from spark_apps.warehouse.hour_view import WarehouseView
+from spark_apps.warehouse.hours import parse_hour, recent_hours
 
 from .cluster_view import read_clusters
-from .warehouse_view import HOUR_FORMAT, WarehouseView, recent_hours
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 BASE = "/logbroker"  # where Airflow mounts the app (pipeline_ui_plugin.py)
@@ -48,6 +50,7 @@ def create_app(
 ) -> FastAPI:
     settings = pipeline or load_pipeline()
     grace = timedelta(hours=settings.grace_hours)
+    files = FsspecFS()
     app = FastAPI(
         title="logbroker pipeline",
         dependencies=_require_login() if require_login else [],
@@ -69,11 +72,11 @@ def create_app(
         end = at
         if until:
             try:
-                end = datetime.strptime(until, HOUR_FORMAT).replace(tzinfo=UTC) + timedelta(hours=1)
+                end = parse_hour(until) + timedelta(hours=1)
             except ValueError:
                 raise HTTPException(404, f"{until!r} is not an hour (YYYY-MM-DDTHH)") from None
         shown = list(reversed(recent_hours(end, max(1, min(hours, 24 * 14)))))
-        view = WarehouseView(settings.warehouse, grace)
+        view = WarehouseView(settings.warehouse_reader, grace, files)
         context = {
             "grid": view.grid(settings.loaded_topics, shown, at),
             "hours": shown,
@@ -87,27 +90,23 @@ def create_app(
     @app.get("/pipeline/{topic}/{hour}", response_class=HTMLResponse)
     def hour(request: Request, topic: str, hour: str) -> HTMLResponse:
         try:
-            datetime.strptime(hour, HOUR_FORMAT)
+            parse_hour(hour)
         except ValueError:
             raise HTTPException(404, f"{hour!r} is not an hour (YYYY-MM-DDTHH)") from None
         if topic not in settings.loaded_topics:
             raise HTTPException(404, f"{topic!r} is not a topic of this pipeline")
-        cell = WarehouseView(settings.warehouse, grace).cell(topic, hour, now())
+        cell = WarehouseView(settings.warehouse_reader, grace, files).cell(topic, hour, now())
         context = {"cell": cell, "warehouse": settings.warehouse, "base": BASE}
         return TEMPLATES.TemplateResponse(request, "hour.html", context)
 
     @app.get("/reports/{path:path}")
     def reports(path: str) -> Response:
-        """The audit's Data Docs, from wherever the reports live (any pyarrow filesystem)."""
-        from pyarrow import fs
-
+        """The audit's Data Docs, from wherever the reports live (any fsspec filesystem)."""
         if not SAFE_PATH.match(path):
             raise HTTPException(404, "no such report")
-        filesystem, root = fs.FileSystem.from_uri(settings.reports.rstrip("/"))
         try:
-            with filesystem.open_input_stream(f"{root}/{path}") as stream:
-                body = bytes(stream.read())
-        except (FileNotFoundError, OSError):
+            body = files.read_bytes(join(settings.reports_reader, path))
+        except (FileNotFoundError, IsADirectoryError, OSError):
             raise HTTPException(404, f"no report {path}") from None
         media = mimetypes.guess_type(path)[0] or "application/octet-stream"
         return Response(body, media_type=media)

@@ -20,7 +20,7 @@ from spark_apps.warehouse.hours import (
     parse_hour_range,
     parse_instant,
 )
-from spark_apps.warehouse.layout import STATUSES
+from spark_apps.warehouse.layout import AUDIT_TOPIC, STATUSES
 
 FAIL_ON = ("lost", "incomplete", "unaccounted", "duplicates", "bad_audit_events", "expectations")
 EXIT_FAILED_CHECKS = 3
@@ -89,7 +89,9 @@ def parser() -> argparse.ArgumentParser:
         "--topics",
         action="append",
         metavar="T1,T2",
-        help="topics to audit (comma-separated, repeatable); default every topic in the warehouse",
+        type=_topic_list,
+        help="topics to audit (comma-separated, repeatable; legal topic names, not the "
+        "warehouse's own names starting with '_'); default every topic in the warehouse",
     )
     p.add_argument(
         "--grace",
@@ -152,6 +154,23 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
+
+
+def _topic_list(text: str) -> list[str]:
+    """Checked before anything is read: a name that is not a topic's (`..`, `a/b`, `_x`) never
+    becomes a path in the warehouse; `_audit` is the producers' counts, not audited itself."""
+    from spark_apps.warehouse.topics import PipelineTopicError, parse_topic_list
+
+    try:
+        topics = parse_topic_list(text)
+    except PipelineTopicError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if AUDIT_TOPIC in topics:
+        raise argparse.ArgumentTypeError(
+            f"{AUDIT_TOPIC!r} holds the producers' counts: it is read for every audit, not "
+            "audited itself"
+        )
+    return topics
 
 
 def _fail_on(text: str) -> set[str]:
@@ -230,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warehouse = as_uri(args.warehouse)
     now = args.now or datetime.now(UTC)
-    topics = (
-        sorted({t.strip() for group in args.topics or [] for t in group.split(",") if t.strip()})
-        or None
-    )
+    topics = sorted({t for group in args.topics or [] for t in group}) or None
     reports = as_uri(args.reports) if args.reports else default_reports(warehouse)
     spark, owned = _spark()
     spark.conf.set("spark.sql.session.timeZone", "UTC")
@@ -294,7 +310,7 @@ def reopened_hours(
     """Hours of the 7 days before `first` whose files say an audit would change them."""
     from datetime import timedelta
 
-    from spark_apps.warehouse.filesystem import HadoopFS
+    from spark_apps.warehouse.hadoop import HadoopFS
     from spark_apps.warehouse.hour_states import hour_states
     from spark_apps.warehouse.hours import hours_between
     from spark_apps.warehouse.layout import is_event_topic

@@ -90,7 +90,7 @@ def read_audit_events(
     if not loads:
         return AuditEvents(empty, bad_counts, bad_examples, 0, {}, {})
 
-    raw = spark.read.parquet(*[load.data_uri(wh) for load in loads])
+    raw = spark.read.parquet(*[uri for load in loads for uri in load.data_uris(wh)])
     topic_col = audited_topic_column(raw.columns)
     position_cols = [
         c for c in ("load_hour", "broker_id", "partition", "offset", "index") if c in raw.columns
@@ -257,7 +257,7 @@ def _add_undecodable(
     bad_examples: dict[str, list[dict[str, Any]]],
 ) -> None:
     """Count the `_audit` records the load could not decode, with the reasons it kept."""
-    from spark_apps.warehouse.filesystem import HadoopFS
+    from spark_apps.warehouse.hadoop import HadoopFS
 
     fs = HadoopFS(spark)
     for load in loads:
@@ -267,8 +267,9 @@ def _add_undecodable(
         counts = bad_counts.setdefault(hour, {})
         reasons: dict[str, int] = {}
         examples: list[dict[str, Any]] = []
-        if fs.exists(load.errors_uri(wh)):
-            errors = spark.read.parquet(load.errors_uri(wh))
+        uris = [uri for uri in load.errors_uris(wh) if fs.exists(uri)]
+        if uris:
+            errors = spark.read.parquet(*uris)
             if "reason" in errors.columns:
                 for row in errors.groupBy("reason").count().collect():
                     reasons[f"undecodable: {row['reason']}"] = int(row["count"])

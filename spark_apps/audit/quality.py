@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_apps.audit.report_assets import install, rewrite_tree
-from spark_apps.warehouse.filesystem import HadoopFS, is_local, join, local_path
+from spark_apps.warehouse.filesystem import is_local, join, local_path
+from spark_apps.warehouse.hadoop import HadoopFS
 from spark_apps.warehouse.hours import WINDOW_MS, format_hour, parse_hour
 from spark_apps.warehouse.loads import committed_hours
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
 
-    from spark_apps.audit.run import AuditOptions, AuditOutcome
+    from spark_apps.audit.outcome import AuditOptions, AuditOutcome
 
 SUITES_SOURCE = Path(__file__).resolve().parents[2] / "include" / "expectations"
 SUITES = ("audit_results", "loaded_topic_hours", "audit_events")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from spark_apps.warehouse.filesystem import HadoopFS
+    from spark_apps.warehouse.hadoop import HadoopFS
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +123,14 @@ def summarize(
     A load's summary certifies it against the previous hour's load when that one is counted
     in the same pass (then whether they share a name is known).
     """
-    dirs = {(load.topic, load.load_hour): load.data_uri(wh) for load in loads}
     # Listed before the rows are read: a load replaced meanwhile leaves a stale summary.
-    files = {key: load_summary.data_files(fs, uri) for key, uri in dirs.items()}
-    rows = load_summary.read_header_rows(spark, [(t, uri) for (t, _), uri in dirs.items()])
+    files = {
+        (load.topic, load.load_hour): load_summary.data_files(fs, load.data_dir(wh), load.files)
+        for load in loads
+    }
+    rows = load_summary.read_header_rows(
+        spark, [(load.topic, uri) for load in loads for uri in load.data_uris(wh)]
+    )
     assert rows is not None
     prof = load_summary.group_profile(rows)
     names, shared = load_summary.count_names(rows, by_string=_collides(prof))
@@ -172,7 +176,13 @@ def _current_summary(fs: HadoopFS, wh: str, load: CommittedLoad) -> LoadSummary 
     """The load's own summary if current, else the one an audit kept for it if current."""
     for path in (None, layout.load_summary_file(wh, load.topic, load.load_hour)):
         found = load_summary.read_current(
-            fs, load.data_uri(wh), load.committed_at, load.rows_sha256, load.rows, path=path
+            fs,
+            load.data_dir(wh),
+            load.committed_at,
+            load.rows_sha256,
+            load.rows,
+            path=path,
+            names=load.files,
         )
         if found is not None:
             return found
@@ -217,7 +227,8 @@ def count_warehouse(
         loaded_rows=("rows", "sum"), loaded_unique=("distinct", "sum")
     )
     if len(contested):
-        read = _count_contested(spark, wh, contested, hours, collision)
+        by_key = {(load.topic, load.hour_name): load for load in loads}
+        read = _count_contested(spark, wh, by_key, contested, hours, collision)
         windows = pd.concat([windows, read]).groupby(["topic", "window"], as_index=False).sum()
     within = (
         names.assign(duplicates=names["rows"] - names["distinct"])
@@ -307,17 +318,25 @@ def _certified(
 
 
 def _count_contested(
-    spark: SparkSession, wh: str, contested: pd.DataFrame, hours: list[datetime], by_string: bool
+    spark: SparkSession,
+    wh: str,
+    loads: dict[tuple[str, str], CommittedLoad],
+    contested: pd.DataFrame,
+    hours: list[datetime],
+    by_string: bool,
 ) -> pd.DataFrame:
     """loaded_rows, loaded_unique per topic and window over the contested pairs' rows."""
     from pyspark.sql import functions as F
 
     pairs = contested[["topic", "load_hour", "window", "producer_id"]].drop_duplicates()
-    dirs = {
-        (t, h): layout.load_dir(wh, t, parse_hour(h))
-        for t, h in pairs[["topic", "load_hour"]].drop_duplicates().itertuples(index=False)
-    }
-    rows = load_summary.read_header_rows(spark, [(t, uri) for (t, _), uri in dirs.items()])
+    rows = load_summary.read_header_rows(
+        spark,
+        [
+            (t, uri)
+            for t, h in pairs[["topic", "load_hour"]].drop_duplicates().itertuples(index=False)
+            for uri in loads[(t, h)].data_uris(wh)
+        ],
+    )
     assert rows is not None
     wanted = spark.createDataFrame(
         [(t, h, int(w), p) for t, h, w, p in pairs.itertuples(index=False)],

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from spark_apps.audit.report_assets import asset_href, install
 from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import HadoopFS, is_local, join, local_path
+from spark_apps.warehouse.filesystem import is_local, join, local_path
+from spark_apps.warehouse.hadoop import HadoopFS
 from spark_apps.warehouse.hours import format_duration_ms, format_hour, parse_hour
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from spark_apps.audit.outcome import AuditOptions, AuditOutcome
     from spark_apps.audit.quality import Failure, QualityOutcome
-    from spark_apps.audit.run import AuditOptions, AuditOutcome
     from spark_apps.warehouse.hour_states import HourState
 
 HOURS_DIR = "hours"

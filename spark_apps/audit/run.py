@@ -22,65 +22,23 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
+from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan
 from spark_apps.audit.load_profile import event_hours, load_profiles
+from spark_apps.audit.outcome import AuditOptions, AuditOutcome
 from spark_apps.audit.reconcile import WarehouseCounts, count_warehouse
 from spark_apps.audit.results import build_results, to_spark, topic_statuses
 from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import HadoopFS, join
-from spark_apps.warehouse.hours import HOUR_MS, format_hour, format_instant, parse_hour
-from spark_apps.warehouse.loads import (
-    LoadIndex,
-    Plan,
-    add_found_inputs,
-    make_plan,
-    warehouse_topics,
-)
+from spark_apps.warehouse.filesystem import join, recover_replaced, replace_dir
+from spark_apps.warehouse.hadoop import HadoopFS
+from spark_apps.warehouse.hours import format_hour, format_instant, parse_hour
+from spark_apps.warehouse.loads import LoadIndex, warehouse_topics
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
-
-
-@dataclass
-class AuditOptions:
-    warehouse: str
-    hours: list[datetime]
-    now: datetime
-    grace_ms: int = 2 * HOUR_MS
-    topics: list[str] | None = None
-    reports: str | None = None  # default <warehouse>/_reports
-    quality: bool = True  # run the GX checkpoint and build Data Docs and the report pages
-    schema_registry: str | None = None
-    max_bad_fraction: float = 0.01
-    lateness_ms: int = 24 * HOUR_MS  # plausible event times of a load: from its start - this
-    skew_ms: int = 600_000  # ... to its end + this
-
-
-@dataclass
-class AuditOutcome:
-    results: pd.DataFrame  # every audited hour's rows (+ audit_hour, window)
-    summaries: dict[str, dict[str, Any]]  # audit hour -> its _summary.json
-    profiles: pd.DataFrame  # the loaded topic hours' profiles
-    plan: Plan
-    quality: Any = None  # audit_quality.QualityOutcome when quality ran
-    report_pages: dict[str, str] = field(default_factory=dict)  # audit hour -> page URI
-    timings: dict[str, float] = field(default_factory=dict)  # step -> seconds
-    loads_counted_from_rows: int = 0  # loads without a current summary (audit_reconcile)
-    contested_pairs: int = 0  # (window, producer) pairs whose rows were read to deduplicate
-
-    def status_counts(self) -> dict[str, int]:
-        return {str(k): int(v) for k, v in self.results["status"].value_counts().items()}
-
-    def bad_audit_events(self) -> int:
-        return sum(s["bad_audit_events"] for s in self.summaries.values())
-
-    def totals(self, column: str) -> int:
-        return int(self.results[column].sum())
 
 
 class _Clock:
@@ -117,7 +75,7 @@ def run_audit(
     hours = sorted(set(opts.hours))
 
     clock.step("plan")
-    fs.recover_replaced(layout.results_root(wh))
+    recover_replaced(fs, layout.results_root(wh))
     plan = make_plan(fs, wh, hours, opts.grace_ms, opts.topics)
     event_loads = [load for topic in plan.topics for load in plan.loads_read(topic)]
 
@@ -267,7 +225,7 @@ def _write(
         fs.write_text(
             join(staged, layout.SUMMARY_FILE), json.dumps(summary, indent=1, sort_keys=True)
         )
-        fs.replace_dir(staged, layout.results_dir(wh, parse_hour(name)))
+        replace_dir(fs, staged, layout.results_dir(wh, parse_hour(name)))
     fs.delete(staging)
     for index in indexes:
         fs.write_text(

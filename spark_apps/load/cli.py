@@ -13,7 +13,8 @@ import re
 import sys
 from pathlib import Path
 
-from spark_apps.warehouse.checkpoint import parse_hour
+from spark_apps.warehouse.hours import parse_hour
+from spark_apps.warehouse.topics import PipelineTopicError, is_pipeline_topic, parse_topic_list
 
 EPILOG = """\
 what it does, per topic:
@@ -22,16 +23,25 @@ what it does, per topic:
                 already has a checkpoint is re-read over exactly its stored range (backfill:
                 the same rows and the same rows_sha256)
   the order     hours commit in order: loading H needs H-1 committed (the error names it)
-  the commit    rows are staged, the hour's directory appears in one rename, then the
-                checkpoint <warehouse>/_checkpoints/<topic>/<hour>.json is written; a load
-                killed at any moment leaves the previous state or the whole hour
+  one at a time a load holds its topic's lock in ZooKeeper (/pipeline/load-locks) from
+                before it touches the warehouse to the end of its commit; another load of
+                the topic waits (--lock-timeout), then fails naming the holder
+  the commit    each load is a new version of the hour: its files are staged, then put
+                beside the current version's, and the checkpoint
+                <warehouse>/_checkpoints/<topic>/<hour>.json, written last in one rename,
+                switches the hour to them; a load killed at any moment leaves the old
+                version or the new one, never a checkpoint without its files
   exactly once  events are deduplicated by (producer_id, seq) within the hour and against
                 the previous hour; the count is in the checkpoint
   bad records   payloads that are not registered Avro events go to
                 <warehouse>/_errors/<topic>/load_hour=<hour>/ with the reason; more than
                 --max-bad-fraction of the hour's messages fails the load
 
-layout (DESIGN.md §3.6):
+topics:
+  legal broker topic names; names starting with '_' are the warehouse's own (_checkpoints,
+  _errors, ...) and are refused, except _audit; with --topic-pattern they are skipped
+
+layout (docs/design.md §3.6):
   <warehouse>/<topic>/load_hour=YYYY-MM-DDTHH/part-*.parquet
   <warehouse>/_checkpoints/<topic>/YYYY-MM-DDTHH.json
   <warehouse>/_errors/<topic>/load_hour=YYYY-MM-DDTHH/
@@ -84,7 +94,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="the analysis cluster's ZooKeeper connect string, chroot included",
     )
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--topics", metavar="T1,T2", help="the topics, comma-separated")
+    which.add_argument(
+        "--topics",
+        type=_topic_list,
+        metavar="T1,T2",
+        help="the topics, comma-separated (legal broker topic names; names starting with '_' "
+        "are the warehouse's own, except _audit)",
+    )
     which.add_argument(
         "--topic-pattern", metavar="RE", help="every topic whose whole name matches RE"
     )
@@ -139,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Arrow's writer (file:// warehouses); spark = Spark's writer, through Hadoop's "
         "FileSystem (any URI); auto (default) = arrow where it can",
     )
+    parser.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long to wait while another load of a topic holds its lock (in ZooKeeper, "
+        "/pipeline/load-locks); then fail, naming the holder (default 600; 0: do not wait)",
+    )
     return parser
 
 
@@ -153,13 +177,27 @@ def build_verify_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _topic_list(text: str) -> list[str]:
+    try:
+        return parse_topic_list(text)
+    except PipelineTopicError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _topics(args: argparse.Namespace) -> list[str]:
     if args.topics:
-        return [t.strip() for t in args.topics.split(",") if t.strip()]
+        return list(args.topics)
     from logbroker.client.cluster import Cluster
 
     with Cluster(args.zookeeper) as cluster:
-        topics = [t for t in cluster.topics() if re.fullmatch(args.topic_pattern, t)]
+        matching = [t for t in cluster.topics() if re.fullmatch(args.topic_pattern, t)]
+    topics = [t for t in matching if is_pipeline_topic(t)]
+    for skipped in sorted(set(matching) - set(topics)):
+        print(
+            f"hourly_load: skipping topic {skipped!r}: not a name the warehouse takes "
+            "(names starting with '_' are its own, but _audit)",
+            file=sys.stderr,
+        )
     if not topics:
         raise SystemExit(f"no topic in {args.zookeeper} matches {args.topic_pattern!r}")
     return topics
@@ -167,9 +205,11 @@ def _topics(args: argparse.Namespace) -> list[str]:
 
 def run_load(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from spark_apps.load.hour import LoadError, LoadSettings, load_hour
+    from logbroker.protocol.errors import LogbrokerError
+    from spark_apps.load.hour import load_hour
+    from spark_apps.load.settings import LoadSettings
     from spark_apps.session import build_session
-    from spark_apps.warehouse.checkpoint import Warehouse
+    from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
 
     topics = _topics(args)
     spark = build_session("logbroker hourly_load", master=args.master)
@@ -180,13 +220,14 @@ def run_load(argv: list[str]) -> int:
         max_bad_fraction=args.max_bad_fraction,
         fetch_size=args.fetch_size,
         parquet_writer=args.parquet_writer,
+        lock_timeout=args.lock_timeout,
     )
     wh = Warehouse.open(args.warehouse, spark=spark)
     failed = 0
     for topic in topics:
         try:
             report = load_hour(spark, wh, settings, topic, args.hour)
-        except LoadError as exc:
+        except (LogbrokerError, WarehouseError) as exc:  # LoadError is one: said in one line
             print(f"hourly_load: {exc}", file=sys.stderr)
             failed += 1
             continue
@@ -197,6 +238,7 @@ def run_load(argv: list[str]) -> int:
 
 def run_verify(argv: list[str]) -> int:
     args = build_verify_parser().parse_args(argv)
+    from spark_apps.load.verify import verify
     from spark_apps.session import build_session
     from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
 
@@ -207,7 +249,7 @@ def run_verify(argv: list[str]) -> int:
     bad = 0
     for topic in topics:
         try:
-            result = wh.verify(topic, args.hour, zookeeper=args.zookeeper)
+            result = verify(wh, topic, args.hour, zookeeper=args.zookeeper)
         except WarehouseError as exc:
             print(f"{topic} {args.hour}: {exc}")
             bad += 1

@@ -1,27 +1,36 @@
-"""How an hour is committed: staged, then published by renames, then the checkpoint.
+"""How an hour is committed: staged, decided, then published; the checkpoint is the switch.
 
 A load writes everything under its own staging directory first:
 
-    _staging/<topic>/<hour>.<run id>/rows/        the hour's rows (Spark's output, whole)
-                                                  and their _load_summary.json (load_summary)
-    _staging/<topic>/<hour>.<run id>/errors/      its bad records, if any
+    _staging/<topic>/<hour>.<run id>/rows/          the hour's data files, named with the
+                                                    load's write id, and _load_summary.json
+    _staging/<topic>/<hour>.<run id>/errors/        its bad records, if any
     _staging/<topic>/<hour>.<run id>/deduplicated/  rows/ written again without repeats
-                                                  (then renamed to rows/; only if any)
-    _staging/<topic>/<hour>.<run id>/_COMMIT      written last (temp name + rename): the
-                                                  checkpoint to write; from here on the load
-                                                  is decided and only rolls forward
-Then `publish` (idempotent; every step checks what is already done):
+                                                    (then renamed to rows/; only if any)
+    _staging/<topic>/<hour>.<run id>/_COMMIT        written last, whole (temporary name +
+                                                    rename): the checkpoint to write, which
+                                                    names the version's files; from here on
+                                                    the load is decided and only rolls forward
 
-    1. an existing hour directory (a backfill) moves aside into the staging directory,
-       and rows/ is renamed to <topic>/load_hour=<hour>/          (the hour appears whole)
-    2. the same for _errors/<topic>/load_hour=<hour>/ (an old one goes even if none is new)
-    3. the checkpoint is written to a temporary name and renamed into _checkpoints/
-    4. the staging directory is deleted
+Then `publish` (idempotent: every step checks what is already done, so a publish that died
+is finished by running it again):
 
-`recover` runs before every load of a topic: a staging directory with `_COMMIT` is published
-(the run that made it died after deciding), one without is deleted (it died before). So a
-load killed at any moment leaves the previous state or the whole new hour, never a
-checkpoint whose data is not in place. One load per topic at a time (the DAG runs one).
+    1. the data files go into <topic>/load_hour=<hour>/: for the hour's first version the
+       staged rows/ directory is renamed into place (the hour appears whole); for a later
+       one (a backfill) each file is renamed in beside the current version's files, which
+       stay where they are: readers of the checkpoint still read those
+    2. the same for the bad records, into _errors/<topic>/load_hour=<hour>/
+    3. the summary (_load_summary.json) replaces the old one (the audit checks that a summary
+       describes the checkpoint's version before it believes it, so either order is safe)
+    4. THE SWITCH: the checkpoint is written to a temporary name and renamed over the old one
+    5. the files of versions the checkpoint does not name are deleted
+    6. the staging directory is deleted
+
+`recover` runs before every load of a topic, under the topic's lock (lock.py): a staging
+directory with `_COMMIT` is published (the run that made it died after deciding), one without
+is deleted (it died before, and no other load can be running). So a load killed at any moment
+leaves the old version or the new one, the checkpoint never names a file that is not there,
+and readers that go through the checkpoint never see the hour missing.
 """
 
 from __future__ import annotations
@@ -29,8 +38,9 @@ from __future__ import annotations
 import json
 import logging
 
+from spark_apps.warehouse import load_summary
 from spark_apps.warehouse.checkpoint import Checkpoint, Warehouse
-from spark_apps.warehouse.hadoop import FileSystem, basename, join, write_atomically
+from spark_apps.warehouse.filesystem import basename, join, parquet_files
 
 log = logging.getLogger(__name__)
 
@@ -58,62 +68,80 @@ class Staging:
     def errors(self) -> str:
         return join(self.root, "errors")
 
-    def decide(self, checkpoint: Checkpoint, has_errors: bool) -> None:
+    def data_files(self) -> tuple[str, ...]:
+        return tuple(e.name for e in parquet_files(self.wh.fs, self.rows))
+
+    def error_files(self) -> tuple[str, ...]:
+        return tuple(e.name for e in parquet_files(self.wh.fs, self.errors))
+
+    def decide(self, checkpoint: Checkpoint) -> None:
         """Write _COMMIT: from now on the hour will be published, even if this run dies."""
-        record = {"checkpoint": json.loads(checkpoint.to_json()), "has_errors": has_errors}
-        write_atomically(
-            self.wh.fs, join(self.root, COMMIT_FILE), json.dumps(record).encode(), self.run_id
-        )
+        record = {"checkpoint": json.loads(checkpoint.to_json())}
+        self.wh.fs.write_bytes(join(self.root, COMMIT_FILE), json.dumps(record).encode())
 
     def discard(self) -> None:
         self.wh.fs.delete(self.root)
 
 
-def _move_aside(fs: FileSystem, path: str, staging_root: str, name: str) -> None:
-    if not fs.exists(path):
+def _move_in(wh: Warehouse, staged: str, target: str, names: tuple[str, ...]) -> None:
+    """Put the staged files `names` into directory `target` (steps 1 and 2)."""
+    fs = wh.fs
+    if not fs.exists(target) and fs.exists(staged):
+        fs.rename(staged, target)  # the first version: the directory appears whole
         return
-    aside = join(staging_root, name)
-    if fs.exists(aside):
-        fs.delete(aside)
-    fs.rename(path, aside)
+    present = {e.name for e in fs.list(target)}
+    for name in names:
+        if name not in present:
+            fs.rename(join(staged, name), join(target, name))
+
+
+def _delete_others(wh: Warehouse, directory: str, keep: tuple[str, ...]) -> None:
+    """Delete the data files of `directory` that the checkpoint does not name (step 5)."""
+    for entry in parquet_files(wh.fs, directory):
+        if entry.name not in keep:
+            wh.fs.delete(entry.uri)
 
 
 def publish(wh: Warehouse, staging_root: str) -> Checkpoint:
-    """Put a decided staging directory's hour in place and write its checkpoint."""
+    """Put a decided staging directory's version in place and switch the checkpoint to it."""
     fs = wh.fs
     record = json.loads(fs.read_bytes(join(staging_root, COMMIT_FILE)))
     checkpoint = Checkpoint.from_json(json.dumps(record["checkpoint"]), where=staging_root)
     topic, hour = checkpoint.topic, checkpoint.load_hour
-    rows = join(staging_root, "rows")
-    if fs.exists(rows):
-        _move_aside(fs, wh.hour_dir(topic, hour), staging_root, "replaced-rows")
-        fs.rename(rows, wh.hour_dir(topic, hour))
-    errors = join(staging_root, "errors")
-    if record["has_errors"]:
-        if fs.exists(errors):
-            _move_aside(fs, wh.errors_dir(topic, hour), staging_root, "replaced-errors")
-            fs.rename(errors, wh.errors_dir(topic, hour))
-    else:
-        _move_aside(fs, wh.errors_dir(topic, hour), staging_root, "replaced-errors")
-    write_atomically(
-        fs, wh.checkpoint_path(topic, hour), checkpoint.to_json().encode(), basename(staging_root)
-    )
+    files, error_files = checkpoint.files or (), checkpoint.error_files or ()
+    hour_dir, errors_dir = wh.hour_dir(topic, hour), wh.errors_dir(topic, hour)
+    rows, errors = join(staging_root, "rows"), join(staging_root, "errors")
+    staged_summary = load_summary.summary_path(rows)
+    summary_bytes = fs.read_bytes(staged_summary) if fs.exists(staged_summary) else None
+    _move_in(wh, rows, hour_dir, files)
+    _move_in(wh, errors, errors_dir, error_files)
+    if summary_bytes is not None:
+        fs.write_bytes(load_summary.summary_path(hour_dir), summary_bytes)
+    fs.write_bytes(wh.checkpoint_path(topic, hour), checkpoint.to_json().encode())
+    _delete_others(wh, hour_dir, files)
+    _delete_others(wh, errors_dir, error_files)
+    if not error_files and fs.exists(errors_dir) and not fs.list(errors_dir):
+        fs.delete(errors_dir)
     fs.delete(staging_root)
+    log.info(
+        "published %s %s version %s (%s)", topic, hour, checkpoint.version, basename(staging_root)
+    )
     return checkpoint
 
 
 def recover(wh: Warehouse, topic: str) -> list[str]:
-    """Finish or remove what earlier loads of `topic` left in staging; what was done, said."""
+    """Finish or remove what earlier loads of `topic` left in staging; what was done, said.
+    Only under the topic's lock: an unfinished staging directory is then nobody's."""
     done = []
-    for status in wh.fs.list(wh.staging_root(topic)):
-        if not status.is_dir:
+    for entry in wh.fs.list(wh.staging_root(topic)):
+        if not entry.is_dir:
             continue
-        if wh.fs.exists(join(status.path, COMMIT_FILE)):
-            cp = publish(wh, status.path)
-            done.append(f"published {topic} {cp.load_hour}, left decided by run {status.name}")
+        if wh.fs.exists(join(entry.uri, COMMIT_FILE)):
+            cp = publish(wh, entry.uri)
+            done.append(f"published {topic} {cp.load_hour}, left decided by run {entry.name}")
         else:
-            wh.fs.delete(status.path)
-            done.append(f"deleted the unfinished load {status.name} of {topic}")
+            wh.fs.delete(entry.uri)
+            done.append(f"deleted the unfinished load {entry.name} of {topic}")
     for line in done:
         log.warning("recovery: %s", line)
     return done

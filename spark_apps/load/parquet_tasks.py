@@ -17,15 +17,20 @@ The files are the ones Spark's writer makes of the same rows:
   types its writer would have written, with no calendar rebase;
 - timestamps TIMESTAMP(MICROS, UTC), lists in Parquet's three levels, the codec of
   spark.sql.parquet.compression.codec, row groups of up to ROW_GROUP_BYTES of Arrow data;
-- a task writes `.<name>.inprogress` (hidden from readers: Hadoop's rule) and renames it when
-  complete, so a retried task replaces its own file and a killed one leaves no data file
-  (what it left in progress is deleted once the job is done);
+- a task attempt writes `.<name>.<attempt id>.inprogress` (hidden from readers: Hadoop's
+  rule; Spark's task attempt id, unique in the application) and, when complete, links it to
+  `<name>` only if no attempt got there first (link(2) fails on an existing name: the first
+  complete attempt wins and no attempt replaces another's file), then deletes its own
+  temporary name. So speculative attempts and a retry beside a zombie are safe: every
+  attempt of one split writes the same rows, one of them becomes the file, the others leave
+  nothing; a killed attempt leaves only its hidden temporary, deleted once the job is done;
 - bad records (PERMISSIVE's `_error` rows) are counted, not written: the load writes them
   to _errors on its own read (loading.py).
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -114,6 +119,21 @@ def write_rows(
 ) -> list[SplitWritten]:
     """Read the source's splits and write their good rows into `directory` (a file:// URI),
     one Spark task and one file per split."""
+    task, splits = plan_write(spark, source_options, directory, load_hour)
+    numbered = list(enumerate(splits))
+    written: list[SplitWritten] = (
+        spark.sparkContext.parallelize(numbered, max(1, len(numbered)))
+        .mapPartitions(lambda items: _write_splits(task, items))
+        .collect()
+    )
+    _remove_leftovers(directory)
+    return written
+
+
+def plan_write(
+    spark: Any, source_options: Mapping[str, str], directory: str, load_hour: str
+) -> tuple[TaskWrite, list[Any]]:
+    """What every task of one write needs, and the splits, one task (and file) each."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_apps.source.avro_columns import spark_schema
@@ -137,14 +157,7 @@ def write_rows(
         suffix=suffix,
         row_group_bytes=ROW_GROUP_BYTES,
     )
-    numbered = list(enumerate(splits))
-    written: list[SplitWritten] = (
-        spark.sparkContext.parallelize(numbered, max(1, len(numbered)))
-        .mapPartitions(lambda items: _write_splits(task, items))
-        .collect()
-    )
-    _remove_leftovers(directory)
-    return written
+    return task, splits
 
 
 def _remove_leftovers(directory: str) -> None:
@@ -162,6 +175,26 @@ def _write_splits(task: TaskWrite, items: Iterator[tuple[int, Any]]) -> Iterator
         yield write_split(task, index, plan)
 
 
+def _attempt_id() -> str:
+    """This Spark task attempt's id (unique in the application), or a random one outside
+    Spark (a test calling write_split directly)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return str(context.taskAttemptId()) if context is not None else uuid.uuid4().hex[:12]
+
+
+def _link_first(temporary: str, final: str) -> None:
+    """Give the complete file at `temporary` the name `final` unless an attempt did first;
+    either way `temporary` is gone afterwards (local paths: the Arrow writer's file://)."""
+    try:
+        os.link(temporary, final)
+    except FileExistsError:
+        pass  # another attempt of this split won: its file has the same rows
+    finally:
+        os.unlink(temporary)
+
+
 def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
     """One split's good rows into one file (in a Python worker)."""
     import pyarrow.compute as pc
@@ -177,7 +210,8 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
     permissive = options.mode == "PERMISSIVE"
     name = f"part-{index:05d}-{task.write_id}-c000{task.suffix}.parquet"
     afs, directory = fs.FileSystem.from_uri(task.directory)
-    temporary, final = f"{directory}/.{name}.inprogress", f"{directory}/{name}"
+    temporary = f"{directory}/.{name}.{_attempt_id()}.inprogress"
+    final = f"{directory}/{name}"
     writer = None
     pending: list[pa.RecordBatch] = []
     pending_bytes = rows = bad = 0
@@ -215,7 +249,7 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
         assert writer is not None
         writer.close()
         writer = None
-        afs.move(temporary, final)
+        _link_first(temporary, final)
     finally:
         if writer is not None:  # failed: no file, nothing hidden left behind either
             writer.close()

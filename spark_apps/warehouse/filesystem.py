@@ -1,44 +1,73 @@
-"""Files of the warehouse, on any Hadoop filesystem URI (`file://`, `hdfs://`, `s3a://`).
+"""The warehouse's filesystem: one interface, two implementations.
 
-Two implementations of one small interface (`WarehouseFS`):
+Paths are URI strings (`file:///data/wh/page_views`, `hdfs://nn:8020/wh`, `memory://wh`);
+`join` appends parts with `/`. Nothing here assumes a local path.
 
-- `HadoopFS`: Hadoop's FileSystem API through Spark's JVM (py4j), with the SparkContext's
-  Hadoop configuration: whatever Spark can read, this can list, read, write and rename. The
-  applications use it for every change (staging, renames, deletes). Reads of `file:` URIs take
-  a shortcut through Python's own I/O (hundreds of small JSON files cost one py4j round trip
-  each otherwise); the result is the same.
-- `LocalFS`: Python's I/O for `file:` URIs and plain paths, for readers without a JVM (the
-  hour states in a web page, tests).
+    FsspecFS   (this module)  Python's side: fsspec's filesystem of the URI's scheme
+               (`file://`, WebHDFS, `s3://` where s3fs is installed, `memory://`, ...), for
+               readers that must not start a JVM: the Airflow pages, the hooks, the audit's
+               asset announcements, tests.
+    HadoopFS   (hadoop.py)    Spark's side: Hadoop's FileSystem through Spark's JVM, with the
+               session's Hadoop settings: whatever the jobs' Spark reads, this can list,
+               write and rename. The load and the audit change the warehouse through it.
 
-Renames: `rename()` is one filesystem rename (atomic for a file or a directory on HDFS and on a
-local filesystem). `replace_dir()` puts a staged directory in place of an existing one with two
-renames: the old one moves aside under `_replaced/`, the new one moves in, the old one is
-deleted. A crash between the two renames leaves the old directory aside; `recover_replaced()`
-(run at the start of the next run) puts it back, so a reader never loses an hour for good.
+What the calls guarantee, on both:
+
+    list(uri)            direct children as FileEntry, sorted by name; [] when `uri` is missing
+    write_bytes(uri, b)  the whole file or nothing: written to a hidden temporary name beside
+                         it, then renamed over it (atomic on POSIX; delete + rename elsewhere)
+    rename(src, dst)     one rename, atomic on HDFS and POSIX; `dst` must not exist (an error
+                         that names both), its parent is made
+    delete(uri)          recursive; False when nothing was there
+    parquet_rows(uri)    rows of the Parquet data files directly in directory `uri`, from
+                         their footers (no Spark job); parquet_file_rows(uri): of one file
+
+An `hdfs://` warehouse is read on the Python side through WebHDFS (`python_uri`): the
+namenode's HTTP port serves the same files without Hadoop's native client (libhdfs).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+WEBHDFS_PORT = 9870  # Hadoop 3's namenode HTTP port, where WebHDFS answers
+
+
+class WarehouseFileSystemError(OSError):
+    """A filesystem call failed: the message names the call and the paths."""
 
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One entry of a directory listing: its full URI, last path element and kind."""
+    """One entry of a directory listing: its full URI, last path element, kind and size."""
 
     uri: str
     name: str
     is_dir: bool
     size: int
+    modified_ms: int = 0
+
+
+class WarehouseFS(Protocol):
+    def exists(self, uri: str) -> bool: ...
+    def list(self, uri: str) -> list[FileEntry]: ...
+    def read_bytes(self, uri: str) -> bytes: ...
+    def read_text(self, uri: str) -> str: ...
+    def mkdirs(self, uri: str) -> None: ...
+    def write_bytes(self, uri: str, data: bytes) -> None: ...
+    def write_text(self, uri: str, text: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def delete(self, uri: str, recursive: bool = True) -> bool: ...
+    def parquet_rows(self, uri: str) -> int: ...
+    def parquet_file_rows(self, uri: str) -> int: ...
+
+
+# -- paths ---------------------------------------------------------------------------------
 
 
 def join(base: str, *parts: str) -> str:
@@ -49,15 +78,32 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
-def as_uri(location: str) -> str:
-    """A warehouse location as a URI: a plain local path becomes `file:///abs/path`."""
-    if "://" in location or location.startswith("file:"):
-        return location.rstrip("/") if location.rstrip("/") else location
-    return Path(location).resolve().as_uri()
+def parent(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[0]
+
+
+def basename(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def as_uri(location: str, root: Path | None = None) -> str:
+    """A warehouse location as a URI: 'wh' or '/data/wh' -> 'file:///abs/wh' (relative to
+    `root`, else the working directory); URIs are kept, without a trailing '/'."""
+    if location.startswith("file:"):
+        return Path(unquote(urlparse(location).path)).absolute().as_uri()
+    if _SCHEME.match(location):
+        return location.rstrip("/")
+    path = Path(location)
+    if not path.is_absolute() and root is not None:
+        path = root / path
+    return path.absolute().as_uri()
 
 
 def is_local(uri: str) -> bool:
-    return uri.startswith("file:") or "://" not in uri
+    return uri.startswith("file:") or not _SCHEME.match(uri)
 
 
 def local_path(uri: str) -> Path:
@@ -67,195 +113,176 @@ def local_path(uri: str) -> Path:
     return Path(uri)
 
 
-class WarehouseFS(Protocol):
-    def exists(self, uri: str) -> bool: ...
-    def list(self, uri: str) -> list[FileEntry]: ...
-    def read_bytes(self, uri: str) -> bytes: ...
-    def read_text(self, uri: str) -> str: ...
+def visible(entry: FileEntry) -> bool:
+    """Hadoop's rule: names starting with '_' or '.' are metadata, not data."""
+    return not entry.name.startswith(("_", "."))
 
 
-class LocalFS:
-    """The interface over Python's I/O: `file:` URIs and plain paths only."""
+def parquet_files(fs: WarehouseFS, directory: str) -> list[FileEntry]:
+    """The Parquet data files directly in `directory` ([] when it does not exist)."""
+    return [
+        e for e in fs.list(directory) if not e.is_dir and visible(e) and e.name.endswith(".parquet")
+    ]
+
+
+def temporary_name(uri: str) -> str:
+    """A hidden name beside `uri` for writing it whole before a rename."""
+    return join(parent(uri), f".{basename(uri)}.{uuid.uuid4().hex[:12]}.tmp")
+
+
+def python_uri(uri: str, webhdfs_port: int = WEBHDFS_PORT) -> str:
+    """The URI through which Python reads the same files: `hdfs://nn[:port]/p` becomes
+    `webhdfs://nn:<webhdfs_port>/p` (Hadoop's HTTP API: no native client needed); every
+    other URI is kept."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "hdfs":
+        return uri
+    return f"webhdfs://{parsed.hostname}:{webhdfs_port}{parsed.path}"
+
+
+# -- directory swaps (the audit's results) -----------------------------------------------
+
+
+REPLACED = "_replaced"
+
+
+def replace_dir(fs: WarehouseFS, staged: str, target: str) -> None:
+    """Put directory `staged` at `target`, replacing what was there. Two renames: the old one
+    moves aside under `_replaced/` beside it, the new one moves in, the old one is deleted. A
+    crash between the renames leaves the old directory aside; `recover_replaced` puts it back."""
+    aside = join(parent(target), REPLACED, f"{basename(target)}.{uuid.uuid4().hex[:8]}")
+    had_old = fs.exists(target)
+    if had_old:
+        fs.rename(target, aside)
+    fs.rename(staged, target)
+    if had_old:
+        fs.delete(aside)
+
+
+def recover_replaced(fs: WarehouseFS, directory: str) -> list[str]:
+    """Put back what a crashed replace_dir() left aside in `directory`; the names put back."""
+    restored = []
+    for entry in fs.list(join(directory, REPLACED)):
+        name = entry.name.rsplit(".", 1)[0]
+        target = join(directory, name)
+        if fs.exists(target):
+            fs.delete(entry.uri)
+        else:
+            fs.rename(entry.uri, target)
+            restored.append(name)
+    return restored
+
+
+# -- fsspec --------------------------------------------------------------------------------
+
+
+class FsspecFS:
+    """The interface over fsspec, for any URI fsspec has a filesystem for.
+
+    One fsspec filesystem per scheme and authority, made on first use (fsspec caches them
+    too); `webhdfs://` is what `python_uri` gives for an `hdfs://` warehouse.
+    """
+
+    def __init__(self, storage_options: dict[str, Any] | None = None) -> None:
+        self._options = dict(storage_options or {})
+        self._filesystems: dict[str, Any] = {}
+
+    def _fs(self, uri: str) -> tuple[Any, str]:
+        from fsspec.core import url_to_fs
+
+        parsed = urlparse(uri)
+        key = f"{parsed.scheme}://{parsed.netloc}"
+        if key in self._filesystems:
+            fs = self._filesystems[key]
+            return fs, fs._strip_protocol(uri)
+        fs, path = url_to_fs(uri, **self._options)
+        self._filesystems[key] = fs
+        return fs, path
 
     def exists(self, uri: str) -> bool:
-        return local_path(uri).exists()
-
-    def list(self, uri: str) -> list[FileEntry]:
-        """The entries of directory `uri`, sorted by name; [] when it does not exist."""
-        base = uri.rstrip("/")
-        try:
-            with os.scandir(local_path(uri)) as it:
-                entries = [
-                    FileEntry(
-                        uri=f"{base}/{e.name}",
-                        name=e.name,
-                        is_dir=e.is_dir(),
-                        size=0 if e.is_dir() else e.stat().st_size,
-                    )
-                    for e in it
-                ]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(entries, key=lambda e: e.name)
-
-    def read_bytes(self, uri: str) -> bytes:
-        return local_path(uri).read_bytes()
-
-    def read_text(self, uri: str) -> str:
-        return self.read_bytes(uri).decode("utf-8")
-
-    def write_bytes(self, uri: str, data: bytes) -> None:
-        path = local_path(uri)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-
-    def write_text(self, uri: str, text: str) -> None:
-        self.write_bytes(uri, text.encode("utf-8"))
-
-    def delete(self, uri: str, recursive: bool = True) -> bool:
-        path = local_path(uri)
-        if path.is_dir():
-            if recursive:
-                shutil.rmtree(path)
-            else:
-                path.rmdir()
-            return True
-        if path.exists():
-            path.unlink()
-            return True
-        return False
-
-
-class HadoopFS:
-    """Hadoop's FileSystem of a SparkSession, for any URI it can reach (see the module doc)."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        sc = spark.sparkContext
-        self._jvm: Any = sc._jvm
-        self._conf: Any = sc._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-        self._local = LocalFS()
-
-    def _path(self, uri: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(uri)
-
-    def _fs(self, uri: str) -> tuple[Any, Any]:
-        path = self._path(uri)
-        return path.getFileSystem(self._conf), path
-
-    # -- reads ----------------------------------------------------------------------------
-    def exists(self, uri: str) -> bool:
-        if is_local(uri):
-            return self._local.exists(uri)
         fs, path = self._fs(uri)
         return bool(fs.exists(path))
 
     def list(self, uri: str) -> list[FileEntry]:
-        """The entries of directory `uri`, sorted by name; [] when it does not exist."""
-        if is_local(uri):
-            return self._local.list(uri)
         fs, path = self._fs(uri)
-        if not fs.exists(path):
+        try:
+            infos = fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
             return []
         base = uri.rstrip("/")
         entries = []
-        for status in fs.listStatus(path):
-            name = str(status.getPath().getName())
+        for info in infos:
+            name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if info.get("type") != "directory" and str(info["name"]).rstrip("/") == path.rstrip(
+                "/"
+            ):
+                return []  # `uri` is a file
+            modified = info.get("mtime") or info.get("modificationTime") or 0
+            if hasattr(modified, "timestamp"):
+                modified = modified.timestamp() * 1000
+            elif isinstance(modified, float):
+                modified *= 1000
             entries.append(
                 FileEntry(
                     uri=f"{base}/{name}",
                     name=name,
-                    is_dir=bool(status.isDirectory()),
-                    size=int(status.getLen()),
+                    is_dir=info.get("type") == "directory",
+                    size=int(info.get("size") or 0),
+                    modified_ms=int(modified),
                 )
             )
         return sorted(entries, key=lambda e: e.name)
 
     def read_bytes(self, uri: str) -> bytes:
-        if is_local(uri):
-            return self._local.read_bytes(uri)
         fs, path = self._fs(uri)
-        stream = fs.open(path)
         try:
-            data = self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
-        finally:
-            stream.close()
-        return bytes(data)
+            return bytes(fs.cat_file(path))
+        except IsADirectoryError:
+            raise FileNotFoundError(uri) from None
 
     def read_text(self, uri: str) -> str:
         return self.read_bytes(uri).decode("utf-8")
 
-    # -- changes --------------------------------------------------------------------------
     def mkdirs(self, uri: str) -> None:
         fs, path = self._fs(uri)
-        fs.mkdirs(path)
+        fs.makedirs(path, exist_ok=True)
 
     def write_bytes(self, uri: str, data: bytes) -> None:
-        """Write a whole file: to a hidden temporary name beside it, then one rename."""
-        if is_local(uri):
-            self._local.write_bytes(uri, data)  # the same, without Hadoop's .crc side files
-            return
-        parent, _, name = uri.rstrip("/").rpartition("/")
-        tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
-        fs, tmp_path = self._fs(tmp)
-        stream = fs.create(tmp_path, True)
+        fs, path = self._fs(uri)
+        fs.makedirs(self._fs(parent(uri))[1], exist_ok=True)
+        temporary = self._fs(temporary_name(uri))[1]
+        fs.pipe_file(temporary, data)
         try:
-            stream.write(bytearray(data))
-        finally:
-            stream.close()
-        target = self._path(uri)
-        if fs.exists(target):
-            fs.delete(target, False)
-        if not fs.rename(tmp_path, target):
-            fs.delete(tmp_path, False)
-            raise OSError(f"could not rename {tmp} to {uri}")
+            fs.mv(temporary, path)  # local: os.replace; elsewhere the store's own move
+        except Exception:
+            fs.rm(temporary)
+            raise
 
     def write_text(self, uri: str, text: str) -> None:
         self.write_bytes(uri, text.encode("utf-8"))
 
+    def rename(self, src: str, dst: str) -> None:
+        fs, source = self._fs(src)
+        target = self._fs(dst)[1]
+        if fs.exists(target):
+            raise WarehouseFileSystemError(f"rename {src} -> {dst}: the target exists")
+        fs.makedirs(self._fs(parent(dst))[1], exist_ok=True)
+        fs.mv(source, target, recursive=True)
+
     def delete(self, uri: str, recursive: bool = True) -> bool:
         fs, path = self._fs(uri)
-        return bool(fs.delete(path, recursive))
+        if not fs.exists(path):
+            return False
+        fs.rm(path, recursive=recursive)
+        return True
 
-    def rename(self, src: str, dst: str) -> None:
-        fs, src_path = self._fs(src)
-        dst_path = self._path(dst)
-        parent = dst_path.getParent()
-        if parent is not None:
-            fs.mkdirs(parent)
-        if not fs.rename(src_path, dst_path):
-            raise OSError(f"could not rename {src} to {dst}")
+    def parquet_rows(self, uri: str) -> int:
+        return sum(self.parquet_file_rows(e.uri) for e in parquet_files(self, uri))
 
-    def replace_dir(self, staged: str, target: str) -> None:
-        """Put directory `staged` at `target`, replacing what was there (see the module doc)."""
-        parent, _, name = target.rstrip("/").rpartition("/")
-        aside = join(parent, "_replaced", f"{name}.{uuid.uuid4().hex[:8]}")
-        had_old = self.exists(target)
-        if had_old:
-            self.rename(target, aside)
-        self.rename(staged, target)
-        if had_old:
-            self.delete(aside)
+    def parquet_file_rows(self, uri: str) -> int:
+        """Rows of one Parquet file, from its footer."""
+        import pyarrow.parquet as pq
 
-    def recover_replaced(self, parent: str) -> list[str]:
-        """Put back directories that a crashed replace_dir() left aside; return their names."""
-        restored = []
-        for entry in self.list(join(parent, "_replaced")):
-            name = entry.name.rsplit(".", 1)[0]
-            target = join(parent, name)
-            if self.exists(target):
-                self.delete(entry.uri)
-            else:
-                self.rename(entry.uri, target)
-                restored.append(name)
-        return restored
-
-    def copy_from_local(self, local_dir: str, uri: str) -> None:
-        """Copy a local file or directory tree to `uri`."""
         fs, path = self._fs(uri)
-        fs.copyFromLocalFile(False, True, self._path(as_uri(local_dir)), path)
-
-    def copy_to_local(self, uri: str, local_dir: str) -> None:
-        fs, path = self._fs(uri)
-        fs.copyToLocalFile(False, path, self._path(as_uri(local_dir)), True)
+        with fs.open(path, "rb") as handle:
+            return int(pq.ParquetFile(handle).metadata.num_rows)

@@ -1,282 +1,160 @@
-"""The warehouse's filesystem: Hadoop's FileSystem API through Spark's JVM, or a local twin.
+"""The warehouse's filesystem on Spark's side: Hadoop's FileSystem through Spark's JVM.
 
-The load never assumes a local path: every listing, staging write, rename and delete goes
-through `org.apache.hadoop.fs.FileSystem` of the path's scheme (`file://`, `hdfs://`,
-`s3a://`, ...), reached as `spark._jvm.org.apache.hadoop.fs`, so the same code commits an hour
-on HDFS. `ArrowFileSystem` answers the same calls through pyarrow's filesystems (file://, hdfs://,
-s3://) without a JVM, for readers that must not start Spark (`warehouse.py` in plain Python).
-
-Paths are URI strings (`file:///data/wh/page_views`); `join` appends parts with `/`.
-What the calls guarantee, on every implementation:
-
-    rename(src, dst)    dst must not exist; one rename (atomic on HDFS and POSIX filesystems)
-    replace(src, dst)   rename over an existing file: atomic where the filesystem allows it
-                        (local: rename(2)); elsewhere delete then rename (a short gap)
-    delete(path)        recursive; False when nothing was there
-    list(path)          direct children, [] when `path` does not exist
+`org.apache.hadoop.fs.FileSystem` of each path's scheme (`file://`, `hdfs://`, `s3a://`,
+`viewfs://`, ...), reached as `spark._jvm.org.apache.hadoop.fs` with the session's Hadoop
+configuration, so the same code commits an hour on HDFS. It keeps the interface and the
+guarantees of filesystem.py (WarehouseFS). Reads of `file:` URIs take Python's own I/O
+(hundreds of small JSON files would otherwise cost a py4j round trip each); the result is the
+same.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, NamedTuple, Protocol
-from urllib.parse import unquote, urlparse
+from typing import Any
+
+from spark_apps.warehouse.filesystem import (
+    FileEntry,
+    FsspecFS,
+    WarehouseFileSystemError,
+    as_uri,
+    is_local,
+    parent,
+    parquet_files,
+    temporary_name,
+)
 
 
-class WarehouseFileSystemError(OSError):
-    """A filesystem call failed: the message names the call and the paths."""
-
-
-class FileStatus(NamedTuple):
-    path: str
-    name: str
-    is_dir: bool
-    size: int
-    modified_ms: int
-
-
-class FileSystem(Protocol):
-    def exists(self, path: str) -> bool: ...
-
-    def list(self, path: str) -> list[FileStatus]: ...
-
-    def mkdirs(self, path: str) -> None: ...
-
-    def rename(self, src: str, dst: str) -> None: ...
-
-    def replace(self, src: str, dst: str) -> None: ...
-
-    def delete(self, path: str) -> bool: ...
-
-    def read_bytes(self, path: str) -> bytes: ...
-
-    def write_bytes(self, path: str, data: bytes) -> None: ...
-
-    def parquet_rows(self, path: str) -> int: ...
-
-
-def normalize_uri(location: str) -> str:
-    """'/data/wh' or 'wh' -> 'file:///abs/wh'; URIs with a scheme are kept (no trailing /)."""
-    if "://" in location or location.startswith("file:"):
-        parsed = urlparse(location)
-        if parsed.scheme == "file":
-            return Path(unquote(parsed.path)).absolute().as_uri()
-        return location.rstrip("/")
-    return Path(location).absolute().as_uri()
-
-
-def join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
-
-
-def parent(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[0]
-
-
-def basename(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def write_atomically(fs: FileSystem, path: str, data: bytes, temp_suffix: str) -> None:
-    """Write to a hidden temporary name beside `path`, then replace `path` with it."""
-    temp = join(parent(path), f".{basename(path)}.{temp_suffix}.tmp")
-    fs.write_bytes(temp, data)
-    fs.replace(temp, path)
-
-
-def visible(status: FileStatus) -> bool:
-    """Hadoop's rule: names starting with '_' or '.' are metadata, not data."""
-    return not status.name.startswith(("_", "."))
-
-
-def parquet_files(fs: FileSystem, directory: str) -> list[FileStatus]:
-    """The Parquet data files directly in `directory` ([] when it does not exist)."""
-    return [
-        s for s in fs.list(directory) if not s.is_dir and visible(s) and s.name.endswith(".parquet")
-    ]
-
-
-class HadoopFileSystem:
-    """`org.apache.hadoop.fs.FileSystem` of each path's scheme, with Spark's Hadoop settings."""
+class HadoopFS:
+    """Hadoop's FileSystem of a SparkSession, for any URI it can reach (see the module doc)."""
 
     def __init__(self, spark: Any) -> None:
-        self._jvm = spark._jvm
-        self._conf = spark._jsc.hadoopConfiguration()
+        sc = spark.sparkContext
+        self._jvm: Any = sc._jvm
+        self._conf: Any = sc._jsc.hadoopConfiguration()
+        self._local = FsspecFS()
 
-    def _resolve(self, path: str) -> tuple[Any, Any]:
-        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
-        return jpath.getFileSystem(self._conf), jpath
+    def _path(self, uri: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(uri)
 
-    def exists(self, path: str) -> bool:
-        fs, jpath = self._resolve(path)
-        return bool(fs.exists(jpath))
+    def _fs(self, uri: str) -> tuple[Any, Any]:
+        path = self._path(uri)
+        return path.getFileSystem(self._conf), path
 
-    def list(self, path: str) -> list[FileStatus]:
-        fs, jpath = self._resolve(path)
-        if not fs.exists(jpath):
+    # -- reads ----------------------------------------------------------------------------
+    def exists(self, uri: str) -> bool:
+        if is_local(uri):
+            return self._local.exists(uri)
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path))
+
+    def list(self, uri: str) -> list[FileEntry]:
+        if is_local(uri):
+            return self._local.list(uri)
+        fs, path = self._fs(uri)
+        if not fs.exists(path) or not fs.getFileStatus(path).isDirectory():
             return []
-        out = []
-        for status in fs.listStatus(jpath):
-            child = status.getPath()
-            out.append(
-                FileStatus(
-                    join(path, child.getName()),
-                    child.getName(),
-                    bool(status.isDirectory()),
-                    int(status.getLen()),
-                    int(status.getModificationTime()),
+        base = uri.rstrip("/")
+        entries = []
+        for status in fs.listStatus(path):
+            name = str(status.getPath().getName())
+            entries.append(
+                FileEntry(
+                    uri=f"{base}/{name}",
+                    name=name,
+                    is_dir=bool(status.isDirectory()),
+                    size=int(status.getLen()),
+                    modified_ms=int(status.getModificationTime()),
                 )
             )
-        return sorted(out, key=lambda s: s.name)
+        return sorted(entries, key=lambda e: e.name)
 
-    def mkdirs(self, path: str) -> None:
-        fs, jpath = self._resolve(path)
-        if not fs.mkdirs(jpath):
-            raise WarehouseFileSystemError(f"mkdirs {path} failed")
-
-    def rename(self, src: str, dst: str) -> None:
-        fs, jsrc = self._resolve(src)
-        jdst = self._jvm.org.apache.hadoop.fs.Path(dst)
-        if fs.exists(jdst):
-            raise WarehouseFileSystemError(f"rename {src} -> {dst}: the target exists")
-        fs.mkdirs(jdst.getParent())
-        if not fs.rename(jsrc, jdst):
-            raise WarehouseFileSystemError(f"rename {src} -> {dst} failed")
-
-    def replace(self, src: str, dst: str) -> None:
-        fs, jsrc = self._resolve(src)
-        jdst = self._jvm.org.apache.hadoop.fs.Path(dst)
-        if fs.rename(jsrc, jdst):  # local: rename(2) replaces the file in one step
-            return
-        if fs.exists(jdst) and fs.isFile(jdst):  # HDFS, S3A: no rename over a file
-            fs.delete(jdst, False)
-            if fs.rename(jsrc, jdst):
-                return
-        raise WarehouseFileSystemError(f"replace {dst} with {src} failed")
-
-    def delete(self, path: str) -> bool:
-        fs, jpath = self._resolve(path)
-        return bool(fs.delete(jpath, True))
-
-    def read_bytes(self, path: str) -> bytes:
-        fs, jpath = self._resolve(path)
+    def read_bytes(self, uri: str) -> bytes:
+        if is_local(uri):
+            return self._local.read_bytes(uri)
+        fs, path = self._fs(uri)
         try:
-            stream = fs.open(jpath)
+            stream = fs.open(path)
         except Exception as exc:
             if "FileNotFoundException" in str(exc):
-                raise FileNotFoundError(path) from None
+                raise FileNotFoundError(uri) from None
             raise
         try:
             return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()
 
-    def write_bytes(self, path: str, data: bytes) -> None:
-        fs, jpath = self._resolve(path)
-        out = fs.create(jpath, True)
-        try:
-            out.write(bytearray(data))
-        finally:
-            out.close()
+    def read_text(self, uri: str) -> str:
+        return self.read_bytes(uri).decode("utf-8")
 
-    def parquet_rows(self, path: str) -> int:
-        """Rows of the Parquet files in directory `path`, from their footers: no Spark job
-        (a `spark.read.parquet(path).count()` costs ~0.2 s even for a few files)."""
+    def parquet_rows(self, uri: str) -> int:
+        """Rows of the Parquet files in directory `uri`, from their footers: no Spark job
+        (a `spark.read.parquet(uri).count()` costs ~0.2 s even for a few files)."""
+        if is_local(uri):
+            return self._local.parquet_rows(uri)
+        return sum(self.parquet_file_rows(e.uri) for e in parquet_files(self, uri))
+
+    def parquet_file_rows(self, uri: str) -> int:
+        """Rows of one Parquet file, from its footer."""
+        if is_local(uri):
+            return self._local.parquet_file_rows(uri)
         parquet = self._jvm.org.apache.parquet.hadoop
-        total = 0
-        for status in parquet_files(self, path):
-            reader = parquet.ParquetFileReader.open(
-                parquet.util.HadoopInputFile.fromPath(
-                    self._jvm.org.apache.hadoop.fs.Path(status.path), self._conf
-                )
-            )
-            try:
-                total += int(reader.getRecordCount())
-            finally:
-                reader.close()
-        return total
+        reader = parquet.ParquetFileReader.open(
+            parquet.util.HadoopInputFile.fromPath(self._path(uri), self._conf)
+        )
+        try:
+            return int(reader.getRecordCount())
+        finally:
+            reader.close()
 
+    # -- changes --------------------------------------------------------------------------
+    def mkdirs(self, uri: str) -> None:
+        fs, path = self._fs(uri)
+        if not fs.mkdirs(path):
+            raise WarehouseFileSystemError(f"mkdirs {uri} failed")
 
-class ArrowFileSystem:
-    """The same calls through pyarrow's filesystems (file://, hdfs://, s3://), without a JVM."""
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        """Write a whole file: to a hidden temporary name beside it, then one rename."""
+        if is_local(uri):
+            self._local.write_bytes(uri, data)  # the same, without Hadoop's .crc side files
+            return
+        temporary = temporary_name(uri)
+        fs, temporary_path = self._fs(temporary)
+        stream = fs.create(temporary_path, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+        target = self._path(uri)
+        if fs.rename(temporary_path, target):  # POSIX-like stores replace in one step
+            return
+        if fs.exists(target) and fs.isFile(target):  # HDFS, S3A: no rename over a file
+            fs.delete(target, False)
+            if fs.rename(temporary_path, target):
+                return
+        fs.delete(temporary_path, False)
+        raise WarehouseFileSystemError(f"write {uri}: could not rename {temporary} over it")
 
-    @staticmethod
-    def _resolve(path: str) -> tuple[Any, str]:
-        from pyarrow import fs
-
-        return fs.FileSystem.from_uri(path)  # type: ignore[no-any-return]
-
-    def exists(self, path: str) -> bool:
-        from pyarrow import fs
-
-        afs, local = self._resolve(path)
-        return bool(afs.get_file_info(local).type != fs.FileType.NotFound)
-
-    def list(self, path: str) -> list[FileStatus]:
-        from pyarrow import fs
-
-        afs, local = self._resolve(path)
-        if afs.get_file_info(local).type != fs.FileType.Directory:
-            return []
-        out = []
-        for info in afs.get_file_info(fs.FileSelector(local)):
-            out.append(
-                FileStatus(
-                    join(path, info.base_name),
-                    info.base_name,
-                    info.type == fs.FileType.Directory,
-                    int(info.size or 0),
-                    int((info.mtime_ns or 0) // 1_000_000),
-                )
-            )
-        return sorted(out, key=lambda s: s.name)
-
-    def mkdirs(self, path: str) -> None:
-        afs, local = self._resolve(path)
-        afs.create_dir(local, recursive=True)
+    def write_text(self, uri: str, text: str) -> None:
+        self.write_bytes(uri, text.encode("utf-8"))
 
     def rename(self, src: str, dst: str) -> None:
-        if self.exists(dst):
+        fs, source = self._fs(src)
+        target = self._path(dst)
+        if fs.exists(target):  # Hadoop would move a directory *into* an existing one
             raise WarehouseFileSystemError(f"rename {src} -> {dst}: the target exists")
-        self.mkdirs(parent(dst))
-        afs, local_src = self._resolve(src)
-        afs.move(local_src, self._resolve(dst)[1])
+        fs.mkdirs(self._path(parent(dst)))
+        if not fs.rename(source, target):
+            raise WarehouseFileSystemError(f"rename {src} -> {dst} failed")
 
-    def replace(self, src: str, dst: str) -> None:
-        afs, local_src = self._resolve(src)
-        afs.move(local_src, self._resolve(dst)[1])
+    def delete(self, uri: str, recursive: bool = True) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.delete(path, recursive))
 
-    def delete(self, path: str) -> bool:
-        from pyarrow import fs
+    def copy_from_local(self, local_dir: str, uri: str) -> None:
+        """Copy a local file or directory tree to `uri`."""
+        fs, path = self._fs(uri)
+        fs.copyFromLocalFile(False, True, self._path(as_uri(local_dir)), path)
 
-        afs, local = self._resolve(path)
-        kind = afs.get_file_info(local).type
-        if kind == fs.FileType.Directory:
-            afs.delete_dir(local)
-        elif kind == fs.FileType.File:
-            afs.delete_file(local)
-        else:
-            return False
-        return True
-
-    def read_bytes(self, path: str) -> bytes:
-        afs, local = self._resolve(path)
-        with afs.open_input_stream(local) as stream:
-            return bytes(stream.read())
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        self.mkdirs(parent(path))
-        afs, local = self._resolve(path)
-        with afs.open_output_stream(local) as stream:
-            stream.write(data)
-
-    def parquet_rows(self, path: str) -> int:
-        """Rows of the Parquet files in directory `path`, from their footers."""
-        import pyarrow.parquet as pq
-
-        total = 0
-        for status in parquet_files(self, path):
-            afs, local = self._resolve(status.path)
-            with afs.open_input_file(local) as handle:
-                total += pq.ParquetFile(handle).metadata.num_rows
-        return total
+    def copy_to_local(self, uri: str, local_dir: str) -> None:
+        fs, path = self._fs(uri)
+        fs.copyToLocalFile(False, path, self._path(as_uri(local_dir)), True)

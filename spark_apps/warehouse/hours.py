@@ -23,13 +23,35 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": HOUR_MS, "d": 24 * HOUR_MS}
 
 def parse_hour(text: str) -> datetime:
     """`2026-11-22T10` -> that hour's start, UTC. ValueError names the expected form."""
-    if not _HOUR_RE.match(text):
+    if not isinstance(text, str) or not _HOUR_RE.match(text):
         raise ValueError(f"an hour is YYYY-MM-DDTHH (UTC), e.g. 2026-11-22T10; got {text!r}")
-    return datetime.strptime(text, HOUR_FORMAT).replace(tzinfo=UTC)
+    try:
+        return datetime.strptime(text, HOUR_FORMAT).replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a real hour: {exc}") from None
 
 
 def format_hour(hour: datetime) -> str:
     return hour.astimezone(UTC).strftime(HOUR_FORMAT)
+
+
+def hour_name(hour: datetime | str) -> str:
+    """An hour as the warehouse names it, from either form (a name is checked)."""
+    return format_hour(parse_hour(hour) if isinstance(hour, str) else hour)
+
+
+def next_hour(hour: str) -> str:
+    return format_hour(parse_hour(hour) + timedelta(hours=1))
+
+
+def previous_hour(hour: str) -> str:
+    return format_hour(parse_hour(hour) - timedelta(hours=1))
+
+
+def recent_hours(now: datetime, count: int) -> list[str]:
+    """The `count` whole hours before `now`, newest first."""
+    last = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    return [format_hour(last - timedelta(hours=i)) for i in range(count)]
 
 
 def hour_ms(hour: datetime) -> int:
@@ -90,7 +112,13 @@ def parse_instant(text: str) -> datetime:
 
 
 def format_instant(moment: datetime) -> str:
+    """An instant to the millisecond, as the audit writes them: `2026-11-22T13:05:00.123Z`."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def format_second(moment: datetime) -> str:
+    """An instant to the second, as checkpoints write `committed_at`: `2026-11-22T11:02:13Z`."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def argparse_type(parse):  # type: ignore[no-untyped-def]

@@ -1,11 +1,15 @@
-"""Where the audit reads and writes in the warehouse (DESIGN §3.6), and what it writes there.
+"""Where everything lives in the warehouse: the one place that names its paths (docs/design.md §3.6).
 
-Read (written by the hourly load; an hour without its checkpoint is not committed, never read):
+Written by the hourly load (an hour without its checkpoint is not committed, never read):
 
-    <wh>/_checkpoints/<topic>/<YYYY-MM-DDTHH>.json   the commit record of one load
-    <wh>/<topic>/load_hour=<YYYY-MM-DDTHH>/          its rows (Parquet), one per event
-    <wh>/_errors/<topic>/load_hour=<YYYY-MM-DDTHH>/  its bad records (position and reason)
-    <wh>/_audit/load_hour=.../                       the `_audit` topic: AuditCount events
+    <wh>/<topic>/load_hour=<YYYY-MM-DDTHH>/            the hour's rows (Parquet), one per event,
+        part-*.parquet, _load_summary.json             and what they hold (load_summary)
+    <wh>/_checkpoints/<topic>/<YYYY-MM-DDTHH>.json     the commit record of one load: its ranges,
+                                                       counts, rows_sha256, and the data files
+                                                       of the hour's current version
+    <wh>/_errors/<topic>/load_hour=<YYYY-MM-DDTHH>/    its bad records (position and reason)
+    <wh>/_staging/<topic>/<YYYY-MM-DDTHH>.<run id>/    a load in progress; never read
+    <wh>/_audit/load_hour=.../                         the `_audit` topic: AuditCount events
 
 Written by the audit:
 
@@ -19,8 +23,14 @@ Written by the audit:
                                                      a load's summary (load_summary), for a
                                                      load whose directory has none current:
                                                      counted from its rows by an audit
+    <wh>/_audit_results/_announced/<topic>/<YYYY-MM-DDTHH>.json
+                                                     the last closed state of an hour that the
+                                                     audit DAG announced as an asset event
     <wh>/_reports/                                   default --reports: Data Docs, the GX
                                                      project, one page per audited hour
+
+Topic names are checked before they become paths (topics.py): no name can be '.', '..',
+contain '/', or start with '_' (but `_audit`), so no topic's directory is one of these.
 
 _summary.json (one per audited hour; the hour states are derived from these, never stored):
 
@@ -54,17 +64,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from logbroker.protocol.topics import AUDIT_TOPIC as AUDIT_TOPIC
 from spark_apps.warehouse.filesystem import join
-from spark_apps.warehouse.hours import format_hour
+from spark_apps.warehouse.hours import hour_name
 
-AUDIT_TOPIC = "_audit"  # DESIGN §3.5: the topic of the AuditCount events
 CHECKPOINTS = "_checkpoints"
 ERRORS = "_errors"
+STAGING = "_staging"
 AUDIT_RESULTS = "_audit_results"
 INDEX = "_index"
 LOAD_SUMMARIES = "_load_summaries"
+ANNOUNCED = "_announced"
 REPORTS = "_reports"
 SUMMARY_FILE = "_summary.json"
+HOUR_DIR_PREFIX = "load_hour="
 
 # The result table, in this order (issue 12); windows as UTC timestamps.
 RESULT_COLUMNS = (
@@ -88,36 +101,44 @@ def checkpoints_dir(wh: str, topic: str) -> str:
     return join(wh, CHECKPOINTS, topic)
 
 
-def checkpoint_file(wh: str, topic: str, hour: datetime) -> str:
-    return join(wh, CHECKPOINTS, topic, f"{format_hour(hour)}.json")
+def checkpoint_file(wh: str, topic: str, hour: datetime | str) -> str:
+    return join(wh, CHECKPOINTS, topic, f"{hour_name(hour)}.json")
 
 
-def load_dir(wh: str, topic: str, hour: datetime) -> str:
-    return join(wh, topic, f"load_hour={format_hour(hour)}")
+def load_dir(wh: str, topic: str, hour: datetime | str) -> str:
+    return join(wh, topic, HOUR_DIR_PREFIX + hour_name(hour))
 
 
-def errors_dir(wh: str, topic: str, hour: datetime) -> str:
-    return join(wh, ERRORS, topic, f"load_hour={format_hour(hour)}")
+def errors_dir(wh: str, topic: str, hour: datetime | str) -> str:
+    return join(wh, ERRORS, topic, HOUR_DIR_PREFIX + hour_name(hour))
+
+
+def staging_root(wh: str, topic: str) -> str:
+    return join(wh, STAGING, topic)
+
+
+def announced_file(wh: str, topic: str, hour: datetime | str) -> str:
+    return join(wh, AUDIT_RESULTS, ANNOUNCED, topic, f"{hour_name(hour)}.json")
 
 
 def results_root(wh: str) -> str:
     return join(wh, AUDIT_RESULTS)
 
 
-def results_dir(wh: str, hour: datetime) -> str:
-    return join(wh, AUDIT_RESULTS, f"audit_hour={format_hour(hour)}")
+def results_dir(wh: str, hour: datetime | str) -> str:
+    return join(wh, AUDIT_RESULTS, f"audit_hour={hour_name(hour)}")
 
 
-def summary_file(wh: str, hour: datetime) -> str:
+def summary_file(wh: str, hour: datetime | str) -> str:
     return join(results_dir(wh, hour), SUMMARY_FILE)
 
 
-def index_file(wh: str, topic: str, hour: datetime) -> str:
-    return join(wh, AUDIT_RESULTS, INDEX, topic, f"{format_hour(hour)}.json")
+def index_file(wh: str, topic: str, hour: datetime | str) -> str:
+    return join(wh, AUDIT_RESULTS, INDEX, topic, f"{hour_name(hour)}.json")
 
 
-def load_summary_file(wh: str, topic: str, hour: datetime) -> str:
-    return join(wh, AUDIT_RESULTS, LOAD_SUMMARIES, topic, f"{format_hour(hour)}.json")
+def load_summary_file(wh: str, topic: str, hour: datetime | str) -> str:
+    return join(wh, AUDIT_RESULTS, LOAD_SUMMARIES, topic, f"{hour_name(hour)}.json")
 
 
 def default_reports(wh: str) -> str:

@@ -32,9 +32,10 @@ one, the audit reads the rows once and keeps the summary in its own area (audit_
   audit writes counts them (`shared_keys`). A certificate holds while that load is unchanged.
 
 A summary is current while its `committed_at`, `rows_sha256` and `rows` are the checkpoint's and
-its `files` are exactly the data files in the directory (names and lengths): a load replaced,
-or rows deleted or added by hand, makes it stale, and the audit counts that load from its rows
-again.
+its `files` are exactly the load's data files (names and lengths: the files the checkpoint's
+version names, or every data file of the directory for a checkpoint from before versions): a
+load replaced, or files changed by hand, makes it stale, and the audit counts that load from
+its rows again.
 """
 
 from __future__ import annotations
@@ -90,13 +91,18 @@ def summary_path(load_dir: str) -> str:
     return f"{load_dir.rstrip('/')}/{SUMMARY_FILE}"
 
 
-def data_files(fs: SummaryFS, load_dir: str) -> dict[str, int]:
-    """The data files of a load directory and their lengths (Hadoop's rule: not '_' or '.')."""
-    return {
+def data_files(fs: SummaryFS, load_dir: str, names: Sequence[str] | None = None) -> dict[str, int]:
+    """The data files of a load and their lengths: the ones its checkpoint names (`names`:
+    its version's; checkpoint.py), or, for a checkpoint from before versions, every data
+    file of its directory (Hadoop's rule: not '_' or '.')."""
+    listed = {
         e.name: int(e.size)
         for e in fs.list(load_dir)
         if not e.is_dir and not e.name.startswith(("_", "."))
     }
+    if names is None:
+        return listed
+    return {name: listed[name] for name in names if name in listed}
 
 
 @dataclass(frozen=True)
@@ -203,9 +209,10 @@ def read_current(
     rows_sha256: str,
     rows: int,
     path: str | None = None,
+    names: Sequence[str] | None = None,
 ) -> LoadSummary | None:
     """The load's summary (in its directory, or at `path`) if it is there and current (see
-    the module doc), else None."""
+    the module doc) for the load whose data files are `names` (data_files), else None."""
     path = path or summary_path(load_dir)
     try:
         if not fs.exists(path):
@@ -213,7 +220,7 @@ def read_current(
         summary = LoadSummary.from_json(fs.read_bytes(path))
     except (ValueError, OSError):
         return None  # damaged or unreadable: counted from the rows again, and rewritten
-    files = data_files(fs, load_dir)
+    files = data_files(fs, load_dir, names)
     return summary if summary.describes(committed_at, rows_sha256, rows, files) else None
 
 
@@ -268,7 +275,8 @@ def header_rows(raw: DataFrame, topic: str, load_hour: Column) -> DataFrame:
 
 
 def read_header_rows(spark: SparkSession, dirs: Iterable[tuple[str, str]]) -> DataFrame | None:
-    """`header_rows` of every (topic, load directory), the load hour taken from the path."""
+    """`header_rows` of every (topic, load directory or data file), the load hour taken from
+    the path."""
     by_topic: dict[str, list[str]] = {}
     for topic, uri in dirs:
         by_topic.setdefault(topic, []).append(uri)

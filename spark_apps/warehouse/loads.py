@@ -1,18 +1,13 @@
-"""Which committed loads the audit of an hour reads (DESIGN §3.6; the layout in audit_layout).
+"""A topic's committed loads as the warehouse's files record them (DESIGN: docs/design.md §3.6).
+
+    <wh>/_checkpoints/<topic>/<YYYY-MM-DDTHH>.json            a load's checkpoint (CommittedLoad)
+    <wh>/_audit_results/_index/<topic>/<YYYY-MM-DDTHH>.json   what the audit learned of it:
+                                                              the event hours it holds (LoadIndex)
 
 Windows are by event time, so hour H's events can be in any load: mostly in H's own, late ones
-in the loads after it, and (a producer's clock ahead) in the one before. The loads that *can*
-hold H's events are those that started before H's end plus the lateness grace; each load's
-index (written by the audit that first read it) says which event hours it does hold. So the
-audit of H considers:
-
-- every committed load L with H <= L and L's start < H's end + grace, and
-- every committed load, earlier or later, whose current index names H,
-
-and reads those of them whose index is missing or stale (not read yet, or re-committed since) or
-names H. A load that committed after the grace, with late events of H, is found through its
-index once the audit of its own hour has read it: H's summary does not list it among its
-inputs, so H is reopened (hour_states) and its next audit reads it.
+in the loads after it (within the lateness grace: `can_hold`), and (a producer's clock ahead)
+in the one before. The audit (spark_apps.audit.inputs) and the hour states
+(spark_apps.warehouse.hour_states) both read the loads through `scan_topic`.
 """
 
 from __future__ import annotations
@@ -23,7 +18,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import WarehouseFS
+from spark_apps.warehouse.checkpoint import Checkpoint
+from spark_apps.warehouse.filesystem import WarehouseFS, join
 from spark_apps.warehouse.hours import HOUR_MS, format_hour, parse_hour
 
 
@@ -38,16 +34,29 @@ class CommittedLoad:
     duplicates_dropped: int
     committed_at: str
     rows_sha256: str
+    version: str | None = None  # None: a checkpoint from before versions (checkpoint.py)
+    files: tuple[str, ...] | None = None  # the current version's data files
+    error_files: tuple[str, ...] | None = None
 
     @property
     def hour_name(self) -> str:
         return format_hour(self.load_hour)
 
-    def data_uri(self, wh: str) -> str:
+    def data_dir(self, wh: str) -> str:
         return layout.load_dir(wh, self.topic, self.load_hour)
 
-    def errors_uri(self, wh: str) -> str:
-        return layout.errors_dir(wh, self.topic, self.load_hour)
+    def data_uris(self, wh: str) -> list[str]:
+        """What to read for the load's rows: its version's files (or its whole directory)."""
+        if self.files is None:
+            return [self.data_dir(wh)]
+        return [join(self.data_dir(wh), name) for name in self.files]
+
+    def errors_uris(self, wh: str) -> list[str]:
+        """What to read for its bad records ([] when it has none on record)."""
+        where = layout.errors_dir(wh, self.topic, self.load_hour)
+        if self.error_files is None:
+            return [where] if self.bad_records else []
+        return [join(where, name) for name in self.error_files]
 
 
 @dataclass(frozen=True)
@@ -99,26 +108,26 @@ class LoadIndex:
         )
 
 
-def parse_checkpoint(text: str, where: str) -> CommittedLoad:
+def parse_checkpoint(text: str | bytes, where: str) -> CommittedLoad:
     """A checkpoint file's JSON -> CommittedLoad; ValueError names the file and the field."""
-    try:
-        doc = json.loads(text)
-        return CommittedLoad(
-            topic=str(doc["topic"]),
-            load_hour=parse_hour(str(doc["load_hour"])),
-            rows=int(doc["rows"]),
-            bad_records=int(doc.get("bad_records", 0)),
-            duplicates_dropped=int(doc.get("duplicates_dropped", 0)),
-            committed_at=str(doc["committed_at"]),
-            rows_sha256=str(doc["rows_sha256"]),
-        )
-    except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"checkpoint {where} is not a valid checkpoint: {err!r}") from err
+    cp = Checkpoint.from_json(text, where)
+    return CommittedLoad(
+        topic=cp.topic,
+        load_hour=parse_hour(cp.load_hour),
+        rows=cp.rows,
+        bad_records=cp.bad_records,
+        duplicates_dropped=cp.duplicates_dropped,
+        committed_at=cp.committed_at,
+        rows_sha256=cp.rows_sha256,
+        version=cp.version,
+        files=cp.files,
+        error_files=cp.error_files,
+    )
 
 
 def warehouse_topics(fs: WarehouseFS, wh: str) -> list[str]:
     """Every topic with at least one committed load (a directory under _checkpoints/)."""
-    return [e.name for e in fs.list(layout.join(wh, layout.CHECKPOINTS)) if e.is_dir]
+    return [e.name for e in fs.list(join(wh, layout.CHECKPOINTS)) if e.is_dir]
 
 
 def committed_hours(fs: WarehouseFS, wh: str, topic: str) -> list[datetime]:
@@ -180,63 +189,3 @@ def scan_topic(fs: WarehouseFS, wh: str, topic: str, since: datetime) -> TopicLo
         if index is not None:
             indexes[hour] = index
     return TopicLoads(topic, loads, indexes)
-
-
-@dataclass
-class Plan:
-    """What one audit run reads: per topic the loads, and per audited hour its inputs."""
-
-    hours: list[datetime]
-    grace_ms: int
-    topics: list[str]  # the event topics audited (results have one row per topic and window)
-    scanned: dict[str, TopicLoads]  # every topic read, `_audit` included
-    to_read: dict[str, list[CommittedLoad]] = field(default_factory=dict)
-    # inputs[hour][topic] -> {load hour: read?} (audit_layout: _summary.json "inputs")
-    inputs: dict[datetime, dict[str, dict[datetime, bool]]] = field(default_factory=dict)
-
-    def loads_read(self, topic: str) -> list[CommittedLoad]:
-        return self.to_read.get(topic, [])
-
-
-def make_plan(
-    fs: WarehouseFS,
-    wh: str,
-    hours: list[datetime],
-    grace_ms: int,
-    topics: list[str] | None = None,
-) -> Plan:
-    """Decide which loads to read for auditing `hours` (see the module doc)."""
-    present = warehouse_topics(fs, wh)
-    event_topics = [t for t in present if layout.is_event_topic(t)]
-    audited = sorted(set(topics)) if topics else event_topics
-    since = min(hours) - timedelta(hours=1)  # a clock ahead puts events in the load before
-    scanned = {
-        t: scan_topic(fs, wh, t, since) for t in [*audited, layout.AUDIT_TOPIC] if t in present
-    }
-    plan = Plan(hours=sorted(hours), grace_ms=grace_ms, topics=audited, scanned=scanned)
-    for topic, tl in scanned.items():
-        read: dict[datetime, CommittedLoad] = {}
-        for hour in plan.hours:
-            considered: dict[datetime, bool] = {}
-            name = format_hour(hour)
-            for load_hour, load in tl.loads.items():
-                index = tl.current_index(load_hour)
-                named = index is not None and index.event_hours.get(name, 0) > 0
-                if not (can_hold(load_hour, hour, grace_ms) or named):
-                    continue
-                must_read = index is None or named or load_hour == hour  # its own: profiled
-                considered[load_hour] = must_read
-                if must_read:
-                    read[load_hour] = load
-            plan.inputs.setdefault(hour, {})[topic] = considered
-        plan.to_read[topic] = [read[h] for h in sorted(read)]
-    return plan
-
-
-def add_found_inputs(
-    plan: Plan, topic: str, load_hour: datetime, event_hours: dict[str, int]
-) -> None:
-    """A load read for one hour held events of another audited hour: it is that hour's input too."""
-    for hour in plan.hours:
-        if event_hours.get(format_hour(hour), 0) > 0:
-            plan.inputs.setdefault(hour, {}).setdefault(topic, {})[load_hour] = True

@@ -41,7 +41,8 @@ def test_pipeline_grid_shows_each_hours_state(warehouse: Path) -> None:
     states = cell_states(page.text)
     assert states[("page_views", "2026-11-22T11")] == "closed"
     assert states[("searches", "2026-11-22T12")] == "closed"
-    assert states[("page_views", "2026-11-22T12")] == "failed"
+    assert states[("page_views", "2026-11-22T12")] == "audited"
+    assert 'data-hour="2026-11-22T12" data-state="audited"\n        data-failed="true"' in page.text
     assert states[("page_views", "2026-11-22T13")] == "open"
     assert states[("page_views", "2026-11-22T14")] == "loaded"
     assert states[("_audit", "2026-11-22T14")] == "open"
@@ -57,7 +58,7 @@ def test_hour_page_shows_offsets_and_the_failed_window(warehouse: Path) -> None:
     )
     page = client.get("/pipeline/page_views/2026-11-22T12")
     assert page.status_code == 200
-    assert 'id="hour-state">failed<' in page.text
+    assert 'id="hour-state" data-state="audited">failed<' in page.text
     assert "41,230" in page.text  # the end offset from the checkpoint
     lost = re.search(r'<tr data-status="lost">(.*?)</tr>', page.text, re.S)
     assert lost and "12:00–12:10" in lost.group(1) and ">3<" in lost.group(1)
@@ -114,3 +115,39 @@ def test_cluster_page_lists_brokers_topics_and_sizes(  # type: ignore[no-untyped
     assert ">page_views<" in live and "1,100 bytes" in live  # 10 messages of 100 + 10 bytes
     analysis = page.text.split('data-cluster="analysis"')[1]
     assert "could not read analysis" in analysis  # a dead cluster is a message, not a 500
+
+
+def test_the_pages_read_a_warehouse_through_a_non_file_fsspec_uri(warehouse: Path) -> None:
+    """The same warehouse behind `memory://` (any fsspec filesystem: WebHDFS for an hdfs://
+    warehouse, s3://, ...): the same states, the same hour page, the same reports."""
+    import dataclasses
+
+    import fsspec
+    from fastapi.testclient import TestClient
+
+    from pipeline_ui.app import create_app
+
+    (warehouse / "_reports").mkdir()
+    (warehouse / "_reports" / "index.html").write_text("<html>docs</html>")
+    memory = fsspec.filesystem("memory")
+    for path in warehouse.rglob("*"):
+        if path.is_file():
+            memory.pipe(f"/ui-warehouse/{path.relative_to(warehouse)}", path.read_bytes())
+    on_disk = pipeline_settings(warehouse)
+    in_memory = dataclasses.replace(
+        on_disk, warehouse="memory://ui-warehouse", reports="memory://ui-warehouse/_reports"
+    )
+    try:
+        disk = TestClient(create_app(on_disk, require_login=False, now=lambda: NOW))
+        mem = TestClient(create_app(in_memory, require_login=False, now=lambda: NOW))
+        grid = mem.get("/pipeline", params={"hours": 4})
+        assert grid.status_code == 200
+        assert cell_states(grid.text) == cell_states(
+            disk.get("/pipeline", params={"hours": 4}).text
+        )
+        assert cell_states(grid.text)[("page_views", "2026-11-22T11")] == "closed"
+        hour = mem.get("/pipeline/page_views/2026-11-22T12").text
+        assert "41,230" in hour and 'data-status="lost"' in hour
+        assert mem.get("/reports/index.html").text == "<html>docs</html>"
+    finally:
+        memory.rm("/ui-warehouse", recursive=True)

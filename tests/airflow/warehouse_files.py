@@ -2,8 +2,13 @@
 
 make_warehouse(root)   hours 11-14 of 2026-11-22 for page_views and searches:
                        11 closed (audited complete, grace passed at NOW),
-                       12 page_views failed (3 events lost), searches closed,
+                       12 page_views audited and failed (3 events lost; its grace still
+                       lets the unaudited load of 14 hold its events), searches closed,
                        13 open (nothing), 14 page_views loaded (not audited)
+
+An audited hour gets what the audit writes (spark_apps.warehouse.layout): its results
+(Parquet), its _summary.json, whose inputs are the loads of the hour it read, and the index of
+each load it read (all of the load's events are of its own hour).
 """
 
 from __future__ import annotations
@@ -65,6 +70,32 @@ def write_audit(warehouse: Path, hour: str, windows: list[tuple[str, int, int, s
     directory = warehouse / "_audit_results" / f"audit_hour={hour}"
     directory.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows), directory / "part-0.parquet")
+    topics = sorted({topic for topic, *_ in windows})
+    statuses: dict[str, dict[str, int]] = {}
+    for topic, _, _, status in windows:
+        statuses.setdefault(topic, {}).setdefault(status, 0)
+        statuses[topic][status] += 1
+    inputs = {}
+    for topic in topics:
+        checkpoint = json.loads((warehouse / "_checkpoints" / topic / f"{hour}.json").read_text())
+        inputs[topic] = [
+            {"load_hour": hour, "committed_at": checkpoint["committed_at"],
+             "rows_sha256": checkpoint["rows_sha256"], "read": True}
+        ]  # fmt: skip
+        index = warehouse / "_audit_results" / "_index" / topic / f"{hour}.json"
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text(json.dumps({
+            "topic": topic, "load_hour": hour, "committed_at": checkpoint["committed_at"],
+            "rows_sha256": checkpoint["rows_sha256"], "event_hours": {hour: checkpoint["rows"]},
+        }))  # fmt: skip
+    summary = {
+        "audit_hour": hour, "audited_at": "2026-11-22T15:00:00.000Z",
+        "now": "2026-11-22T15:00:00.000Z", "grace_ms": 2 * 3_600_000, "window_ms": 600_000,
+        "topics": topics, "inputs": inputs, "topic_statuses": statuses,
+        "bad_audit_events": 0, "bad_audit_reasons": {}, "bad_audit_examples": [],
+        "topic_hours": [],
+    }  # fmt: skip
+    (directory / "_summary.json").write_text(json.dumps(summary))
 
 
 def make_warehouse(root: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 from spark_apps.audit import cli as audit_cli
 from spark_apps.audit.report_assets import external_assets
 from spark_apps.audit.run import AuditOptions, AuditOutcome, run_audit
-from spark_apps.warehouse.filesystem import LocalFS, as_uri
+from spark_apps.warehouse.filesystem import FsspecFS, as_uri
 from spark_apps.warehouse.hour_states import hour_states
 from spark_apps.warehouse.hours import parse_hour
 from spark_apps.warehouse.layout import results_dir, summary_file
@@ -88,7 +88,7 @@ def test_clean_run_report_says_so(clean_run: tuple[Path, AuditOutcome]) -> None:
     assert "All 18 windows are complete" in text
     assert "alert-success" in text and "alert-danger" not in text
     assert not external_assets(text)
-    states = hour_states(LocalFS(), as_uri(str(root)), TOPICS, HOURS, LATE)
+    states = hour_states(FsspecFS(), as_uri(str(root)), TOPICS, HOURS, LATE)
     assert {s.state for s in states} == {"closed"}
 
 
@@ -105,6 +105,63 @@ def test_lost_events_exact_and_lost_after_grace(faulty_run: tuple[Path, AuditOut
         "lost",
     )
     assert out.totals("missing") == FAULTS.lost
+
+
+def test_the_audit_the_pipeline_page_and_the_asset_see_one_state(
+    faulty_run: tuple[Path, AuditOutcome],
+) -> None:
+    """One model of an hour's state (spark_apps.warehouse.hour_states): the audit's report
+    page, the Airflow Pipeline page and the completeness assets say the same of every hour."""
+    import re
+    from datetime import timedelta
+
+    from fastapi.testclient import TestClient
+
+    from hooks.closed_hours import newly_closed
+    from hooks.pipeline import LiveCluster, Pipeline
+    from pipeline_ui.app import create_app
+    from spark_apps.warehouse.hour_view import WarehouseView
+    from spark_apps.warehouse.hours import format_hour
+
+    root, out = faulty_run
+    names = [format_hour(h) for h in HOURS]
+    model = {
+        (s.topic, s.hour_name): s.state
+        for s in hour_states(FsspecFS(), as_uri(str(root)), TOPICS, HOURS, LATE)
+    }
+    assert set(model.values()) >= {"closed", "audited"}  # the faults keep some hours open
+    # the audit's report: its "Hour state" table, per audited hour
+    for hour in names:
+        page = Path(out.report_pages[hour].replace("file://", "")).read_text()
+        table = page[page.index("Hour state") :]
+        for topic in TOPICS:
+            shown = re.search(rf"<td>{topic}</td>\s*<td>.*?>(\w+)<", table, re.S)
+            assert shown and shown.group(1) == model[(topic, hour)], (topic, hour)
+    # the Pipeline page
+    settings = Pipeline(
+        live_clusters=(LiveCluster("live", "lb_live"),),
+        analysis_conn_id="lb_analysis",
+        spark_conn_id="logbroker_spark_default",
+        topics=tuple(TOPICS),
+        warehouse=as_uri(str(root)),
+        reports=as_uri(str(root / "_reports")),
+        grace_hours=2,
+        max_bad_fraction=0.01,
+    )
+    client = TestClient(create_app(settings, require_login=False, now=lambda: LATE))
+    html = client.get("/pipeline", params={"hours": 3, "until": names[-1]}).text
+    page_states = {
+        (t, h): s
+        for t, h, s in re.findall(
+            r'data-topic="([^"]+)" data-hour="([^"]+)" data-state="(\w+)"', html
+        )
+        if t in TOPICS
+    }
+    assert page_states == model
+    # the completeness assets: exactly the closed hours are announced
+    view = WarehouseView(as_uri(str(root)), timedelta(hours=2))
+    announced = {(c.topic, c.hour) for c in newly_closed(view, TOPICS, names, LATE)}
+    assert announced == {key for key, state in model.items() if state == "closed"}
 
 
 def test_lost_is_incomplete_within_the_grace(
@@ -211,7 +268,7 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
     root = clean(tmp_path / "wh")
     wh = as_uri(str(root))
     audit(spark, root, quality=False)
-    state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
+    state = {s.topic: s for s in hour_states(FsspecFS(), wh, TOPICS, [HOURS[0]], LATE)}
     assert state["page_views"].state == "closed"
     # an event of 10:05 arrives in the 14:00 load (after the grace), counted by its producer;
     # the 14:00 load is first written without its checkpoint: not committed, never read
@@ -225,14 +282,14 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
     late.write(root, [fourteen], TOPICS)
     uncommitted = audit(spark, root, hours=[fourteen], now=LATE, quality=False)
     assert uncommitted.results["loaded_rows"].sum() == 0  # the hour without checkpoint: not read
-    assert {s.topic: s.state for s in hour_states(LocalFS(), wh, TOPICS, [fourteen], LATE)}[
+    assert {s.topic: s.state for s in hour_states(FsspecFS(), wh, TOPICS, [fourteen], LATE)}[
         "page_views"
     ] == "open"
     # now it commits; the audit of 14:00 reads it and indexes it: 10:00 is reopened
     late.load_facts = {}
     late.write(root, [fourteen], TOPICS)
     audit(spark, root, hours=[fourteen], now=LATE, quality=False)
-    state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
+    state = {s.topic: s for s in hour_states(FsspecFS(), wh, TOPICS, [HOURS[0]], LATE)}
     assert state["page_views"].state == "audited" and state["page_views"].reopened
     assert "late events" in " ".join(state["page_views"].reasons)
     assert state["searches"].state == "closed"  # the late event is page_views'
@@ -244,7 +301,7 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
         PER_WINDOW + 1,
         "complete",
     )
-    state = {s.topic: s for s in hour_states(LocalFS(), wh, TOPICS, [HOURS[0]], LATE)}
+    state = {s.topic: s for s in hour_states(FsspecFS(), wh, TOPICS, [HOURS[0]], LATE)}
     assert state["page_views"].state == "closed" and not state["page_views"].reopened
 
 

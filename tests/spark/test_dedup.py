@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import functions as F
-
-from spark_apps.load.hour import _duplicates
+from spark_apps.load.dedup import duplicates
 
 COLUMNS = ["producer_id", "seq", "broker_id", "partition", "offset", "index"]
 
@@ -22,7 +20,7 @@ def drops(spark: Any, rows: list[tuple[Any, ...]], previous: list[tuple[str, int
     seen = None
     if previous is not None:
         seen = spark.createDataFrame(previous, "producer_id string, seq long")
-    return {tuple(r) for r in _duplicates(good, seen, F)[0]}
+    return {tuple(r) for r in duplicates(good, seen)[0]}
 
 
 def test_the_first_position_of_a_key_stays_and_every_later_one_goes(spark: Any) -> None:

@@ -14,10 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_apps.audit.reconcile import summarize
-from spark_apps.load.hour import LoadOrderError, LoadSettings, TooManyBadRecordsError, load_hour
+from spark_apps.load.errors import LoadOrderError, TooManyBadRecordsError
+from spark_apps.load.hour import load_hour
+from spark_apps.load.settings import LoadSettings
+from spark_apps.load.verify import verify
 from spark_apps.warehouse import load_summary
 from spark_apps.warehouse.checkpoint import Warehouse
-from spark_apps.warehouse.filesystem import HadoopFS
+from spark_apps.warehouse.hadoop import HadoopFS
 from spark_apps.warehouse.loads import parse_checkpoint
 
 from .helpers import PAGE_VIEW, AnalysisCluster, independent_sha256, start_cluster
@@ -77,8 +80,14 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     assert [cp["bad_records"] for cp in cps] == [0, 0, 0]
     assert list(cps[0]) == [
         "topic", "load_hour", "partitions", "rows", "duplicates_dropped", "bad_records",
-        "rows_sha256", "committed_at",
+        "rows_sha256", "committed_at", "version", "files", "error_files",
     ]  # fmt: skip
+    for h, cp in zip((H10, H11, H12), cps, strict=True):  # the files are the hour's, exactly
+        on_disk = sorted(
+            p.name for p in (tmp_path / "wh" / topic / f"load_hour={h}").glob("*.parquet")
+        )
+        assert sorted(cp["files"]) == on_disk and on_disk
+        assert cp["error_files"] == []
     for earlier, later in itertools.pairwise(cps):  # each start is the previous end
         ends = {(p["broker_id"], p["partition"]): p["end_offset"] for p in earlier["partitions"]}
         starts = {(p["broker_id"], p["partition"]): p["start_offset"] for p in later["partitions"]}
@@ -101,7 +110,12 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     for cp in cps:
         load = parse_checkpoint(json.dumps(cp), cp["load_hour"])
         summary = load_summary.read_current(
-            fs, load.data_uri(wh.uri), load.committed_at, load.rows_sha256, load.rows
+            fs,
+            load.data_dir(wh.uri),
+            load.committed_at,
+            load.rows_sha256,
+            load.rows,
+            names=load.files,
         )
         assert summary is not None, f"{cp['load_hour']}: no current _load_summary.json"
         written[cp["load_hour"]] = summary
@@ -125,18 +139,24 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     report = load_hour(spark, wh, s, topic, H11)  # backfill: the stored range exactly
     assert report.backfill
     again = json.loads((tmp_path / "wh" / "_checkpoints" / topic / f"{H11}.json").read_text())
-    assert {k: v for k, v in again.items() if k != "committed_at"} == {
-        k: v for k, v in cps[1].items() if k != "committed_at"
+    versioned = ("committed_at", "version", "files")  # a backfill is a new version of the hour
+    assert {k: v for k, v in again.items() if k not in versioned} == {
+        k: v for k, v in cps[1].items() if k not in versioned
     }
+    assert again["version"] != cps[1]["version"]
+    assert not set(again["files"]) & set(cps[1]["files"])  # the old version's files are gone
+    assert sorted(p.name for p in (hours / f"load_hour={H11}").glob("*.parquet")) == sorted(
+        again["files"]
+    )
     assert sorted(spark.read.parquet(wh.hour_dir(topic, H11)).collect()) == rows_before
     assert {h: listing(hours / f"load_hour={h}") for h in (H10, H12)} == before
     assert not list((tmp_path / "wh" / "_staging" / topic).iterdir())
 
     assert wh.committed_hours(topic) == [H10, H11, H12]
-    assert wh.verify(topic, H11, zookeeper=cluster.live.connect).ok
-    plain = Warehouse.open(str(tmp_path / "wh"))  # the same answers without Spark (pyarrow)
+    assert verify(wh, topic, H11, zookeeper=cluster.live.connect).ok
+    plain = Warehouse.open(str(tmp_path / "wh"))  # the same answers without Spark (fsspec)
     assert plain.checkpoint(topic, H12) == wh.checkpoint(topic, H12)
-    assert plain.count_rows(topic, H12) == 250
+    assert plain.count_rows(plain.checkpoint(topic, H12)) == 250
     # event_time as Parquet's standard timestamp (INT64 micros, UTC; docs/warehouse.md):
     # pyarrow would read Spark's default INT96 as timestamp[ns] without a zone
     [part, *_] = sorted((hours / f"load_hour={H12}").glob("part-*.parquet"))

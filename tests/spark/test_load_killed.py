@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps.load.hour import LoadSettings, load_hour
+from spark_apps.load.hour import load_hour
+from spark_apps.load.settings import LoadSettings
 from spark_apps.warehouse.checkpoint import Warehouse
 
 from .helpers import PAGE_VIEW, start_cluster

@@ -19,16 +19,18 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_apps.load.hour import LoadSettings, load_hour
+from spark_apps.load.hour import load_hour
 from spark_apps.load.parquet_tasks import (
     SPARK_SCHEMA_KEY,
     ParquetWriterChoiceError,
     TaskWrite,
+    plan_write,
     use_arrow_writer,
     write_rows,
     write_split,
     written_schema,
 )
+from spark_apps.load.settings import LoadSettings
 from spark_apps.source.avro_columns import spark_schema
 from spark_apps.source.options import parse_options
 from spark_apps.source.ranges import RangeError
@@ -224,3 +226,30 @@ def test_a_failed_task_leaves_no_file_and_leftovers_are_removed(spark, cluster, 
     with pytest.raises(RangeError, match="the log ends at offset"):
         write_split(task, 0, plan)
     assert not list((tmp_path / "failed").iterdir())
+
+
+def test_a_second_attempt_of_a_split_leaves_the_first_complete_file_alone(spark, cluster, tmp_path):
+    """Speculation, or a retry beside a zombie: two attempts write one split. Each writes its
+    own hidden `.<name>.<attempt>.inprogress`; the first complete one becomes the file and the
+    other leaves nothing (it never replaces a file a reader may already have opened)."""
+    topic = "writer_attempts"
+    cluster.register(topic, PAGE_VIEW)
+    cluster.produce(topic, [cluster.event(topic) for _ in range(90)])
+    out = tmp_path / "rows"
+    out.mkdir()
+    options = {
+        "zookeeper": cluster.live.connect,
+        "subscribe": topic,
+        "valueFormat": "avro",
+        "schemaRegistry": cluster.registry.connect,
+        "mode": "PERMISSIVE",
+    }
+    task, splits = plan_write(spark, options, out.as_uri(), HOUR)
+    first = write_split(task, 0, splits[0])
+    [final] = [p for p in out.iterdir() if p.name.startswith("part-00000-")]
+    identity = (final.stat().st_ino, final.stat().st_mtime_ns)
+    second = write_split(task, 0, splits[0])  # the speculative (or zombie) attempt
+    assert second == first and first.rows > 0
+    assert (final.stat().st_ino, final.stat().st_mtime_ns) == identity  # not replaced
+    assert sorted(p.name for p in out.iterdir()) == [final.name]  # nothing else left behind
+    assert pq.read_table(final).num_rows == first.rows

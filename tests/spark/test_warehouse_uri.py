@@ -21,8 +21,7 @@ What the tests prove, reading the results back with plain Python from the mount 
 2. a backfill of the first hour through viewfs gives the same rows_sha256 and rows;
 3. the calls the commit and the audit rely on (rename into place, replace a directory,
    recover one left aside, listing of directories and files, reads, atomic writes) behave
-   through viewfs as documented, in both `filesystem.HadoopFileSystem` (the load's) and
-   `warehouse_fs.HadoopFS` (the audit's);
+   through viewfs as documented, in `hadoop.HadoopFS` (the load's and the audit's);
 4. the audit (without its Great Expectations step) reads and writes its results through viewfs.
 
 Nothing may be written outside the mount target. Each test mounts its own table (a fresh
@@ -46,10 +45,17 @@ import pytest
 from support.synthetic_warehouse import Traffic, uniform_times
 
 from spark_apps.audit.run import AuditOptions, run_audit
-from spark_apps.load.hour import LoadSettings, load_hour
+from spark_apps.load.hour import load_hour
+from spark_apps.load.settings import LoadSettings
+from spark_apps.load.verify import verify
 from spark_apps.warehouse.checkpoint import Warehouse
-from spark_apps.warehouse.filesystem import HadoopFS, join
-from spark_apps.warehouse.hadoop import HadoopFileSystem, WarehouseFileSystemError, write_atomically
+from spark_apps.warehouse.filesystem import (
+    WarehouseFileSystemError,
+    join,
+    recover_replaced,
+    replace_dir,
+)
+from spark_apps.warehouse.hadoop import HadoopFS
 from spark_apps.warehouse.hours import parse_hour
 
 from .helpers import PAGE_VIEW, AnalysisCluster, start_cluster
@@ -170,7 +176,7 @@ def test_hourly_load_commits_and_backfills_through_viewfs(
     assert stored is not None
     assert stored.to_json() == (root / "_checkpoints" / topic / f"{H10}.json").read_text()
     assert wh.checkpoint(topic, "2026-11-22T12") is None  # a missing file, read through viewfs
-    assert wh.verify(topic, H10, zookeeper=cluster.live.connect).ok
+    assert verify(wh, topic, H10, zookeeper=cluster.live.connect).ok
 
     # 2: a backfill of H10 through viewfs: the stored range again, the same rows and digest
     rows_before = sorted(spark.read.parquet(wh.hour_dir(topic, H10)).collect())
@@ -178,9 +184,20 @@ def test_hourly_load_commits_and_backfills_through_viewfs(
     assert report.backfill
     assert report.checkpoint.rows_sha256 == checkpoints[H10]["rows_sha256"]
     again = json.loads((root / "_checkpoints" / topic / f"{H10}.json").read_text())
-    assert {k: v for k, v in again.items() if k != "committed_at"} == {
-        k: v for k, v in checkpoints[H10].items() if k != "committed_at"
+    versioned = ("committed_at", "version", "files")  # a backfill is a new version of the hour
+    assert {k: v for k, v in again.items() if k not in versioned} == {
+        k: v for k, v in checkpoints[H10].items() if k not in versioned
     }
+    on_disk = [
+        n for n in os.listdir(root / topic / f"load_hour={H10}") if n.startswith("part-")
+    ]  # the new version's data files only: the old version's went after the switch
+    assert (
+        sorted(on_disk) == sorted(again["files"])
+        and again["version"] != checkpoints[H10]["version"]
+    )
+    assert sorted(spark.read.parquet(*wh.data_files(wh.checkpoint(topic, H10))).collect()) == (
+        rows_before
+    )
     assert sorted(spark.read.parquet(wh.hour_dir(topic, H10)).collect()) == rows_before
     assert set(parquet_keys(root / topic / f"load_hour={H10}")) == expected[H10]
     assert not list((root / "_staging" / topic).iterdir())
@@ -190,8 +207,8 @@ def test_hourly_load_commits_and_backfills_through_viewfs(
 
 
 def test_load_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMount) -> None:
-    """filesystem.HadoopFileSystem, as commit.py uses it: rename, replace, list, read, delete."""
-    fs = HadoopFileSystem(spark)
+    """hadoop.HadoopFS, as commit.py uses it: rename, replace, list, read, delete."""
+    fs = HadoopFS(spark)
     base = f"{viewfs.uri}/commit-checks"
     local = viewfs.target / "commit-checks"
 
@@ -212,8 +229,8 @@ def test_load_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMoun
 
     # the checkpoint: written beside, then replaced in one step; twice (a backfill)
     checkpoint = f"{base}/_checkpoints/page_views/{H10}.json"
-    write_atomically(fs, checkpoint, b'{"first": 1}', "run-1")
-    write_atomically(fs, checkpoint, b'{"second": 2}', "run-2")
+    fs.write_bytes(checkpoint, b'{"first": 1}')
+    fs.write_bytes(checkpoint, b'{"second": 2}')
     assert (local / "_checkpoints" / "page_views" / f"{H10}.json").read_bytes() == b'{"second": 2}'
     assert fs.read_bytes(checkpoint) == b'{"second": 2}'
     assert local_files(local / "_checkpoints") == {f"page_views/{H10}.json"}  # no temporaries
@@ -227,10 +244,10 @@ def test_load_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMoun
         ("_staging", True),
         ("page_views", True),
     ]
-    assert all(s.path.startswith(viewfs.uri + "/") for s in listed)
+    assert all(s.uri.startswith(viewfs.uri + "/") for s in listed)
     [entry] = [s for s in fs.list(f"{base}/_checkpoints/page_views") if not s.name.startswith(".")]
     assert (entry.name, entry.is_dir, entry.size) == (f"{H10}.json", False, len(b'{"second": 2}'))
-    assert entry.path == checkpoint
+    assert entry.uri == checkpoint
     assert fs.list(f"{base}/no-such-directory") == []
 
     # delete: recursive, False when nothing was there
@@ -250,7 +267,8 @@ def test_load_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMoun
 
 
 def test_audit_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMount) -> None:
-    """warehouse_fs.HadoopFS on viewfs: every call through the JVM (no `file:` shortcut)."""
+    """hadoop.HadoopFS on viewfs as the audit uses it: every call through the JVM (no `file:`
+    shortcut); the directory swaps of filesystem.py over it."""
     fs = HadoopFS(spark)
     base = join(viewfs.uri, "audit-checks")
     local = viewfs.target / "audit-checks"
@@ -277,19 +295,19 @@ def test_audit_filesystem_semantics_through_viewfs(spark: Any, viewfs: ViewfsMou
 
     # replace_dir: the new directory in place of the old one, nothing left aside
     fs.write_text(join(base, "staged-2", "part-0"), "second")
-    fs.replace_dir(join(base, "staged-2"), live)
+    replace_dir(fs, join(base, "staged-2"), live)
     assert (local / "results" / "audit_hour=10" / "part-0").read_text() == "second"
     assert not (local / "staged-2").exists()
     assert not list((local / "results" / "_replaced").iterdir())
     # ... and where there was nothing before
     fs.write_text(join(base, "staged-3", "part-0"), "third")
-    fs.replace_dir(join(base, "staged-3"), join(base, "results", "audit_hour=11"))
+    replace_dir(fs, join(base, "staged-3"), join(base, "results", "audit_hour=11"))
     assert (local / "results" / "audit_hour=11" / "part-0").read_text() == "third"
 
     # a replace_dir that died between its two renames: the old directory is put back
     fs.rename(live, join(base, "results", "_replaced", "audit_hour=10.0badc0de"))
     assert not (local / "results" / "audit_hour=10").exists()
-    assert fs.recover_replaced(join(base, "results")) == ["audit_hour=10"]
+    assert recover_replaced(fs, join(base, "results")) == ["audit_hour=10"]
     assert (local / "results" / "audit_hour=10" / "part-0").read_text() == "second"
 
     assert fs.delete(join(base, "results"))

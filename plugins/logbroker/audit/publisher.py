@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..client.producer import Producer
+from ..protocol.topics import AUDIT_TOPIC
 from ..serde.codec import EventWriter
 from ..serde.header import HeaderMaker
 from ..serde.registry import SchemaRegistry
@@ -37,7 +38,6 @@ from .windows import WINDOW_MS
 
 log = logging.getLogger(__name__)
 
-AUDIT_TOPIC = "_audit"
 AUDIT_SUBJECT = "_audit"
 DEFAULT_GRACE_MS = 60_000
 

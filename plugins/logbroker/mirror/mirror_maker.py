@@ -38,6 +38,7 @@ from ..client.group_consumer import GroupConsumer, MessageStream, StoredSet
 from ..coordination import paths
 from ..coordination.rebalance import Blacklist, TopicFilter, Whitelist
 from ..protocol.errors import LogbrokerError
+from ..protocol.topics import AUDIT_TOPIC
 from .metrics import MirrorMetrics
 from .progress import PartitionKey, SentMarks, resume_tail
 from .settings import TargetSettings
@@ -45,7 +46,6 @@ from .target import OutgoingSet, TargetCluster, TargetUnavailableError, TargetWr
 
 log = logging.getLogger(__name__)
 
-AUDIT_TOPIC = "_audit"
 _SIZE = struct.Struct(">i")
 _POLL_S = 0.2  # a stream thread looks at the stop flag at least this often
 LAG_INTERVAL_S = 5.0

@@ -1,0 +1,92 @@
+"""Which committed loads the audit of an hour reads (the layout in spark_apps.warehouse.layout).
+
+Windows are by event time, so hour H's events can be in any load: mostly in H's own, late ones
+in the loads after it, and (a producer's clock ahead) in the one before. The loads that *can*
+hold H's events are those that started before H's end plus the lateness grace; each load's
+index (written by the audit that first read it) says which event hours it does hold. So the
+audit of H considers:
+
+- every committed load L with H <= L and L's start < H's end + grace, and
+- every committed load, earlier or later, whose current index names H,
+
+and reads those of them whose index is missing or stale (not read yet, or re-committed since) or
+names H. A load that committed after the grace, with late events of H, is found through its
+index once the audit of its own hour has read it: H's summary does not list it among its
+inputs, so H is reopened (hour_states) and its next audit reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from spark_apps.warehouse import layout
+from spark_apps.warehouse.filesystem import WarehouseFS
+from spark_apps.warehouse.hours import format_hour
+from spark_apps.warehouse.loads import (
+    CommittedLoad,
+    TopicLoads,
+    can_hold,
+    scan_topic,
+    warehouse_topics,
+)
+
+
+@dataclass
+class Plan:
+    """What one audit run reads: per topic the loads, and per audited hour its inputs."""
+
+    hours: list[datetime]
+    grace_ms: int
+    topics: list[str]  # the event topics audited (results have one row per topic and window)
+    scanned: dict[str, TopicLoads]  # every topic read, `_audit` included
+    to_read: dict[str, list[CommittedLoad]] = field(default_factory=dict)
+    # inputs[hour][topic] -> {load hour: read?} (audit_layout: _summary.json "inputs")
+    inputs: dict[datetime, dict[str, dict[datetime, bool]]] = field(default_factory=dict)
+
+    def loads_read(self, topic: str) -> list[CommittedLoad]:
+        return self.to_read.get(topic, [])
+
+
+def make_plan(
+    fs: WarehouseFS,
+    wh: str,
+    hours: list[datetime],
+    grace_ms: int,
+    topics: list[str] | None = None,
+) -> Plan:
+    """Decide which loads to read for auditing `hours` (see the module doc)."""
+    present = warehouse_topics(fs, wh)
+    event_topics = [t for t in present if layout.is_event_topic(t)]
+    audited = sorted(set(topics)) if topics else event_topics
+    since = min(hours) - timedelta(hours=1)  # a clock ahead puts events in the load before
+    scanned = {
+        t: scan_topic(fs, wh, t, since) for t in [*audited, layout.AUDIT_TOPIC] if t in present
+    }
+    plan = Plan(hours=sorted(hours), grace_ms=grace_ms, topics=audited, scanned=scanned)
+    for topic, tl in scanned.items():
+        read: dict[datetime, CommittedLoad] = {}
+        for hour in plan.hours:
+            considered: dict[datetime, bool] = {}
+            name = format_hour(hour)
+            for load_hour, load in tl.loads.items():
+                index = tl.current_index(load_hour)
+                named = index is not None and index.event_hours.get(name, 0) > 0
+                if not (can_hold(load_hour, hour, grace_ms) or named):
+                    continue
+                must_read = index is None or named or load_hour == hour  # its own: profiled
+                considered[load_hour] = must_read
+                if must_read:
+                    read[load_hour] = load
+            plan.inputs.setdefault(hour, {})[topic] = considered
+        plan.to_read[topic] = [read[h] for h in sorted(read)]
+    return plan
+
+
+def add_found_inputs(
+    plan: Plan, topic: str, load_hour: datetime, event_hours: dict[str, int]
+) -> None:
+    """A load read for one hour held events of another audited hour: it is that hour's input too."""
+    for hour in plan.hours:
+        if event_hours.get(format_hour(hour), 0) > 0:
+            plan.inputs.setdefault(hour, {}).setdefault(topic, {})[load_hour] = True

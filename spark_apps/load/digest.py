@@ -1,0 +1,47 @@
+"""rows_sha256 and the message counts of a load's ranges, read from the brokers on a driver
+thread while Spark writes the rows (the contract: spark_apps.source.ranges).
+
+On its way it reads every event's name (producer_id, seq) into an event_names.NameKeys, so
+that the usual hour is proved free of repeats without a Spark job (dedup.py).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from spark_apps.load.event_names import NameKeys
+from spark_apps.source.ranges import PartitionRange, RangeDigest, digest_ranges
+
+
+class DigestThread(threading.Thread):
+    """Reads the ranges once; `digest()` waits for it and returns (or raises) what it found."""
+
+    def __init__(self, zookeeper: str, ranges: list[PartitionRange], fetch_size: int) -> None:
+        super().__init__(name="rows-sha256", daemon=True)
+        self.zookeeper = zookeeper
+        self.ranges = ranges
+        self.fetch_size = fetch_size
+        self.result: RangeDigest | None = None
+        self.error: BaseException | None = None
+        self.names: NameKeys | None = None  # the range's event names, once read
+
+    def run(self) -> None:
+        from logbroker.client.cluster import Cluster
+
+        try:
+            names = NameKeys()
+            with Cluster(self.zookeeper) as cluster:
+                self.result = digest_ranges(
+                    cluster.consumer, self.ranges, fetch_size=self.fetch_size, names=names
+                )
+            names.repeats_possible()  # sorted here, while Spark still writes
+            self.names = names
+        except BaseException as exc:
+            self.error = exc
+
+    def digest(self) -> RangeDigest:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result

@@ -1,0 +1,22 @@
+"""What one run of the hourly load is asked to do, beyond the topic and the hour."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+@dataclass
+class LoadSettings:
+    """zookeeper: the analysis cluster (chroot included), where the topics and the load's lock
+    live; schema_registry: the registry's connect string; the rest as `--help` says."""
+
+    zookeeper: str
+    schema_registry: str
+    max_bad_fraction: float = 0.01
+    fetch_size: int = 1024 * 1024
+    min_partitions: int | None = None
+    parquet_writer: str = "auto"  # parquet_tasks.WRITERS: auto = Arrow's on file://, else Spark's
+    lock_timeout: float = 600.0  # seconds to wait for another load of the topic to finish
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))

@@ -1,0 +1,52 @@
+"""The hour's _load_summary.json, written into its staged rows so that it is published with
+them (the format: spark_apps.warehouse.load_summary; the audit reads it instead of the rows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_apps.warehouse import load_summary
+from spark_apps.warehouse.checkpoint import Checkpoint, Warehouse
+
+
+def write_summary(
+    wh: Warehouse,
+    rows_dir: str,
+    checkpoint: Checkpoint,
+    previous: Checkpoint | None,
+    certified: bool,
+    profile: Any,
+) -> None:
+    """From the profile of the rows as they stay (None: there are none); `certified`: no name
+    of the hour is in the previous hour's load (the load made it so)."""
+    groups: list[list[Any]] = []
+    names: list[list[Any]] = []
+    if profile is not None:
+        groups = load_summary.frame_rows(profile, load_summary.GROUP_COLUMNS)
+        # the duplicates were dropped: every named row left is a distinct name
+        names = load_summary.frame_rows(
+            load_summary.names_without_repeats(profile), load_summary.NAME_COLUMNS
+        )
+    summary = load_summary.LoadSummary(
+        topic=checkpoint.topic,
+        load_hour=checkpoint.load_hour,
+        committed_at=checkpoint.committed_at,
+        rows_sha256=checkpoint.rows_sha256,
+        rows=checkpoint.rows,
+        files=load_summary.data_files(wh.fs, rows_dir),
+        groups=groups,
+        names=names,
+        previous=(
+            load_summary.Certificate(
+                previous.load_hour,
+                previous.committed_at,
+                previous.rows_sha256,
+                load_summary.data_files(
+                    wh.fs, wh.hour_dir(previous.topic, previous.load_hour), previous.files
+                ),
+            )
+            if previous is not None and certified
+            else None
+        ),
+    )
+    load_summary.write(wh.fs, load_summary.summary_path(rows_dir), summary)
