@@ -131,8 +131,9 @@ def test_pipeline_page_in_the_airflow_ui(stack: AirflowStack, tmp_path: Path) ->
         re.findall(r'data-topic="page_views" data-hour="([\dT-]+)" data-state="(\w+)"', dom)
     )
     assert states == {"2026-11-22T09": "open", "2026-11-22T10": "open",
-                      "2026-11-22T11": "closed", "2026-11-22T12": "failed",
+                      "2026-11-22T11": "closed", "2026-11-22T12": "audited",
                       "2026-11-22T13": "open", "2026-11-22T14": "loaded"}  # fmt: skip
+    assert re.search(r'data-hour="2026-11-22T12" data-state="audited"\s+data-failed="true"', dom)
     assert 'class="grid"' in dom and ">page_views<" in dom and ">_audit<" in dom
     IMAGES.mkdir(parents=True, exist_ok=True)
     history = logged_in(stack, "/logbroker/pipeline?until=2026-11-22T14%26hours=6")
@@ -149,7 +150,7 @@ def test_hour_page_and_cluster_page(stack: AirflowStack, tmp_path: Path) -> None
     dom = chromium(
         logged_in(stack, "/logbroker/pipeline/page_views/2026-11-22T12"), "--dump-dom", tmp=tmp_path
     )
-    assert re.search(r'id="hour-state">failed<', dom)
+    assert re.search(r'id="hour-state" data-state="audited">failed<', dom)
     assert re.search(r'<tr data-status="lost">', dom)
     chromium(
         logged_in(stack, "/logbroker/pipeline/page_views/2026-11-22T12"),

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..client.producer import Producer
-from ..protocol.topics import AUDIT_TOPIC
+from ..protocol.topics import AUDIT_TOPIC as AUDIT_TOPIC
 from ..serde.codec import EventWriter
 from ..serde.header import HeaderMaker
 from ..serde.registry import SchemaRegistry
