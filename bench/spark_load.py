@@ -11,7 +11,7 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    bulk-decoded in the Python workers) and write once, rows_sha256, the
                    duplicate check, commit; its phases are reported. The tasks that read
                    write the Parquet files with Arrow's writer (--parquet-writer auto on a
-                   file:// warehouse; spark_apps/parquet_tasks.py)
+                   file:// warehouse; spark_apps/load/parquet_tasks.py)
   logbroker_load_spark_writer
                    the same load with --parquet-writer spark: the source's batches written
                    by Spark's own writer (what a warehouse off file:// gets)
