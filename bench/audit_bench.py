@@ -35,21 +35,24 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import suite
+
+from spark_apps.audit.reconcile import summarize
+from spark_apps.audit.run import AuditOptions, run_audit
+from spark_apps.warehouse.filesystem import as_uri
+from spark_apps.warehouse.hadoop import HadoopFS
+from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour
+from spark_apps.warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES
+from spark_apps.warehouse.loads import scan_topic, warehouse_topics
+
+# the audit tests' warehouse writer: the §3.6 layout without a broker or a load
+_synthetic = suite.load("tests/support/synthetic_warehouse.py")
+AUDIT_SCHEMA, EVENT_SCHEMA = _synthetic.AUDIT_SCHEMA, _synthetic.EVENT_SCHEMA
+write_load = _synthetic.write_load
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-
-from spark_apps.audit.reconcile import summarize  # noqa: E402
-from spark_apps.audit.run import AuditOptions, run_audit  # noqa: E402
-from spark_apps.warehouse.filesystem import as_uri  # noqa: E402
-from spark_apps.warehouse.hadoop import HadoopFS  # noqa: E402
-from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour  # noqa: E402
-from spark_apps.warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES  # noqa: E402
-from spark_apps.warehouse.loads import scan_topic, warehouse_topics  # noqa: E402
-from tests.support.synthetic_warehouse import AUDIT_SCHEMA, EVENT_SCHEMA, write_load  # noqa: E402
-
 RESULTS = ROOT / "bench" / "results"
 DAY = parse_hour("2026-11-22T00")
 PRODUCERS = [f"web-{i:02d}-2f0c9e1a-7b7d-4c55-9a3e-{i:012d}" for i in range(8)]

@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
-
 RESULTS = ROOT / "bench" / "results"
 TOPIC = "page_views"
 BATCH = 50

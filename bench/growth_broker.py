@@ -32,18 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import batches, payloads
+from systems import tcp
+
+from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.protocol.message import ENTRY_OVERHEAD
+from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.requests import ProduceRequest, encode_request
+from logbroker.testing.broker import BrokerProcess
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "bench")]
-
-from common import batches, payloads  # noqa: E402
-from systems import tcp  # noqa: E402
-
-from logbroker.client.simple_consumer import SimpleConsumer  # noqa: E402
-from logbroker.protocol.message import ENTRY_OVERHEAD  # noqa: E402
-from logbroker.protocol.message_set import build_message_set  # noqa: E402
-from logbroker.protocol.requests import ProduceRequest, encode_request  # noqa: E402
-from logbroker.testing.broker import BrokerProcess  # noqa: E402
-
 SIZE, BATCH, WINDOW = 200, 50, 100 * 10**6
 RESULTS = ROOT / "bench" / "results"
 

@@ -42,8 +42,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from common import (
     CLIENT_CPUS,
     SERVER_CPUS,

@@ -70,8 +70,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import systems
 from common import (
     BENCH_DIR,

@@ -11,7 +11,7 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    bulk-decoded in the Python workers) and write once, rows_sha256, the
                    duplicate check, commit; its phases are reported. The tasks that read
                    write the Parquet files with Arrow's writer (--parquet-writer auto on a
-                   file:// warehouse; spark_apps/parquet_tasks.py)
+                   file:// warehouse; spark_apps/load/parquet_tasks.py)
   logbroker_load_spark_writer
                    the same load with --parquet-writer spark: the source's batches written
                    by Spark's own writer (what a warehouse off file:// gets)
@@ -51,18 +51,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+import suite
+
+from logbroker.testing.zookeeper import ZooKeeperServer
+from spark_apps.load.hour import load_hour
+from spark_apps.load.settings import LoadSettings
+from spark_apps.session import build_session
+from spark_apps.warehouse.checkpoint import Warehouse
+
+# the Spark tests' two-broker analysis cluster and their event schema
+_helpers = suite.load("tests/spark/helpers.py")
+PAGE_VIEW, start_cluster = _helpers.PAGE_VIEW, _helpers.start_cluster
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
-
-import psutil  # noqa: E402
-
-from logbroker.testing.zookeeper import ZooKeeperServer  # noqa: E402
-from spark_apps.load.hour import load_hour  # noqa: E402
-from spark_apps.load.settings import LoadSettings  # noqa: E402
-from spark_apps.session import build_session  # noqa: E402
-from spark_apps.warehouse.checkpoint import Warehouse  # noqa: E402
-from tests.spark.helpers import PAGE_VIEW, start_cluster  # noqa: E402
-
 RESULTS = ROOT / "bench" / "results"
 
 

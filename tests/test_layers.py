@@ -119,7 +119,100 @@ def test_imports_point_down(module: str, path: Path) -> None:
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("module,path", MODULES, ids=[m for m, _ in MODULES])
-def test_no_sys_path_edits(module: str, path: Path) -> None:
-    text = path.read_text()
-    assert "sys.path.insert" not in text and "sys.path[:0]" not in text, path
+# Every Python file of the repository, not only the packages: the installed project is what
+# imports resolve against, from the DAGs, the benchmarks, the scripts and the tests alike.
+SOURCES = sorted(
+    path
+    for folder in ("plugins", "spark_apps", "dags", "bench", "scripts", "tests")
+    for path in (ROOT / folder).rglob("*.py")
+)
+_PATH_METHODS = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__"}
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _sys_path_edits(source: str, filename: str = "<source>") -> list[str]:
+    """'line: what' for every change of the import path in `source`: sys.path called with a
+    list method, assigned, sliced into or deleted from; site.addsitedir; PYTHONPATH edited."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            if _is_sys_path(target) or (
+                isinstance(target, ast.Subscript) and _is_sys_path(target.value)
+            ):
+                found.append(f"{node.lineno}: sys.path assigned")
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.slice, ast.Constant)
+                and target.slice.value == "PYTHONPATH"
+            ):
+                found.append(f"{node.lineno}: PYTHONPATH edited")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if _is_sys_path(node.func.value) and node.func.attr in _PATH_METHODS:
+                found.append(f"{node.lineno}: sys.path.{node.func.attr}")
+            if node.func.attr == "addsitedir":
+                found.append(f"{node.lineno}: addsitedir")
+        if isinstance(node, ast.Call) and any(k.arg == "PYTHONPATH" for k in node.keywords):
+            found.append(f"{node.lineno}: PYTHONPATH edited")
+        if isinstance(node, ast.Dict) and any(
+            isinstance(k, ast.Constant) and k.value == "PYTHONPATH" for k in node.keys
+        ):
+            found.append(f"{node.lineno}: PYTHONPATH edited")
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "sys"
+            and any(alias.name == "path" for alias in node.names)
+        ):
+            found.append(f"{node.lineno}: from sys import path")
+    return found
+
+
+def test_every_kind_of_sys_path_edit_is_found() -> None:
+    edits = [
+        "sys.path.insert(0, 'x')",
+        "sys.path.append('x')",
+        "sys.path[:0] = ['x']",
+        "sys.path = ['x']",
+        "sys.path += ['x']",
+        "del sys.path[0]",
+        "site.addsitedir('x')",
+        "os.environ['PYTHONPATH'] = 'x'",
+        "env = dict(os.environ, PYTHONPATH='x')",
+        "env = {**os.environ, 'PYTHONPATH': 'x'}",
+        "from sys import argv, path",
+    ]
+    for edit in edits:
+        assert _sys_path_edits(edit), edit
+    reads = "import sys\nprint(sys.path[0], list(sys.path), os.environ.get('PYTHONPATH'))"
+    assert _sys_path_edits(reads) == []
+
+
+def test_the_scan_covers_bench_scripts_and_tests() -> None:
+    for path in (
+        ROOT / "bench" / "run.py",
+        ROOT / "bench" / "systems" / "tcp.py",
+        ROOT / "scripts" / "demo.py",
+        Path(__file__).resolve(),
+        *(path for _, path in MODULES),
+    ):
+        assert path in SOURCES, path
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(ROOT)) for p in SOURCES])
+def test_no_sys_path_edits(path: Path) -> None:
+    """Imports resolve against the installed project (make setup: pip install -e .) and, for a
+    script, its own directory, which Python puts first: nothing edits the import path."""
+    edits = _sys_path_edits(path.read_text(), str(path))
+    assert not edits, "\n".join(f"{path.relative_to(ROOT)}:{e}" for e in edits)

@@ -1,8 +1,9 @@
 """tcp: the machine's limit, raw loopback TCP between two Python processes.
 
-No broker, no storage, no parsing: the server (this file run as a script) is a Python
-process that sinks, sources or echoes the same bytes logbroker's clients and broker
-exchange for the workload, and the client sends or receives them with sendall/recv_into.
+No broker, no storage, no parsing: the server (this module, run as `python -m systems.tcp`
+in bench/ so that `common` imports as it does for the workers) is a Python process that
+sinks, sources or echoes the same bytes logbroker's clients and broker exchange for the
+workload, and the client sends or receives them with sendall/recv_into.
 
   produce  the client sends PRODUCE-sized frames (one per message at batch 1, one per 50
            messages at batch 50); the server reads them all and answers one byte at the end
@@ -28,10 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from common import (
+    BENCH_DIR,
     LOOPBACK,
     BenchError,
     free_port,
@@ -151,7 +150,9 @@ class Server:
     def start(self) -> None:
         self.port = free_port()
         log = self.workdir / "tcp.log"
-        self.proc = spawn([sys.executable, __file__, "--port", str(self.port)], log)
+        self.proc = spawn(
+            [sys.executable, "-m", "systems.tcp", "--port", str(self.port)], log, cwd=BENCH_DIR
+        )
         wait_for(lambda: port_open(self.port), 20, "tcp baseline server", self.proc, log)
 
     @property
