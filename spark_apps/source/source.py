@@ -16,7 +16,9 @@ is ReadMaxRows(N), and `latestOffset(start, limit)` ends each partition after it
 N entries (admission.py: what is counted, how it is split). Trigger.AvailableNow reads to the
 offsets that were latest when the query started, in micro-batches within the cap; Trigger.Once
 (ReadAllAvailable) reads everything in one. A partition missing from discovery (its broker
-down) keeps its offset in the next end, so that it resumes there rather than from 0.
+down) keeps its offset in the next end, so that it resumes there rather than from 0; a range
+of a micro-batch whose broker is gone by the time it is planned stops the query (it is never
+skipped: Spark would record it as read).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pyspark.sql.types import StructType
 
 from logbroker.client.simple_consumer import SimpleConsumer
 from spark_apps.source.admission import capped_ends
-from spark_apps.source.discovery import PartitionState, discover, segment_starts
+from spark_apps.source.discovery import DiscoveryError, PartitionState, discover, segment_starts
 from spark_apps.source.options import SourceOptions, parse_options
 from spark_apps.source.planning import SplitPlan, offset_for, plan_ranges, plan_splits
 from spark_apps.source.ranges import read_range
@@ -187,8 +189,10 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ends
 
     def partitions(self, start: StreamOffsets, end: StreamOffsets) -> Sequence[InputPartition]:
+        found = discover(self.options)
+        _check_served(found, start, end)
         states = [
-            s for s in discover(self.options) if s.name in end.get(s.topic, {})
+            s for s in found if s.name in end.get(s.topic, {})
         ]  # partitions that appeared after `end` was chosen wait for the next batch
         ranges = plan_ranges(
             states,
@@ -204,6 +208,23 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def commit(self, end: StreamOffsets) -> None:
         pass  # offsets live in Spark's checkpoint; the brokers keep nothing per reader
+
+
+def _check_served(found: list[PartitionState], start: StreamOffsets, end: StreamOffsets) -> None:
+    """A range of this micro-batch whose broker is gone cannot be skipped: Spark would record
+    its end as read. The query stops, and resumes from its checkpoint once the broker is back."""
+    served = {(s.topic, s.name) for s in found}
+    unread = [
+        f"topic {topic!r} partition {name} [{start.get(topic, {}).get(name, 0)}, {offset})"
+        for topic, parts in sorted(end.items())
+        for name, offset in sorted(parts.items())
+        if (topic, name) not in served and offset > start.get(topic, {}).get(name, 0)
+    ]
+    if unread:
+        raise DiscoveryError(
+            f"no live broker serves {', '.join(unread)} of this micro-batch; restart the query "
+            "when its broker is back (it resumes from its checkpoint)"
+        )
 
 
 class LogbrokerDataSource(DataSource):  # type: ignore[misc]
