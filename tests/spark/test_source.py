@@ -178,7 +178,8 @@ def test_stream_far_behind_reads_in_micro_batches_within_the_cap(spark, cluster,
     out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
 
     def run_once() -> list[int]:
-        """Rows of each micro-batch of one Trigger.AvailableNow run."""
+        """Rows of each micro-batch of one Trigger.AvailableNow run, whose first ends before
+        the latest offsets it reports (reportLatestOffset: how far behind the stream is)."""
         query = (
             stream(spark, cluster, "backlog", maxOffsetsPerTrigger="60")
             .writeStream.format("parquet")
@@ -189,6 +190,9 @@ def test_stream_far_behind_reads_in_micro_batches_within_the_cap(spark, cluster,
         )
         query.awaitTermination(300)
         assert query.exception() is None
+        source = query.recentProgress[0].sources[0]
+        end, latest = json.loads(source.endOffset), json.loads(source.latestOffset)
+        assert sum(end["backlog"].values()) < sum(latest["backlog"].values())
         return [p.numInputRows for p in query.recentProgress if p.numInputRows]
 
     first = [f"a{i:04d}".encode() for i in range(400)]  # alike in size: the split is exact
