@@ -20,7 +20,10 @@ fetchSize            bytes per fetch request (default 1 MiB; grows for a larger 
 maxBytesPerPartition a range longer than this is split into several Spark partitions
                      (default 128 MiB)
 minPartitions        at least this many Spark partitions, splitting the largest ranges
-maxBytesPerTrigger   streaming: at most this many bytes per partition per micro-batch
+maxOffsetsPerTrigger streaming: at most this many offsets (messages; a compressed wrapper is
+                     one) per micro-batch, split across partitions by backlog (admission.py);
+                     Trigger.Once reads everything, as Spark's Kafka source does; batch
+                     queries ignore it
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class SourceOptions:
     fetch_size: int
     max_bytes_per_partition: int
     min_partitions: int | None
-    max_bytes_per_trigger: int | None
+    max_offsets_per_trigger: int | None
 
     def topic_matches(self, topic: str) -> bool:
         if self.subscribe is not None:
@@ -90,7 +93,7 @@ KNOWN = {
     "fetchsize",
     "maxbytesperpartition",
     "minpartitions",
-    "maxbytespertrigger",
+    "maxoffsetspertrigger",
     "path",  # Spark passes load(path) as 'path'; unused
 }
 
@@ -103,7 +106,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
             f"unknown option(s) {', '.join(unknown)} for the logbroker source; known: "
             "zookeeper, brokers, subscribe, subscribePattern, assign, startingOffsets, "
             "endingOffsets, failOnDataLoss, valueFormat, schemaRegistry, mode, fetchSize, "
-            "maxBytesPerPartition, minPartitions, maxBytesPerTrigger"
+            "maxBytesPerPartition, minPartitions, maxOffsetsPerTrigger"
         )
     zookeeper, brokers = opts.get("zookeeper"), opts.get("brokers")
     if bool(zookeeper) == bool(brokers):
@@ -166,8 +169,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
             "maxBytesPerPartition", opts.get("maxbytesperpartition"), 128 * 1024 * 1024, minimum=1
         ),
         min_partitions=_parse_optional_int("minPartitions", opts.get("minpartitions")),
-        max_bytes_per_trigger=_parse_optional_int(
-            "maxBytesPerTrigger", opts.get("maxbytespertrigger")
+        max_offsets_per_trigger=_parse_optional_int(
+            "maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger")
         ),
     )
 

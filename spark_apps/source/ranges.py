@@ -6,6 +6,8 @@ own only part of a range, `[owned_from, owned_to)`: it owns the top-level messag
 whose offset lies there, so that a range split at arbitrary byte positions is read exactly
 once. It starts at a known boundary before `owned_from` and walks entry sizes (no CRC, no
 decoding) up to the first entry it owns; the entry that straddles `owned_to` is its own last.
+`entries_end` walks the same way to where a range's first N entries end (a stream's cap on a
+micro-batch, admission.py).
 
 `rows_sha256` (DESIGN.md §3.6) is SHA-256 over every message of the ranges, in
 (broker_id, partition, offset, index) order, of:
@@ -261,6 +263,57 @@ def _read(
             offset += last if last < whole else whole
     finally:
         fetches.close()  # an answer asked for and not read: the connection goes with it
+
+
+def entries_end(
+    consumer: SimpleConsumer,
+    r: PartitionRange,
+    count: int,
+    *,
+    fetch_size: int = DEFAULT_FETCH_SIZE,
+    fail_on_data_loss: bool = True,
+    warn: Callable[[str], None] = log.warning,
+) -> int:
+    """The offset where the first `count` entries of `r` end (`r.end` if it holds fewer): a
+    message boundary. A compressed wrapper is one entry. Sizes only: no CRC, no decoding."""
+    if count <= 0:
+        return r.start
+    seen = 0
+    for ends in _read(
+        consumer,
+        r,
+        _entry_ends,
+        None,
+        None,
+        None,
+        fetch_size,
+        MAX_FETCH_SIZE,
+        fail_on_data_loss,
+        warn,
+    ):
+        if seen + len(ends) >= count:
+            return ends[count - seen - 1]
+        seen += len(ends)
+    return r.end
+
+
+def _entry_ends(data: Buffer, base: int, r: PartitionRange) -> tuple[list[int], int]:
+    """Where each whole entry of `data` (a fetch from `base`) ends, and where they all end."""
+    ends: list[int] = []
+    unpack = _INT32.unpack_from
+    pos, length = 0, len(data)
+    while pos + 4 <= length:
+        (size,) = unpack(data, pos)
+        if size < MIN_MESSAGE_SIZE:  # a damaged size: walking on would go nowhere
+            raise RangeError(
+                f"{r.describe()}: the entry at offset {base + pos} has size {size}, less than "
+                f"the smallest message ({MIN_MESSAGE_SIZE} bytes)"
+            )
+        if pos + 4 + size > length:
+            break  # cut off by the fetch's end: the next fetch starts with it
+        pos += 4 + size
+        ends.append(base + pos)
+    return ends, pos
 
 
 def _columns(data: Buffer, base: int, r: PartitionRange) -> MessageColumns:

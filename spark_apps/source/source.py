@@ -10,6 +10,15 @@ workers: each opens its own connection to one broker and yields Arrow record bat
 at a time, so no per-row Python object crosses into the JVM. A stream's offsets are
 {"topic": {"<broker_id>-<partition>": offset}}: the end of one micro-batch is the start of the
 next, and Spark checkpoints them.
+
+A stream takes Spark's admission control: with `maxOffsetsPerTrigger` its default read limit
+is ReadMaxRows(N), and `latestOffset(start, limit)` ends each partition after its share of
+N entries (admission.py: what is counted, how it is split). Trigger.AvailableNow reads to the
+offsets that were latest when the query started, in micro-batches within the cap; Trigger.Once
+(ReadAllAvailable) reads everything in one. A partition missing from discovery (its broker
+down) keeps its offset in the next end, so that it resumes there rather than from 0; a range
+of a micro-batch whose broker is gone by the time it is planned stops the query (it is never
+skipped: Spark would record it as read).
 """
 
 from __future__ import annotations
@@ -25,10 +34,17 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from logbroker.client.simple_consumer import SimpleConsumer
-from spark_apps.source.discovery import PartitionState, discover, segment_starts
+from spark_apps.source.admission import capped_ends
+from spark_apps.source.discovery import DiscoveryError, PartitionState, discover, segment_starts
 from spark_apps.source.options import SourceOptions, parse_options
 from spark_apps.source.planning import SplitPlan, offset_for, plan_ranges, plan_splits
 from spark_apps.source.ranges import read_range
@@ -108,10 +124,14 @@ class LogbrokerBatchReader(DataSourceReader):  # type: ignore[misc]
         yield from read_split(self.options, partition.plan, self.decoder)
 
 
-class LogbrokerStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.decoder = _decoder(options, schema)
+        # Planning calls (latestOffset, prepareForTriggerAvailableNow, ...) come to one
+        # reader object, in one Python worker, for the query's life: these persist.
+        self._target: StreamOffsets | None = None  # Trigger.AvailableNow: read up to here
+        self._latest: StreamOffsets | None = None  # what the last latestOffset() found
 
     def _offsets(self, states: list[PartitionState], spec: Any, default: str) -> StreamOffsets:
         out: StreamOffsets = {}
@@ -122,12 +142,57 @@ class LogbrokerStreamReader(DataSourceStreamReader):  # type: ignore[misc]
     def initialOffset(self) -> StreamOffsets:
         return self._offsets(discover(self.options), self.options.starting_offsets, "latest")
 
-    def latestOffset(self, start: StreamOffsets | None = None, limit: Any = None) -> StreamOffsets:
-        return self._offsets(discover(self.options), "latest", "latest")
+    def getDefaultReadLimit(self) -> ReadLimit:
+        cap = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if cap is None else ReadMaxRows(cap)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._offsets(discover(self.options), "latest", "latest")
+
+    def reportLatestOffset(self) -> StreamOffsets | None:
+        return self._latest
+
+    def latestOffset(
+        self, start: StreamOffsets | None = None, limit: ReadLimit | None = None
+    ) -> StreamOffsets:
+        states = discover(self.options)
+        self._latest = self._offsets(states, "latest", "latest")
+        if self._target is not None:  # partitions found after the target was set wait
+            target = self._target
+            states = [
+                s._replace(latest=min(s.latest, target[s.topic][s.name]))
+                for s in states
+                if s.name in target.get(s.topic, {})
+            ]
+        start = start or {}
+        ends: StreamOffsets = {t: dict(parts) for t, parts in start.items()}
+        if isinstance(limit, ReadMaxRows):
+            o = self.options
+            capped = capped_ends(
+                states,
+                lambda s: start.get(s.topic, {}).get(s.name, 0),  # as partitions() starts it
+                limit.max_rows,
+                fetch_size=o.fetch_size,
+                fail_on_data_loss=o.fail_on_data_loss,
+                warn=_warn,
+            )
+            for s, end in capped.items():
+                ends.setdefault(s.topic, {})[s.name] = end
+        elif limit is None or isinstance(limit, ReadAllAvailable):
+            for s in states:
+                ends.setdefault(s.topic, {})[s.name] = s.latest
+        else:
+            raise ValueError(
+                f"the logbroker source limits micro-batches by ReadMaxRows "
+                f"(maxOffsetsPerTrigger) or not at all; Spark asked for {limit!r}"
+            )
+        return ends
 
     def partitions(self, start: StreamOffsets, end: StreamOffsets) -> Sequence[InputPartition]:
+        found = discover(self.options)
+        _check_served(found, start, end)
         states = [
-            s for s in discover(self.options) if s.name in end.get(s.topic, {})
+            s for s in found if s.name in end.get(s.topic, {})
         ]  # partitions that appeared after `end` was chosen wait for the next batch
         ranges = plan_ranges(
             states,
@@ -143,6 +208,23 @@ class LogbrokerStreamReader(DataSourceStreamReader):  # type: ignore[misc]
 
     def commit(self, end: StreamOffsets) -> None:
         pass  # offsets live in Spark's checkpoint; the brokers keep nothing per reader
+
+
+def _check_served(found: list[PartitionState], start: StreamOffsets, end: StreamOffsets) -> None:
+    """A range of this micro-batch whose broker is gone cannot be skipped: Spark would record
+    its end as read. The query stops, and resumes from its checkpoint once the broker is back."""
+    served = {(s.topic, s.name) for s in found}
+    unread = [
+        f"topic {topic!r} partition {name} [{start.get(topic, {}).get(name, 0)}, {offset})"
+        for topic, parts in sorted(end.items())
+        for name, offset in sorted(parts.items())
+        if (topic, name) not in served and offset > start.get(topic, {}).get(name, 0)
+    ]
+    if unread:
+        raise DiscoveryError(
+            f"no live broker serves {', '.join(unread)} of this micro-batch; restart the query "
+            "when its broker is back (it resumes from its checkpoint)"
+        )
 
 
 class LogbrokerDataSource(DataSource):  # type: ignore[misc]
