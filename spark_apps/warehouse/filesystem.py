@@ -180,7 +180,9 @@ class FsspecFS:
     """The interface over fsspec, for any URI fsspec has a filesystem for.
 
     One fsspec filesystem per scheme and authority, made on first use (fsspec caches them
-    too); `webhdfs://` is what `python_uri` gives for an `hdfs://` warehouse.
+    too). An `hdfs://` URI is served through WebHDFS (`python_uri`), never through fsspec's
+    own `hdfs://`, which is pyarrow's client over Hadoop's native library (libhdfs) and a JVM;
+    the entries listed keep the caller's URI.
     """
 
     def __init__(self, storage_options: dict[str, Any] | None = None) -> None:
@@ -190,6 +192,7 @@ class FsspecFS:
     def _fs(self, uri: str) -> tuple[Any, str]:
         from fsspec.core import url_to_fs
 
+        uri = python_uri(uri)
         parsed = urlparse(uri)
         key = f"{parsed.scheme}://{parsed.netloc}"
         if key in self._filesystems:

@@ -326,3 +326,40 @@ def test_an_illegal_topic_is_refused_before_connecting(tmp_path):
         ) in result.stderr.decode(), args
     result = logbroker("topics", "--zookeeper", "127.0.0.1:1", "create", "t", "--partitions", "0")
     assert result.returncode == 2 and b"argument --partitions: must be 1 or more" in result.stderr
+
+
+def test_a_refused_topic_is_one_line_with_the_brokers_own_reason(zk_chroot, broker_factory):
+    # Two brokers with different limits: the reason is the refusing broker's, not a default.
+    broker_factory(0, zk=zk_chroot)
+    broker_factory(1, zk=zk_chroot, max_partitions_per_topic=16)
+    zk = zk_chroot.connect
+    result = logbroker("topics", "--zookeeper", zk, "create", "manyparts", "--partitions", "100000")
+    assert result.returncode == 1
+    assert _one_line(result.stderr) == (
+        "logbroker topics: broker 0 refused topic 'manyparts': a topic has 1 to 1024 "
+        "partitions per broker (max.partitions.per.topic), not 100000"
+    )
+    result = logbroker("topics", "--zookeeper", zk, "create", "wide", "--partitions", "20")
+    assert result.returncode == 1
+    assert _one_line(result.stderr) == (
+        "logbroker topics: broker 1 refused topic 'wide' (already created on broker 0): "
+        "a topic has 1 to 16 partitions per broker (max.partitions.per.topic), not 20"
+    )
+    listed = logbroker("topics", "--zookeeper", zk, "list").stdout.decode()
+    assert "manyparts" not in listed
+
+
+def test_a_bad_name_is_refused_with_the_rule_it_breaks():
+    result = logbroker("topics", "--zookeeper", "127.0.0.1:1", "create", "a b", "--partitions", "1")
+    assert result.returncode == 2
+    assert (
+        "topic name 'a b' contains the illegal character ' ' at position 1 "
+        "(a topic name is ASCII letters, digits, '.', '_' and '-')"
+    ) in result.stderr.decode()
+    result = logbroker(
+        "topics", "--zookeeper", "127.0.0.1:1", "create", "x" * 250, "--partitions", "1"
+    )
+    assert (
+        result.returncode == 2
+        and "is 250 characters, over the limit of 249" in result.stderr.decode()
+    )

@@ -114,3 +114,77 @@ def test_secrets_come_from_env_file(compose: dict[str, Any]) -> None:
     assert used <= documented, f"not in .env.example: {sorted(used - documented)}"
     for text in _strings(compose["services"]):
         assert not re.search(r"(PASSWORD|SECRET)\w*[=:]\s*[^$\s{]", text), text
+
+
+# -- the warehouse on HDFS, read by the Airflow services through WebHDFS --------------------
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1])
+
+
+def test_the_namenode_serves_webhdfs_to_the_airflow_services(compose: dict[str, Any]) -> None:
+    from spark_apps.warehouse.filesystem import WEBHDFS_PORT
+
+    services = compose["services"]
+    hdfs_site = services["namenode"]["environment"]
+    assert hdfs_site["HDFS-SITE.XML_dfs.webhdfs.enabled"] == "true"
+    http_port = _port(hdfs_site["HDFS-SITE.XML_dfs.namenode.http-address"])
+    assert http_port == WEBHDFS_PORT  # where python_uri sends an hdfs:// warehouse
+    assert str(http_port) in services["namenode"]["expose"]
+    # The namenode answers a read or a write with a redirect to a datanode's HTTP port, by
+    # the datanode's own hostname: it must be the service's name, which resolves on the
+    # network (a container id does not), and that port must be open there.
+    data_port = _port(hdfs_site["HDFS-SITE.XML_dfs.datanode.http.address"])
+    for name in ("datanode-1", "datanode-2"):
+        assert services[name]["hostname"] == name
+        assert services[name]["environment"] == hdfs_site  # the same hdfs-site.xml
+        assert str(data_port) in services[name]["expose"]
+    for name in ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
+                 "airflow-triggerer"):  # fmt: skip
+        service = services[name]
+        assert service["depends_on"]["namenode"] == {"condition": "service_healthy"}, name
+        assert not service.get("networks"), f"{name} must share the namenode's network"
+
+
+def test_the_pipeline_airflow_runs_reads_the_warehouse_through_webhdfs(
+    compose: dict[str, Any],
+) -> None:
+    from fsspec.implementations.webhdfs import WebHDFS
+
+    from hooks.pipeline import load_pipeline
+    from spark_apps.warehouse.filesystem import FsspecFS, python_uri
+
+    environment = compose["x-airflow"]["environment"]
+    mounted = ROOT / environment["LOGBROKER_PIPELINE"].removeprefix("/app/")
+    pipeline = load_pipeline(mounted)
+    assert pipeline.warehouse == "hdfs://namenode:8020/warehouse"  # what Spark writes
+    assert pipeline.warehouse_reader == python_uri(pipeline.warehouse)
+    assert pipeline.warehouse_reader == "webhdfs://namenode:9870/warehouse"
+    assert pipeline.reports_reader == "file:///opt/airflow/reports"  # the airflow-home volume
+    # Both URIs reach fsspec's WebHDFS client at the namenode (made offline: no request is
+    # sent until a call), never fsspec's hdfs://, which needs libhdfs.
+    files = FsspecFS()
+    for uri in (pipeline.warehouse_reader, pipeline.warehouse):
+        fs, path = files._fs(f"{uri}/_checkpoints")
+        assert isinstance(fs, WebHDFS), uri
+        assert (fs.url, path) == ("http://namenode:9870/webhdfs/v1", "/warehouse/_checkpoints")
+
+
+def test_fsspecs_webhdfs_needs_only_requests() -> None:
+    """Its module-level imports beyond the standard library are `requests` alone (Kerberos's
+    client is imported only when kerberos=True), and the lock pins requests."""
+    import ast
+    import sys
+
+    from fsspec.implementations import webhdfs
+
+    tree = ast.parse(Path(webhdfs.__file__).read_text())
+    imported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported - set(sys.stdlib_module_names) == {"requests"}
+    assert re.search(r"^requests==", (ROOT / "requirements.lock").read_text(), re.M)

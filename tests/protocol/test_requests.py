@@ -45,6 +45,7 @@ from logbroker.protocol.requests import (
     produce_frame_prefix,
 )
 from logbroker.protocol.responses import (
+    REASON_MAX_BYTES,
     FetchedSet,
     FetchResponse,
     MalformedResponseError,
@@ -53,6 +54,7 @@ from logbroker.protocol.responses import (
     ProduceResult,
     TopicMetadata,
     decode_acked_produce_response,
+    decode_create_topic_response,
     decode_fetch_response,
     decode_metadata_response,
     decode_multifetch_response,
@@ -64,6 +66,7 @@ from logbroker.protocol.responses import (
     encode_metadata_response,
     encode_multifetch_response,
     encode_offsets_response,
+    encode_refusal,
 )
 from logbroker.protocol.topics import MAX_TOPIC_LENGTH
 
@@ -824,6 +827,69 @@ def test_create_topic_request_bytes() -> None:
     assert decode_request(frame[4:]) == CreateTopicRequest("clicks", 4)
     with pytest.raises(InvalidRequestError, match="partitions 0 at byte 10 is under 1"):
         decode_request(frame[4:-4] + b"\x00\x00\x00\x00")
+
+
+LIMIT_REASON = "a topic has 1 to 16 partitions per broker (max.partitions.per.topic), not 20"
+
+
+def test_create_topic_refusal_bytes_carry_the_reason() -> None:
+    reason = LIMIT_REASON.encode()
+    wire = b"".join(
+        [
+            (2 + 2 + len(reason)).to_bytes(4, "big"),  # size: error, reason length, reason
+            b"\x00\x03",  # error 3 = WrongPartition
+            len(reason).to_bytes(2, "big"),  # reason length (76)
+            reason,  # the broker's own words, its own limit in them
+        ]
+    )
+    assert encode_refusal(3, LIMIT_REASON) == wire
+    with pytest.raises(WrongPartitionError) as refused:
+        decode_create_topic_response(wire[4:])
+    assert str(refused.value) == LIMIT_REASON
+    with pytest.raises(ValueError, match="not 0"):
+        encode_refusal(0, "fine")
+
+
+def test_a_client_older_than_the_reason_still_raises_the_refusals_code() -> None:
+    # Such a client decoded CREATE_TOPIC's answer as METADATA: the outer code comes first
+    # and is raised before the reason is looked at.
+    with pytest.raises(WrongPartitionError):
+        decode_metadata_response(encode_refusal(3, LIMIT_REASON)[4:])
+    with pytest.raises(InvalidTopicError):
+        decode_metadata_response(encode_refusal(6, "topic name is empty")[4:])
+
+
+def test_a_broker_older_than_the_reason_is_worded_by_the_client() -> None:
+    # It answered METADATA's layout with the code in the topic's entry and no reason.
+    old = encode_metadata_response(0, [TopicMetadata("wide", 3, ())])
+    with pytest.raises(WrongPartitionError, match=r"1 to its max\.partitions\.per\.topic"):
+        decode_create_topic_response(old[4:])
+    old = encode_metadata_response(0, [TopicMetadata("a b", 6, ())])
+    with pytest.raises(InvalidTopicError, match=r"not a legal topic name .*249 characters"):
+        decode_create_topic_response(old[4:])
+    with pytest.raises(WrongPartitionError, match=r"max\.partitions\.per\.topic"):
+        decode_create_topic_response(encode_error_response(3)[4:])
+
+
+def test_a_created_topic_decodes_to_its_partitions() -> None:
+    made = TopicMetadata(
+        "clicks", 0, (PartitionMetadata(0, 0, 0, 0), PartitionMetadata(1, 0, 0, 0))
+    )
+    assert decode_create_topic_response(encode_metadata_response(4, [made])[4:]) == made
+    two = encode_metadata_response(4, [made, made])
+    with pytest.raises(MalformedResponseError, match="2 topics in the answer, 1 expected"):
+        decode_create_topic_response(two[4:])
+    cut = encode_refusal(3, LIMIT_REASON)[4:-1]
+    with pytest.raises(MalformedResponseError, match="reason length 76 at byte 2 runs past"):
+        decode_create_topic_response(cut)
+
+
+def test_a_long_reason_is_cut_at_a_character_boundary() -> None:
+    wire = encode_refusal(6, "é" * REASON_MAX_BYTES)  # 2 bytes each
+    assert len(wire) == 4 + 2 + 2 + REASON_MAX_BYTES
+    with pytest.raises(InvalidTopicError) as refused:
+        decode_create_topic_response(wire[4:])
+    assert str(refused.value) == "é" * (REASON_MAX_BYTES // 2)
 
 
 def test_fast_produce_frame_matches_the_general_encoder() -> None:

@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.security import make_acl
 
+from logbroker.protocol.errors import InvalidTopicError
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import (
     AckedProduceRequest,
@@ -41,8 +42,8 @@ from logbroker.protocol.requests import (
 )
 from logbroker.protocol.responses import (
     decode_acked_produce_response,
+    decode_create_topic_response,
     decode_fetch_response,
-    decode_metadata_response,
 )
 from logbroker.testing.broker import BrokerProcess, BrokerStartError
 from logbroker.testing.zookeeper import ZkTarget
@@ -185,10 +186,14 @@ def test_every_door_refuses_an_emoji_topic_before_anything_is_written(
         refused, appended = decode_acked_produce_response(read_frame(s))
         assert (refused.topic, refused.error, refused.offset) == (EMOJI, INVALID_TOPIC, -1)
         assert appended.error == 0
-        # CREATE_TOPIC answers code 6 in the topic's entry.
+        # CREATE_TOPIC answers code 6 and the rule the name breaks.
         s.sendall(frame(CreateTopicRequest(EMOJI, 2)))
-        (entry,) = decode_metadata_response(read_frame(s)).topics
-        assert (entry.topic, entry.error, entry.partitions) == (EMOJI, INVALID_TOPIC, ())
+        with pytest.raises(InvalidTopicError) as refused:
+            decode_create_topic_response(read_frame(s))
+        assert str(refused.value) == (
+            f"topic name '{EMOJI}' contains the illegal character '😀' at position 5 "
+            "(a topic name is ASCII letters, digits, '.', '_' and '-')"
+        )
 
     assert fetch(broker, "kept") == set_of(b"kept") + set_of(b"2")
     assert on_disk(broker) == ["kept-0"]

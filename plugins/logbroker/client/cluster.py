@@ -15,9 +15,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from ..coordination import paths
-from ..protocol.errors import LogbrokerError, error_for_code
+from ..protocol.errors import LogbrokerError, error_code, error_for_code
 from ..protocol.requests import CreateTopicRequest
-from ..protocol.responses import decode_metadata_response
+from ..protocol.responses import MalformedResponseError, decode_create_topic_response
 from ..protocol.topics import is_legal_topic, validate_topic
 from .brokers import BrokerEndpoint, ZooKeeperBrokers
 from .simple_consumer import SimpleConsumer
@@ -112,19 +112,28 @@ class Cluster:
         return result
 
     def create_topic(self, topic: str, partitions: int) -> dict[int, int]:
-        """Create `partitions` partitions of `topic` on every live broker."""
+        """Create `partitions` partitions of `topic` on every live broker.
+
+        A broker's refusal is raised as its code's exception, with the broker's reason (the
+        limit it names is that broker's own) and the brokers that had already created it."""
         validate_topic(topic)  # before any broker is asked
         brokers = self.live_brokers()
         if not brokers:
             raise LogbrokerError(f"no live brokers in {self.zk_connect}")
-        created = {}
+        created: dict[int, int] = {}
         for broker_id in sorted(brokers):
             body = self.consumer(broker_id).connection.request(
                 CreateTopicRequest(topic, partitions)
             )
-            meta = decode_metadata_response(body).topics[0]
-            if meta.error:
-                raise error_for_code(meta.error, f"broker {broker_id} refused topic {topic!r}")
+            try:
+                meta = decode_create_topic_response(body)
+            except MalformedResponseError:
+                raise
+            except LogbrokerError as exc:
+                done = f" (already created on {_brokers(created)})" if created else ""
+                raise error_for_code(
+                    error_code(exc), f"broker {broker_id} refused topic {topic!r}{done}: {exc}"
+                ) from None
             created[broker_id] = len(meta.partitions)
         return created
 
@@ -207,3 +216,7 @@ class Cluster:
     def _read_int(self, path: str) -> int | None:
         text = self._read(path)
         return int(text) if text and text.strip().lstrip("-").isdigit() else None
+
+
+def _brokers(ids: dict[int, int]) -> str:
+    return ("broker " if len(ids) == 1 else "brokers ") + ", ".join(map(str, ids))

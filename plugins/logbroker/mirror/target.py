@@ -28,7 +28,7 @@ from ..client.brokers import BrokerPartition, BrokerSource, StaticBrokers, ZooKe
 from ..client.connection import BrokerConnection, BrokerUnavailableError
 from ..protocol.errors import LogbrokerError
 from ..protocol.requests import AckedProduceRequest, CreateTopicRequest, ProduceRequest
-from ..protocol.responses import decode_acked_produce_response, decode_metadata_response
+from ..protocol.responses import decode_acked_produce_response, decode_create_topic_response
 from .partition_map import target_partition
 from .settings import TargetSettings
 
@@ -199,15 +199,7 @@ class TargetWriter:
         for broker_id in sorted(live):
             try:
                 body = self._connection(broker_id).request(CreateTopicRequest(topic, partitions))
-                meta = decode_metadata_response(body).topics[0]
-                if meta.error:
-                    log.warning(
-                        "target broker %s refused to create %s: code %s",
-                        broker_id,
-                        topic,
-                        meta.error,
-                    )
-                    return None
+                decode_create_topic_response(body)  # a refusal raises, with the reason
             except (LogbrokerError, OSError) as exc:
                 log.warning("creating %s on target broker %s: %s", topic, broker_id, exc)
                 return None  # asked again with the next write

@@ -13,7 +13,13 @@ integers big-endian, signed (see wire.py for the types):
     PRODUCE_ACK             int32 size | int16 error (0) | int16 count | Result × count
     METADATA                int32 size | int16 error (0) | int32 broker id
                               | int16 count | TopicMeta × count
+    CREATE_TOPIC            METADATA's, for that one topic; or, refused:
+                            int32 size | int16 error (≠ 0) | Reason
     error only (extensions) int32 size = 2 | int16 error
+
+    Reason := int16 N | N bytes of UTF-8: why, in words, as the broker logged it, e.g. "a
+              topic has 1 to 1024 partitions per broker (max.partitions.per.topic), not 5000"
+              (at most REASON_MAX_BYTES; the limit in it is that broker's own)
 
     Result (T = topic bytes; one per produce, request order)
     offset  size  field
@@ -33,8 +39,14 @@ integers big-endian, signed (see wire.py for the types):
     20      8     bytes on disk
 
 The error code of a FETCH response and of each set is data: decoders return it. The outer
-code of the other responses is 0 from a healthy broker; when it is not, nothing follows it,
-and the decoders raise `error_for_code(code)`. The broker sends log data with sendfile, so
+code of the other responses is 0 from a healthy broker; when it is not, nothing follows it
+but a CREATE_TOPIC refusal's Reason, and the decoders raise `error_for_code(code)`.
+
+A refused CREATE_TOPIC carries its Reason after a non-zero outer code because every decoder
+reads that code first and raises before looking further: a client older than the Reason
+still raises the right exception (code 3 or 6) and, the frame being sized, reads past it.
+Brokers older than it answered METADATA's layout with the code in the topic's entry and no
+Reason; `decode_create_topic_response` reads both, and words an old broker's code itself. The broker sends log data with sendfile, so
 the fetch encoders produce headers only (see `encode_multifetch_response`). Decoders take
 the response after its int32 size and raise MalformedResponseError, naming the field and
 its byte position (counted from the first byte of the error code), on malformed input.
@@ -47,6 +59,7 @@ from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from .errors import LogbrokerError, error_for_code
+from .topics import LEGAL_CHARACTERS, MAX_TOPIC_LENGTH
 from .wire import (
     INT16,
     INT16_MAX,
@@ -75,6 +88,7 @@ _PARTITION_META_SIZE = 4 + 8 + 8 + 8
 _MAX_DATA = INT32_MAX - ERROR_CODE_BYTES  # the most log data one size field can count
 _ONE_SET = struct.Struct(">hih")  # a one-set MULTIFETCH body: outer error | set size | set error
 _ONE_SET_HEADER = struct.Struct(">ihih")  # the same, after the response's int32 size
+REASON_MAX_BYTES = 1024  # a longer reason is cut, at a character boundary
 
 
 class MalformedResponseError(LogbrokerError):
@@ -163,6 +177,15 @@ def encode_fetch_response_header(error: int, size: int) -> bytes:
 def encode_error_response(error: int) -> bytes:
     """A response that is only an error code (int32 2 | int16 error), for the extensions."""
     return encode_fetch_response_header(error, 0)
+
+
+def encode_refusal(error: int, reason: str) -> bytes:
+    """int32 size | int16 error (not 0) | Reason: a CREATE_TOPIC refused, and why."""
+    if error == 0:
+        raise ValueError("a refusal's error code is not 0")
+    check_int(error, INT16_MIN, INT16_MAX, "error code")
+    cut = reason.encode("utf-8", "replace")[:REASON_MAX_BYTES].decode("utf-8", "ignore")
+    return _frame([INT16.pack(error), encode_string(cut, "reason")])
 
 
 def encode_multifetch_response(sets: Sequence[FetchedSet[T]]) -> list[bytes | T]:
@@ -362,6 +385,36 @@ def decode_metadata_response(body: Buffer) -> Metadata:
     reader.context = "METADATA response"
     reader.done()
     return Metadata(broker_id, tuple(topics))
+
+
+# A CREATE_TOPIC code that came without a Reason (brokers older than it sent none).
+_OLD_REFUSALS = {
+    3: "the partition count is outside the broker's range, 1 to its max.partitions.per.topic "
+    "(1024 unless it configures another; it did not say)",
+    6: f"not a legal topic name (1 to {MAX_TOPIC_LENGTH} characters, {LEGAL_CHARACTERS})",
+}
+
+
+def decode_create_topic_response(body: Buffer) -> TopicMetadata:
+    """The topic as a CREATE_TOPIC made it. A refusal is raised as its code's exception with
+    the broker's Reason as the message; a code that came without one (an older broker's, or
+    an error-only response) is worded here."""
+    reader = _reader(body, "CREATE_TOPIC response")
+    error = reader.int16("error code")
+    if error:
+        reason = reader.string("reason") if reader.remaining else _worded(error)
+        reader.done()
+        raise error_for_code(error, reason)
+    topics = decode_metadata_response(body).topics
+    if len(topics) != 1:
+        reader.fail(f"{len(topics)} topics in the answer, 1 expected")
+    if topics[0].error:
+        raise error_for_code(topics[0].error, _worded(topics[0].error))
+    return topics[0]
+
+
+def _worded(code: int) -> str:
+    return _OLD_REFUSALS.get(code, f"error code {code}, no reason given")
 
 
 def _reader(body: Buffer, context: str) -> Reader:

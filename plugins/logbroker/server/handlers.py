@@ -16,7 +16,7 @@ the edge (`error_code`).
 | PRODUCE_ACK  | code 6 / 3 per result        | code 2 per result            | code 5 per result          |
 | FETCH_WAIT   | code 6 / 3 per set           |                              |                            |
 | METADATA     | code 6 per topic             |                              |                            |
-| CREATE_TOPIC | code 6 in the topic          |                              |                            |
+| CREATE_TOPIC | code 6 / 3 and the reason    |                              |                            |
 
 Compressed sets are inflated and checked in a worker thread (`_inflate`), within
 `max.inflated.set.size` per set and `max.inflated.request.size` per request, one level deep:
@@ -79,6 +79,7 @@ from ..protocol.responses import (
     encode_metadata_response,
     encode_multifetch_response,
     encode_offsets_response,
+    encode_refusal,
 )
 from ..protocol.topics import is_legal_topic, validate_topic
 from ..storage.log import Log
@@ -486,11 +487,8 @@ class RequestHandlers:
             self.warnings.warning(
                 "create_topic_refused", "create topic from %s refused: %s", client, exc
             )
-            return [
-                encode_metadata_response(
-                    self.config.brokerid, [TopicMetadata(req.topic, error_code(exc), ())]
-                )
-            ]
+            # The reason names this broker's own limit (max.partitions.per.topic)
+            return [encode_refusal(error_code(exc), str(exc))]
         log.info("%s created topic %s with %d partitions", client, req.topic, req.partitions)
         return self.metadata(MetadataRequest((req.topic,)), client)
 
