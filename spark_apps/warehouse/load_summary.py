@@ -43,8 +43,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from spark_apps.warehouse.filesystem import WarehouseFS
 from spark_apps.warehouse.hours import WINDOW_MS
 
 if TYPE_CHECKING:
@@ -69,29 +70,11 @@ NAME_COLUMNS = ("window", "producer_id", "ph", "rows", "distinct", "min_seq", "m
 PROFILE_COLUMNS = ("topic", "load_hour", *GROUP_COLUMNS, "min_seq", "max_seq")
 
 
-class Listing(Protocol):
-    """A directory entry, as both filesystem modules list them."""
-
-    name: str
-    is_dir: bool
-    size: int
-
-
-class SummaryFS(Protocol):
-    def list(self, uri: str) -> Sequence[Listing]: ...
-
-    def exists(self, uri: str) -> bool: ...
-
-    def read_bytes(self, uri: str) -> bytes: ...
-
-    def write_bytes(self, uri: str, data: bytes) -> None: ...
-
-
 def summary_path(load_dir: str) -> str:
     return f"{load_dir.rstrip('/')}/{SUMMARY_FILE}"
 
 
-def data_files(fs: SummaryFS, load_dir: str, names: Sequence[str] | None = None) -> dict[str, int]:
+def data_files(fs: WarehouseFS, load_dir: str, names: Sequence[str] | None = None) -> dict[str, int]:
     """The data files of a load and their lengths: the ones its checkpoint names (`names`:
     its version's; checkpoint.py), or, for a checkpoint from before versions, every data
     file of its directory (Hadoop's rule: not '_' or '.')."""
@@ -203,7 +186,7 @@ def _certificate(doc: dict[str, Any]) -> Certificate:
 
 
 def read_current(
-    fs: SummaryFS,
+    fs: WarehouseFS,
     load_dir: str,
     committed_at: str,
     rows_sha256: str,
@@ -224,7 +207,7 @@ def read_current(
     return summary if summary.describes(committed_at, rows_sha256, rows, files) else None
 
 
-def write(fs: SummaryFS, path: str, summary: LoadSummary) -> None:
+def write(fs: WarehouseFS, path: str, summary: LoadSummary) -> None:
     fs.write_bytes(path, summary.to_json().encode())
 
 
