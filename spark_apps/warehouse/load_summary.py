@@ -74,7 +74,9 @@ def summary_path(load_dir: str) -> str:
     return f"{load_dir.rstrip('/')}/{SUMMARY_FILE}"
 
 
-def data_files(fs: WarehouseFS, load_dir: str, names: Sequence[str] | None = None) -> dict[str, int]:
+def data_files(
+    fs: WarehouseFS, load_dir: str, names: Sequence[str] | None = None
+) -> dict[str, int]:
     """The data files of a load and their lengths: the ones its checkpoint names (`names`:
     its version's; checkpoint.py), or, for a checkpoint from before versions, every data
     file of its directory (Hadoop's rule: not '_' or '.')."""
