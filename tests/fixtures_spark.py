@@ -1,8 +1,9 @@
 """Spark fixtures: ONE SparkSession for the whole test session (Spark is slow to start).
 
 spark         (session) local[2], no UI, bound to 127.0.0.1, PYSPARK_PYTHON = this
-              interpreter, PYTHONPATH reaching the repository root and plugins/ (built by
-              spark_apps.session.build_session); the `logbroker` data source is registered.
+              interpreter, whose installed `spark_apps` and `logbroker` the workers import
+              (built by spark_apps.session.build_session); the `logbroker` data source is
+              registered.
               Stopped at the end of the session. Every Spark test (load, audit) shares it.
 """
 
