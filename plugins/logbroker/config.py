@@ -209,6 +209,73 @@ class BrokerConfig:
             0,
         ),
     )
+    # -- replication (Kafka 0.8's names; docs/replication.md) ------------------------------
+    default_replication_factor: int = field(
+        default=1,
+        metadata=_key(
+            "default.replication.factor",
+            "replicas of a topic created without --replication-factor; 1 = 0.7's layout",
+            1,
+            64,
+        ),
+    )
+    min_insync_replicas: int = field(
+        default=1,
+        metadata=_key(
+            "min.insync.replicas",
+            "in-sync replicas an acks=-1 produce needs, or it is refused",
+            1,
+            64,
+        ),
+    )
+    replica_lag_time_max_ms: int = field(
+        default=10000,
+        metadata=_key(
+            "replica.lag.time.max.ms",
+            "a follower not caught up for this long leaves the ISR",
+            1,
+        ),
+    )
+    replica_fetch_max_bytes: int = field(
+        default=1024 * 1024,
+        metadata=_key("replica.fetch.max.bytes", "bytes a follower asks for per partition", 1024),
+    )
+    replica_fetch_wait_max_ms: int = field(
+        default=500,
+        metadata=_key(
+            "replica.fetch.wait.max.ms", "how long a follower's fetch waits for new data", 0
+        ),
+    )
+    replica_high_watermark_checkpoint_interval_ms: int = field(
+        default=5000,
+        metadata=_key(
+            "replica.high.watermark.checkpoint.interval.ms",
+            "how often the high watermarks are written to log.dir",
+            1,
+        ),
+    )
+    unclean_leader_election_enable: bool = field(
+        default=False,
+        metadata=_key(
+            "unclean.leader.election.enable",
+            "let a replica outside the ISR lead when no ISR member is alive (loses data)",
+        ),
+    )
+    controlled_shutdown_enable: bool = field(
+        default=True,
+        metadata=_key(
+            "controlled.shutdown.enable",
+            "on SIGTERM, hand this broker's leaderships over before stopping",
+        ),
+    )
+    controlled_shutdown_timeout_ms: int = field(
+        default=30000,
+        metadata=_key(
+            "controlled.shutdown.timeout.ms",
+            "the longest a controlled shutdown waits for its leaderships to move",
+            0,
+        ),
+    )
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"key": "", "doc": ""})
 
     def __post_init__(self) -> None:

@@ -1,24 +1,30 @@
 """A cluster seen through ZooKeeper: its brokers, topics, partitions and consumer groups.
 
 What the `logbroker topics`, `lag` and `offsets` commands (and the pipeline's hooks) read.
-Brokers come from `/brokers/ids`, topics from `/brokers/topics/<topic>/<brokerId>`, group
-offsets and owners from `/consumers/<group>/{offsets,owners}/<topic>/<brokerId>-<partId>`
-(see coordination/paths.py). Offsets and sizes come from the brokers themselves (METADATA).
+Brokers come from `/brokers/ids`, 0.7's topics from `/brokers/topics/<topic>/<brokerId>`,
+group offsets and owners from `/consumers/<group>/{offsets,owners}/<topic>/<brokerId>-<partId>`
+(see coordination/paths.py). Replicated topics come from `/replication/topics` (their
+assignment and each partition's leader, epoch and ISR: replication/state.py). Offsets and
+sizes come from the brokers themselves (METADATA).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import NamedTuple
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..coordination import paths
 from ..protocol.errors import LogbrokerError, error_code, error_for_code
 from ..protocol.requests import CreateTopicRequest
 from ..protocol.responses import MalformedResponseError, decode_create_topic_response
 from ..protocol.topics import is_legal_topic, validate_topic
+from ..replication import state as replication
+from ..replication.assignment import assign
+from ..replication.state import Assignment, PartitionState
 from .brokers import BrokerEndpoint, ZooKeeperBrokers
 from .simple_consumer import SimpleConsumer
 
@@ -36,6 +42,34 @@ class PartitionDescription(NamedTuple):
     @property
     def name(self) -> str:
         return paths.partition_name(self.broker_id, self.partition)
+
+
+class ReplicatedPartition(NamedTuple):
+    """A replicated partition as `topics describe` prints it (kafka-topics' --describe)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    state: PartitionState | None  # None: not elected yet (no controller has seen the topic)
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader if self.state is not None else replication.NO_LEADER
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr if self.state is not None else ()
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def line(self) -> str:
+        leader = str(self.leader) if self.leader != replication.NO_LEADER else "none"
+        return (
+            f"Topic: {self.topic}\tPartition: {self.partition}\tLeader: {leader}\t"
+            f"Replicas: {','.join(map(str, self.replicas))}\tIsr: {','.join(map(str, self.isr))}"
+        )
 
 
 class GroupPartition(NamedTuple):
@@ -136,6 +170,80 @@ class Cluster:
                 ) from None
             created[broker_id] = len(meta.partitions)
         return created
+
+    # -- replicated topics (docs/replication.md) ------------------------------------------
+
+    def replicated_topics(self) -> list[str]:
+        return sorted(self._children(replication.TOPICS))
+
+    def default_replication_factor(self) -> int:
+        """The controller's `default.replication.factor` (1 when no controller published one)."""
+        try:
+            data, _ = self.zk.get(replication.CONFIG)
+        except NoNodeError:
+            return 1
+        return replication.ClusterDefaults.decode(data).default_replication_factor
+
+    def assignment(self, topic: str) -> Assignment | None:
+        try:
+            data, _ = self.zk.get(replication.topic_path(topic))
+        except NoNodeError:
+            return None
+        return Assignment.decode(topic, data)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        path = replication.partition_path(topic, partition)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return PartitionState.decode(data, stat.version, path)
+
+    def describe_replicated(self, topic: str) -> list[ReplicatedPartition]:
+        """Every partition of replicated `topic`: its replicas, leader and ISR ([] if none)."""
+        assignment = self.assignment(validate_topic(topic))
+        if assignment is None:
+            return []
+        return [
+            ReplicatedPartition(topic, p, replicas, self.partition_state(topic, p))
+            for p, replicas in enumerate(assignment.replicas)
+        ]
+
+    def create_replicated_topic(
+        self, topic: str, partitions: int, replication_factor: int, wait: float = 30.0
+    ) -> list[ReplicatedPartition]:
+        """Assign `partitions` partitions of `topic`, `replication_factor` replicas each, over
+        the live brokers (assignment.py), and wait up to `wait` seconds for the controller to
+        give each a leader. Raises LogbrokerError naming what is in the way."""
+        validate_topic(topic)
+        if self.zk.exists(paths.broker_topic_path(topic)):
+            raise LogbrokerError(
+                f"topic {topic!r} exists with 0.7's layout (replication factor 1) on brokers "
+                f"{', '.join(self._children(paths.broker_topic_path(topic)))}: its replication "
+                "factor cannot change"
+            )
+        brokers = sorted(self.live_brokers())
+        try:
+            replicas = assign(brokers, partitions, replication_factor)
+        except ValueError as exc:
+            raise LogbrokerError(f"topic {topic!r}: {exc}") from None
+        assignment = Assignment(topic, replication_factor, tuple(tuple(r) for r in replicas))
+        try:
+            self.zk.create(replication.topic_path(topic), assignment.encode(), makepath=True)
+        except NodeExistsError:
+            raise LogbrokerError(f"replicated topic {topic!r} exists already") from None
+        deadline = time.monotonic() + wait
+        while True:
+            described = self.describe_replicated(topic)
+            if all(p.state is not None and p.state.online for p in described):
+                return described
+            if time.monotonic() >= deadline:
+                waiting = [p.partition for p in described if p.state is None or not p.state.online]
+                raise LogbrokerError(
+                    f"topic {topic!r} is assigned, but partitions {waiting} have no leader after "
+                    f"{wait:g} s: is a controller running (a broker of this version)?"
+                )
+            time.sleep(0.05)
 
     def describe(self, topic: str) -> list[PartitionDescription]:
         """Every partition of `topic` on every live broker that has it."""

@@ -16,22 +16,43 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Topics of a cluster, found through ZooKeeper.",
         epilog="examples:\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live create page-views --partitions 4\n"
+        "  logbroker topics --zookeeper 127.0.0.1:2181/live create orders --partitions 6 \\\n"
+        "      --replication-factor 3\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live list\n"
-        "  logbroker topics --zookeeper 127.0.0.1:2181/live describe page-views\n\n"
-        "'create' makes the partitions on every live broker (0.7 created topics on their\n"
-        "first message; this makes the partition count explicit). 'describe' prints, per\n"
-        "partition: broker, partition, earliest and latest offset, and bytes on disk.",
+        "  logbroker topics --zookeeper 127.0.0.1:2181/live describe page-views\n"
+        "  logbroker topics --zookeeper 127.0.0.1:2181/live describe --under-replicated-partitions\n\n"
+        "A replication factor of 1 is 0.7's layout: 'create' makes N partitions on every live\n"
+        "broker (0.7 created topics on their first message; this makes the count explicit),\n"
+        "and 'describe' prints, per partition: broker, partition, earliest and latest offset,\n"
+        "and bytes on disk. A factor of 2 or more makes a replicated topic: N partitions in\n"
+        "all, each on that many brokers, one of them its leader (docs/replication.md), and\n"
+        "'describe' prints kafka-topics' lines: Topic, Partition, Leader, Replicas, Isr.\n"
+        "Without --replication-factor, the cluster's default.replication.factor applies.",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a topic on every live broker")
     create.add_argument("topic", type=topic_name)
     create.add_argument(
-        "--partitions", type=int_at_least(1), required=True, help="partitions per broker"
+        "--partitions",
+        type=int_at_least(1),
+        required=True,
+        help="partitions per broker (factor 1), or in all (replicated)",
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=int_at_least(1),
+        metavar="R",
+        help="replicas of each partition (default: the cluster's default.replication.factor)",
     )
     actions.add_parser("list", help="list topics and their partition counts per broker")
     describe = actions.add_parser("describe", help="partitions with offsets and sizes")
-    describe.add_argument("topic", type=topic_name)
+    describe.add_argument("topic", type=topic_name, nargs="?", help="default: every topic")
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only the replicated partitions whose ISR is short of their replicas",
+    )
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -43,6 +64,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         with Cluster(args.zookeeper) as cluster:
             if args.action == "create":
+                factor = args.replication_factor or cluster.default_replication_factor()
+                if factor > 1:
+                    described = cluster.create_replicated_topic(args.topic, args.partitions, factor)
+                    print(
+                        f"created {args.topic}: {len(described)} partitions, {factor} replicas each"
+                    )
+                    for row in described:
+                        print(row.line())
+                    return 0
                 created = cluster.create_topic(args.topic, args.partitions)
                 for broker_id, count in created.items():
                     print(f"created {args.topic} on broker {broker_id}: {count} partitions")
@@ -50,6 +80,19 @@ def run(args: argparse.Namespace) -> int:
                 for topic, counts in cluster.topics().items():
                     spread = ", ".join(f"broker {b}: {n}" for b, n in sorted(counts.items()))
                     print(f"{topic}  ({sum(counts.values())} partitions; {spread})")
+                for topic in cluster.replicated_topics():
+                    described = cluster.describe_replicated(topic)
+                    factor = len(described[0].replicas) if described else 0
+                    print(f"{topic}  ({len(described)} partitions, replication factor {factor})")
+            elif args.topic is None or args.under_replicated_partitions:
+                names = [args.topic] if args.topic else cluster.replicated_topics()
+                for topic in names:
+                    for row in cluster.describe_replicated(topic):
+                        if row.under_replicated or not args.under_replicated_partitions:
+                            print(row.line())
+            elif cluster.assignment(args.topic) is not None:
+                for row in cluster.describe_replicated(args.topic):
+                    print(row.line())
             else:
                 rows = cluster.describe(args.topic)
                 if not rows:

@@ -16,6 +16,18 @@ and a client turns a code it received back into an exception with `error_for_cod
 |   6  | InvalidTopic      | (extension) a topic name that breaks the naming rules        |
 |   7  | Storage           | (extension) the set could not be written (disk full, I/O     |
 |      |                   | error): nothing of it was stored; retry later                |
+|   8  | NotLeaderForPartition | (replication) this broker does not lead the partition now: |
+|      |                   | refresh the leaders and send to the leader                   |
+|   9  | LeaderNotAvailable | (replication) no replica may lead the partition now (every  |
+|      |                   | in-sync replica is down): nothing was written; retry later   |
+|  10  | NotEnoughReplicas | (replication) acks=-1 with fewer in-sync replicas than       |
+|      |                   | min.insync.replicas: refused before the append               |
+|  11  | NotEnoughReplicasAfterAppend | (replication) appended by the leader, but the ISR |
+|      |                   | shrank below min.insync.replicas before it was replicated:   |
+|      |                   | not acknowledged (it may be there; a retry may duplicate it) |
+|  12  | RequestTimedOut   | (replication) acks=-1 and the ISR did not have the set       |
+|      |                   | within the request's timeout: not acknowledged (as 11)       |
+|  13  | FencedLeaderEpoch | (replication) a replica request from an older leader epoch   |
 """
 
 from __future__ import annotations
@@ -99,6 +111,56 @@ class StorageError(LogbrokerError):
     """
 
     code = 7
+
+
+@_register
+class NotLeaderForPartitionError(LogbrokerError):
+    """Code 8 (replication): this broker does not lead the partition; ask the leader."""
+
+    code = 8
+
+
+@_register
+class LeaderNotAvailableError(LogbrokerError):
+    """Code 9 (replication): the partition has no leader now (no live in-sync replica)."""
+
+    code = 9
+
+
+@_register
+class NotEnoughReplicasError(LogbrokerError):
+    """Code 10 (replication): acks=-1 with fewer in-sync replicas than min.insync.replicas;
+    nothing was appended."""
+
+    code = 10
+
+
+@_register
+class NotEnoughReplicasAfterAppendError(LogbrokerError):
+    """Code 11 (replication): the leader appended the set but the ISR shrank below
+    min.insync.replicas before it was replicated: not acknowledged."""
+
+    code = 11
+
+
+@_register
+class RequestTimedOutError(LogbrokerError):
+    """Code 12 (replication): acks=-1 and the in-sync replicas did not all have the set
+    within the request's timeout: not acknowledged."""
+
+    code = 12
+
+
+@_register
+class FencedLeaderEpochError(LogbrokerError):
+    """Code 13 (replication): a replica's request named a leader epoch older than the
+    partition's current one."""
+
+    code = 13
+
+
+# Codes after which a client should look up the partition's leader again and retry.
+RETRIABLE_LEADER_CODES = (8, 9)
 
 
 class InflatedSizeTooLargeError(MessageSizeTooLargeError, InvalidMessageError):

@@ -1,9 +1,11 @@
 """A broker: the logs, the socket server, the metrics endpoint and the ZooKeeper registration.
 
 Start order: load (and recover) the logs, start flushing and retention, bind the socket,
-register in ZooKeeper with the bound port, open the metrics port. Stop order (SIGTERM or
-SIGINT): stop accepting, finish the requests in flight, leave ZooKeeper, flush every log and
-write the clean-shutdown marker. A broker whose id is taken in ZooKeeper does not start.
+register in ZooKeeper with the bound port, take the roles of its replicas and join the
+controller election (replication/, in the registration's session), open the metrics port.
+Stop order (SIGTERM or SIGINT): stop accepting, finish the requests in flight, leave the
+election and the replicas, leave ZooKeeper, flush every log and write the clean-shutdown
+marker. A broker whose id is taken in ZooKeeper does not start.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from .socket_server import SocketServer, descriptor_use
 from .waiters import AppendWaiters
 
 if TYPE_CHECKING:
+    from ..replication.controller import Controller
+    from ..replication.replicas import ReplicaManager
     from .registration import BrokerRegistration
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,8 @@ class BrokerServer:
         self.clock = clock
         self.logs: LogManager | None = None
         self.registration: BrokerRegistration | None = None
+        self.replicas: ReplicaManager | None = None
+        self.controller: Controller | None = None
         self.server: SocketServer | None = None
         self.metrics = BrokerMetrics(config.brokerid)
         self.waiters = AppendWaiters()
@@ -91,8 +97,17 @@ class BrokerServer:
                 logging.getLogger("logbroker.server.connection"),
                 config.connection_log_interval_ms / 1000,
             )
+            if config.enable_zookeeper:
+                from ..replication.replicas import ReplicaManager  # kazoo only when needed
+
+                self.replicas = ReplicaManager(config.brokerid, self.logs)
             handlers = RequestHandlers(
-                self.logs, config, self.metrics, self.waiters, warnings=warnings
+                self.logs,
+                config,
+                self.metrics,
+                self.waiters,
+                warnings=warnings,
+                replicas=self.replicas,
             )
             self.metrics.set_gauge_source(self._gauges)
             self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
@@ -112,6 +127,22 @@ class BrokerServer:
                     topics=self._topic_partitions,
                 )
                 await loop.run_in_executor(None, self.registration.start)
+                self._step = "taking the roles of this broker's replicas (replication)"
+                from ..replication.controller import Controller
+                from ..replication.state import ClusterDefaults
+
+                client = self.registration.client
+                assert client is not None and self.replicas is not None
+                await loop.run_in_executor(None, self.replicas.start, client)
+                self.controller = Controller(
+                    client,
+                    config.brokerid,
+                    unclean_leader_election=config.unclean_leader_election_enable,
+                    defaults=ClusterDefaults(
+                        config.default_replication_factor, config.min_insync_replicas
+                    ),
+                )
+                await loop.run_in_executor(None, self.controller.start)
             if config.metrics_port >= 0:
                 self._step = f"serving metrics on {config.hostname}:{config.metrics_port}"
                 self._metrics_server = await serve_metrics(
@@ -153,6 +184,11 @@ class BrokerServer:
         if self._metrics_server is not None:
             await self._metrics_server.stop()
             self._metrics_server = None
+        if self.controller is not None:
+            await loop.run_in_executor(None, self.controller.stop)
+            self.controller = None
+        if self.replicas is not None:
+            await loop.run_in_executor(None, self.replicas.stop)
         if self.registration is not None:
             await loop.run_in_executor(None, self.registration.stop)
         if self.logs is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Union
@@ -41,10 +42,13 @@ from ..protocol.errors import (
     InvalidFetchSizeError,
     InvalidMessageError,
     InvalidTopicError,
+    LeaderNotAvailableError,
     LogbrokerError,
     MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
     StorageError,
     UnknownError,
+    WrongPartitionError,
     error_code,
 )
 from ..protocol.message_set import (
@@ -82,6 +86,7 @@ from ..protocol.responses import (
     encode_refusal,
 )
 from ..protocol.topics import is_legal_topic, validate_topic
+from ..replication.replicas import ReplicaManager
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
@@ -92,6 +97,7 @@ from .waiters import AppendWaiters, WaitingFetch
 log = logging.getLogger(__name__)
 
 _UNANSWERED = (ProduceRequest, MultiProduceRequest)  # 0.7 sends nothing back for these
+MAX_07_CODE = 4  # a 0.7 client knows codes -1 to 4: a later code is Unknown to it
 Part = Union[bytes, FileRegion]  # noqa: UP007 - a runtime alias
 Response = list[Part]
 Outcome = Response | Awaitable[Response] | None
@@ -113,8 +119,10 @@ class RequestHandlers:
         waiters: AppendWaiters,
         run_blocking: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
         warnings: RateLimitedLog | None = None,
+        replicas: ReplicaManager | None = None,
     ) -> None:
         self.logs = logs
+        self.replicas = replicas
         # what a client can make us log: at most a line per cause per interval
         self.warnings = warnings or RateLimitedLog(log, config.connection_log_interval_ms / 1000)
         self.config = config
@@ -186,13 +194,39 @@ class RequestHandlers:
         Compressed wrappers are checked here only as far as their CRC (`check.compressed`
         counts them): inflating runs in a worker thread (`_inflate`), never on the loop."""
         partition = req.partition
-        if self.logs.lookup(req.topic, partition) is None:  # an existing log needs no checks
+        part_log = self.logs.lookup(req.topic, partition)
+        if part_log is None or not part_log.leading:  # an existing 0.7 log needs no checks
             validate_topic(req.topic)
-            if partition == RANDOM_PARTITION:
-                partition = self.logs.choose_partition(req.topic)
-            self.logs.check_partition(req.topic, partition)
+            if self._replicated(req.topic, part_log):
+                partition = self._leader_partition(req.topic, partition)
+            else:
+                if partition == RANDOM_PARTITION:
+                    partition = self.logs.choose_partition(req.topic)
+                self.logs.check_partition(req.topic, partition)
         check = validate(req.messages, inflate=False) if validated is None else validated
         return partition, self._checked(req, partition, check)
+
+    def _replicated(self, topic: str, part_log: Log | None) -> bool:
+        """Whether `topic` is a replicated topic's (its partitions are not 0.7's)."""
+        if part_log is not None and part_log.replicated:
+            return True
+        return self.replicas is not None and self.replicas.is_replicated(topic)
+
+    def _leader_partition(self, topic: str, partition: int) -> int:
+        """The replicated partition a produce goes to, if this broker leads it; else the
+        error that says who does (NotLeaderForPartition, LeaderNotAvailable). Partition -1
+        (a 0.7 producer's "any") is one of the partitions this broker leads."""
+        if self.replicas is None:
+            raise LeaderNotAvailableError(f"{topic} is replicated and replication is not running")
+        if partition == RANDOM_PARTITION:
+            led = [r.partition for r in self.replicas.replicas() if r.topic == topic and r.leading]
+            if not led:
+                raise NotLeaderForPartitionError(f"this broker leads no partition of {topic}")
+            return random.choice(led)
+        found = self.replicas.replica(topic, partition)
+        if found is None or not found.leading:
+            raise self.replicas.refusal(topic, partition)
+        return partition
 
     @staticmethod
     def _checked(req: ProduceRequest, partition: int, check: Validation) -> Validation:
@@ -257,7 +291,7 @@ class RequestHandlers:
     def produce(self, req: ProduceRequest, client: str) -> Outcome:
         self.metrics.request("produce")
         part_log = self.logs.lookup(req.topic, req.partition)
-        if part_log is None:
+        if part_log is None or not part_log.leading:  # new, or a replica it does not lead
             return self._produce_all((req,), client, "PRODUCE")
         # The usual produce, in a few steps (a one-message produce's latency is mostly
         # Python calls): an existing log needs no name checks, and a plain, valid set
@@ -397,8 +431,11 @@ class RequestHandlers:
                 raise InvalidFetchSizeError(f"fetch size {req.max_size} is negative")
             # an existing log's name and partition need no checks (as for produces)
             part_log = self.logs.lookup(req.topic, req.partition)
-            if part_log is None:
+            if part_log is None or not part_log.leading:
                 validate_topic(req.topic)
+                if self._replicated(req.topic, part_log):
+                    # consumers read from the leader (docs/replication.md)
+                    raise self._replica_refusal(req.topic, req.partition)
                 part_log = self.logs.get_log(req.topic, req.partition)
             if part_log is None:
                 region = empty_region(req.offset)
@@ -407,7 +444,7 @@ class RequestHandlers:
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc), req.topic if is_legal_topic(req.topic) else None)
             code = error_code(exc)
-            if isinstance(exc, InvalidTopicError) and not extension:
+            if not extension and (isinstance(exc, InvalidTopicError) or code > MAX_07_CODE):
                 code = UnknownError.code  # 0.7 answered an illegal name with Unknown
             return FetchedSet(code, 0, empty_region(req.offset))
         if region.length:
@@ -467,9 +504,19 @@ class RequestHandlers:
 
     # -- offsets and metadata ---------------------------------------------------------
 
+    def _replica_refusal(self, topic: str, partition: int) -> LogbrokerError:
+        if self.replicas is None:
+            return LeaderNotAvailableError(f"{topic} is replicated and replication is not running")
+        return self.replicas.refusal(topic, partition)
+
     def offsets(self, req: OffsetsRequest, client: str) -> Response:
         self.metrics.request("offsets")
         validate_topic(req.topic)  # 0.7 did not catch these: the connection closes
+        existing = self.logs.lookup(req.topic, req.partition)
+        if (existing is not None and not existing.leading) or (
+            existing is None and self._replicated(req.topic, None)
+        ):
+            raise self._replica_refusal(req.topic, req.partition)  # the leader answers
         part_log = self.logs.get_log(req.topic, req.partition)
         if part_log is None:
             offsets = [0] if req.time in (LATEST_TIME, EARLIEST_TIME) else []
@@ -481,6 +528,11 @@ class RequestHandlers:
     def create_topic(self, req: CreateTopicRequest, client: str) -> Response:
         self.metrics.request("create_topic")
         try:
+            if self._replicated(req.topic, None):
+                raise WrongPartitionError(
+                    f"topic {req.topic!r} is replicated: its partitions are assigned in "
+                    "ZooKeeper (logbroker topics create --replication-factor), not per broker"
+                )
             self.logs.create_topic(req.topic, req.partitions)
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc))
@@ -503,7 +555,18 @@ class RequestHandlers:
                 answer.append(TopicMetadata(topic, error_code(exc), ()))
                 continue
             partitions = []
-            if topic in self.logs.topics():
+            if self.replicas is not None and self.replicas.is_replicated(topic):
+                for replica in sorted(self.replicas.replicas(), key=lambda r: r.partition):
+                    if replica.topic == topic:
+                        partitions.append(
+                            PartitionMetadata(
+                                replica.partition,
+                                replica.log.start_offset,
+                                replica.log.end_offset,
+                                replica.log.size_in_bytes,
+                            )
+                        )
+            elif topic in self.logs.topics():
                 for partition in range(self.logs.partition_count(topic)):
                     part_log = self.logs.get_log(topic, partition)
                     if part_log is None:

@@ -15,6 +15,11 @@ out-of-range all use that one end point. A killed broker process loses nothing t
 appended; a machine that loses power loses the unflushed tail, which recovery cuts back to
 the last whole valid entry. (0.7 showed only flushed data; we show it sooner for latency.)
 
+A replicated partition's directory also holds `leader-epoch-checkpoint` (REPLICA_MARKER; the
+replication package owns its content): its presence is what tells the broker, at start, that
+the log is a replica and not a 0.7 topic's partition. Such a log takes produces only while
+this broker leads it (`leading`, set by the replication package; always True for 0.7's logs).
+
 Concurrency: appends, rolls, truncation and deletes hold the log's lock. Readers take no
 lock: the segment list is an immutable tuple replaced whole (copy-on-write), and a segment's
 size only grows while a reader may look at it.
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 
 
 Clock = Callable[[], int]  # milliseconds since the epoch
+REPLICA_MARKER = "leader-epoch-checkpoint"  # in a replicated partition's directory only
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,10 @@ class Log:
         self.last_flush_ms = clock()
         self.recovery: RecoveryResult | None = None
         directory.mkdir(parents=True, exist_ok=True)
+        # A replica takes produces only while it leads; 0.7's logs always do.
+        self.replicated = (directory / REPLICA_MARKER).exists()
+        self.leading = not self.replicated
+        self.replica: object | None = None  # the replication package's Replica, once adopted
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self._load(recover)

@@ -14,6 +14,11 @@ created on their first produce with `num.partitions` partitions, or the count th
 `log.flush.interval` unflushed messages) and the cleaner (retention every
 `log.cleanup.interval.mins`, by age `log.retention.hours` and by size `log.retention.size`).
 Both call `flush_due`/`cleanup`, which tests call directly with an injected clock.
+
+Replicated partitions (docs/replication.md) live here too, as `<topic>-<p>` with the global
+partition number p and a REPLICA_MARKER file; they are created by the replication package
+(`create_replica`), never by a produce, and are not 0.7 topics: `topics()` leaves them out
+(they are not registered under /brokers/topics), `replicated_topics()` names them.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pathlib import Path
 from ..config import BrokerConfig
 from ..protocol.errors import WrongPartitionError
 from ..protocol.topics import parse_partition_dir_name, partition_dir_name, validate_topic
-from .log import Clock, Log, LogConfig
+from .log import REPLICA_MARKER, Clock, Log, LogConfig
 from .open_files import OpenFiles
 from .segment import LogSegment
 
@@ -166,7 +171,34 @@ class LogManager:
         return list(self._logs.values())
 
     def topics(self) -> list[str]:
-        return sorted({topic for topic, _ in self._logs})
+        """0.7's topics here (replicated ones are not: replicated_topics)."""
+        return sorted(
+            {topic for (topic, _), part_log in self._logs.items() if not part_log.replicated}
+        )
+
+    def replicated_topics(self) -> list[str]:
+        return sorted({topic for (topic, _), part_log in self._logs.items() if part_log.replicated})
+
+    def create_replica(self, topic: str, partition: int) -> Log:
+        """This broker's replica of partition `partition` of replicated `topic`: its log,
+        created (with its marker) if new. Never registered as a 0.7 topic."""
+        validate_topic(topic)
+        with self._create_lock:
+            found = self._logs.get((topic, partition))
+            if found is not None:
+                if not found.replicated:
+                    raise WrongPartitionError(
+                        f"{found.name} is a 0.7 topic's partition here, not a replica"
+                    )
+                return found
+            directory = self.log_dir / partition_dir_name(topic, partition)
+            directory.mkdir(parents=True, exist_ok=True)
+            marker = directory / REPLICA_MARKER
+            if not marker.exists():
+                marker.write_text("0\n0\n")  # an epoch file with no epochs (replication/epochs.py)
+            part_log = self._open_log(topic, partition, recover=False)
+        log.info("created replica %s", part_log.name)
+        return part_log
 
     def partition_count(self, topic: str) -> int:
         """Partitions of `topic` here: the configured count, or more if the disk has more."""

@@ -1,0 +1,313 @@
+"""The controller: one broker of the cluster elects the leaders of replicated partitions.
+
+Every broker runs a Controller; the one that creates the ephemeral `/replication/controller`
+(state.py) is the controller until its ZooKeeper session ends, and the others wait for that
+node to go. Becoming controller and incrementing `/replication/controller_epoch` are one
+ZooKeeper transaction, so two controllers never share an epoch.
+
+What the controller decides, always as a transaction that also checks that the controller
+epoch is still its own (a deposed controller's write fails), and that the state's znode is
+at the version it read (a leader's ISR change in between is never overwritten):
+
+- a new topic (a child of `/replication/topics` without partition states): each partition's
+  first leader is the first live broker of its replica list, its ISR the live replicas;
+- a broker whose registration (`/brokers/ids/<id>`) is gone: every partition it led gets a
+  new leader, the first replica in the list that is alive and in the ISR, with the leader
+  epoch incremented; it leaves the ISR of every partition it followed. With no live ISR
+  member, the partition gets no leader (`-1`) and keeps its last ISR, so that one of those
+  replicas, and only one of those, can lead it when it comes back (unless
+  `unclean.leader.election.enable`: then any live replica leads, with an ISR of itself,
+  and what only the lost ISR had is gone: that is what "unclean" means);
+- a broker that comes back: partitions without a leader whose ISR names it get it as leader.
+
+Threads: kazoo's callbacks only enqueue; one worker thread does every read and write in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from ..coordination import paths
+from . import state as zk
+from .state import Assignment, ClusterDefaults, ControllerInfo, PartitionState
+
+log = logging.getLogger(__name__)
+
+Elected = Callable[[str, int, PartitionState], None]  # a hook for tests and metrics
+
+
+class _Deposed(Exception):
+    """A newer controller epoch exists: this broker stopped being the controller."""
+
+
+class Controller:
+    """This broker's part in the controller election, and the controller's work when it won."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        broker_id: int,
+        *,
+        unclean_leader_election: bool = False,
+        defaults: ClusterDefaults | None = None,
+        on_elected: Elected | None = None,
+    ) -> None:
+        self.client = client
+        self.broker_id = broker_id
+        self.unclean = unclean_leader_election
+        self.defaults = defaults or ClusterDefaults(1, 1)
+        self.on_elected = on_elected
+        self.epoch = 0  # while active: this controller's epoch
+        self._epoch_version = -1  # the version of /replication/controller_epoch we wrote
+        self._active = False
+        self._live: set[int] = set()
+        self._known_topics: set[str] = set()
+        self._tasks: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._stopped = threading.Event()
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def start(self) -> None:
+        for parent in (zk.TOPICS, zk.SHUTDOWN):
+            self.client.ensure_path(parent)
+        self._worker = threading.Thread(
+            target=self._run, name=f"controller-{self.broker_id}", daemon=True
+        )
+        self._worker.start()
+        self.client.DataWatch(zk.CONTROLLER, self._controller_changed)
+
+    def stop(self) -> None:
+        """Stop working; resign if controller (the node goes, and another broker takes over)."""
+        self._stopped.set()
+        self._tasks.put(None)
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+        if self._active:
+            self._active = False
+            with contextlib.suppress(KazooException):  # else it goes with the session
+                self.client.delete(zk.CONTROLLER)
+
+    # -- kazoo's callbacks: enqueue only ----------------------------------------------------
+
+    def _controller_changed(
+        self, data: bytes | None, stat: ZnodeStat | None, event: object = None
+    ) -> bool:
+        if self._stopped.is_set():
+            return False
+        self._tasks.put(("controller", None if stat is None else data))
+        return True
+
+    def _brokers_changed(self, children: list[str]) -> bool:
+        if self._stopped.is_set() or not self._active:
+            return False
+        self._tasks.put(("brokers", children))
+        return True
+
+    def _topics_changed(self, children: list[str]) -> bool:
+        if self._stopped.is_set() or not self._active:
+            return False
+        self._tasks.put(("topics", children))
+        return True
+
+    # -- the worker ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None or self._stopped.is_set():
+                return
+            kind, value = task
+            try:
+                if kind == "controller":
+                    self._on_controller(value)
+                elif kind == "brokers" and self._active:
+                    self._on_brokers({int(c) for c in value if c.isdigit()})
+                elif kind == "topics" and self._active:
+                    self._on_topics(set(value))
+            except _Deposed:
+                self._deposed()
+            except KazooException as exc:
+                # The session is gone or ZooKeeper is away: the watches fire again when it
+                # is back, and the new controller (maybe this one) starts from the states.
+                log.warning("controller %d: %s while handling %s", self.broker_id, exc, kind)
+
+    def _on_controller(self, data: bytes | None) -> None:
+        if data is not None:
+            current = ControllerInfo.decode(data)
+            if current.broker != self.broker_id and self._active:
+                log.warning("broker %d is no longer the controller", self.broker_id)
+                self._active = False
+            return
+        self._active = False
+        epoch_data, epoch_stat = self._epoch()
+        epoch = int(epoch_data) + 1
+        transaction = self.client.transaction()
+        transaction.create(
+            zk.CONTROLLER, ControllerInfo(self.broker_id, epoch).encode(), ephemeral=True
+        )
+        transaction.set_data(zk.CONTROLLER_EPOCH, str(epoch).encode(), version=epoch_stat.version)
+        results = transaction.commit()
+        if any(isinstance(r, Exception) for r in results):
+            if not any(isinstance(r, NodeExistsError) for r in results):
+                log.info(
+                    "controller election: %s", [r for r in results if isinstance(r, Exception)]
+                )
+            return  # another broker won (or raised the epoch first): its node is watched
+        self.epoch, self._epoch_version = epoch, epoch_stat.version + 1
+        self._active = True
+        log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
+        try:  # what the tools read: `topics create` without --replication-factor
+            self.client.set(zk.CONFIG, self.defaults.encode())
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self.client.create(zk.CONFIG, self.defaults.encode(), makepath=True)
+        self.client.ChildrenWatch(paths.BROKER_IDS, self._brokers_changed)
+        self.client.ChildrenWatch(zk.TOPICS, self._topics_changed)
+
+    def _epoch(self) -> tuple[bytes, ZnodeStat]:
+        try:
+            data, stat = self.client.get(zk.CONTROLLER_EPOCH)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self.client.create(zk.CONTROLLER_EPOCH, b"0", makepath=True)
+            data, stat = self.client.get(zk.CONTROLLER_EPOCH)
+        return data, stat
+
+    def _on_brokers(self, live: set[int]) -> None:
+        gone, back = self._live - live, live - self._live
+        self._live = live
+        if gone:
+            log.info("controller: broker(s) %s gone", sorted(gone))
+        if back:
+            log.info("controller: broker(s) %s live", sorted(back))
+        self._elect_everywhere()
+
+    def _on_topics(self, topics: set[str]) -> None:
+        new = topics - self._known_topics
+        self._known_topics = topics
+        if new:
+            self._elect_everywhere(only=new)
+
+    # -- elections ------------------------------------------------------------------------
+
+    def _elect_everywhere(self, only: set[str] | None = None) -> None:
+        """Bring every partition's state in line with the live brokers (see the module doc)."""
+        if not self._live:
+            self._live = {int(c) for c in self.client.get_children(paths.BROKER_IDS) if c.isdigit()}
+        topics = only if only is not None else set(self.client.get_children(zk.TOPICS))
+        for topic in sorted(topics):
+            try:
+                data, _ = self.client.get(zk.topic_path(topic))
+                assignment = Assignment.decode(topic, data)
+            except (NoNodeError, ValueError) as exc:
+                log.warning("controller: topic %s skipped: %s", topic, exc)
+                continue
+            for partition, replicas in enumerate(assignment.replicas):
+                self._settle(topic, partition, replicas)
+
+    def _settle(self, topic: str, partition: int, replicas: tuple[int, ...]) -> None:
+        path = zk.partition_path(topic, partition)
+        for _attempt in range(5):
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                if self._create_first(topic, partition, replicas):
+                    return
+                continue  # created meanwhile: read it
+            current = PartitionState.decode(data, stat.version, path)
+            wanted = self._decide(current, replicas)
+            if wanted is None or self._write(path, wanted, stat.version):
+                if wanted is not None:
+                    self._announce(topic, partition, wanted, current)
+                return
+        log.warning("controller: could not settle %s (its state kept changing)", path)
+
+    def _decide(self, current: PartitionState, replicas: tuple[int, ...]) -> PartitionState | None:
+        live = self._live
+        isr_live = tuple(r for r in current.isr if r in live)
+        if current.leader in live:
+            if isr_live == current.isr:
+                return None  # nothing to do
+            # followers that died leave the ISR; the leader and its epoch stay
+            return PartitionState(current.leader, current.leader_epoch, isr_live, self.epoch)
+        candidates = [r for r in replicas if r in isr_live]
+        if candidates:
+            leader = candidates[0]
+            return PartitionState(leader, current.leader_epoch + 1, isr_live, self.epoch)
+        if self.unclean:
+            alive = [r for r in replicas if r in live]
+            if alive:
+                log.error(
+                    "UNCLEAN leader election: no in-sync replica of %s is alive; broker %d "
+                    "leads it from what it has (messages only the old ISR held are lost)",
+                    current,
+                    alive[0],
+                )
+                return PartitionState(alive[0], current.leader_epoch + 1, (alive[0],), self.epoch)
+        if current.leader == zk.NO_LEADER:
+            return None  # still no live ISR member: it stays offline
+        # offline: no leader, and the last ISR kept so that only one of them can lead later
+        return PartitionState(zk.NO_LEADER, current.leader_epoch + 1, current.isr, self.epoch)
+
+    def _create_first(self, topic: str, partition: int, replicas: tuple[int, ...]) -> bool:
+        """Write a new partition's first state; False when it exists already (read it)."""
+        live = [r for r in replicas if r in self._live]
+        first = PartitionState(
+            live[0] if live else zk.NO_LEADER, 0, tuple(live) or replicas, self.epoch
+        )
+        transaction = self.client.transaction()
+        transaction.check(zk.CONTROLLER_EPOCH, self._epoch_version)
+        transaction.create(zk.partition_path(topic, partition), first.encode(), makepath=True)
+        results = transaction.commit()
+        if isinstance(results[0], BadVersionError):
+            raise _Deposed
+        if any(isinstance(r, Exception) for r in results):
+            return False
+        self._announce(topic, partition, first, None)
+        return True
+
+    def _write(self, path: str, wanted: PartitionState, version: int) -> bool:
+        transaction = self.client.transaction()
+        transaction.check(zk.CONTROLLER_EPOCH, self._epoch_version)
+        transaction.set_data(path, wanted.encode(), version=version)
+        results = transaction.commit()
+        if isinstance(results[0], BadVersionError):
+            raise _Deposed  # stop this round: another controller decides now
+        return not any(isinstance(r, Exception) for r in results)
+
+    def _deposed(self) -> None:
+        if self._active:
+            log.warning("controller %d was deposed (a newer controller epoch)", self.broker_id)
+        self._active = False
+
+    def _announce(
+        self, topic: str, partition: int, wanted: PartitionState, before: PartitionState | None
+    ) -> None:
+        if before is None or wanted.leader != before.leader:
+            log.info(
+                "controller: %s-%d leader %s, epoch %d, ISR %s",
+                topic,
+                partition,
+                wanted.leader if wanted.online else "none (offline)",
+                wanted.leader_epoch,
+                list(wanted.isr),
+            )
+        if self.on_elected is not None:
+            self.on_elected(topic, partition, wanted)
