@@ -147,6 +147,8 @@ class Controller:
                 # The session is gone or ZooKeeper is away: the watches fire again when it
                 # is back, and the new controller (maybe this one) starts from the states.
                 log.warning("controller %d: %s while handling %s", self.broker_id, exc, kind)
+            except Exception:  # a bug: said loudly, and the controller goes on
+                log.exception("controller %d failed handling %s", self.broker_id, kind)
 
     def _on_controller(self, data: bytes | None) -> None:
         if data is not None:
@@ -272,9 +274,10 @@ class Controller:
         first = PartitionState(
             live[0] if live else zk.NO_LEADER, 0, tuple(live) or replicas, self.epoch
         )
+        self.client.ensure_path(zk.partitions_path(topic))
         transaction = self.client.transaction()
         transaction.check(zk.CONTROLLER_EPOCH, self._epoch_version)
-        transaction.create(zk.partition_path(topic, partition), first.encode(), makepath=True)
+        transaction.create(zk.partition_path(topic, partition), first.encode())
         results = transaction.commit()
         if isinstance(results[0], BadVersionError):
             raise _Deposed
