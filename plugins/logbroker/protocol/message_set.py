@@ -547,6 +547,21 @@ def whole_entries_end(buffer: Buffer) -> int:
     return pos
 
 
+def whole_entries(buffer: Buffer) -> tuple[int, int]:
+    """(where the whole entries at the start of `buffer` end, how many there are): sizes
+    only, as `whole_entries_end`; what a follower appends of a fetched region."""
+    length = len(buffer)
+    unpack_int = _INT32.unpack_from
+    pos = count = 0
+    while pos + ENTRY_OVERHEAD <= length:
+        (size,) = unpack_int(buffer, pos)
+        if size < MIN_MESSAGE_SIZE or pos + ENTRY_OVERHEAD + size > length:
+            break
+        pos += ENTRY_OVERHEAD + size
+        count += 1
+    return pos, count
+
+
 def first_entry_size(buffer: Buffer) -> int | None:
     """Bytes the first entry needs (size prefix included), or None when fewer than 4 bytes.
 

@@ -11,10 +11,12 @@ Every request is one frame; all integers big-endian, signed (see wire.py for the
     2     MULTIFETCH    int16 count | Fetch × count
     3     MULTIPRODUCE  int16 count | Produce × count                    no response
     4     OFFSETS       Topic | int32 partition | int64 time | int32 max offsets
-    5     PRODUCE_ACK   int8 flags | int16 count | Produce × count                  extension
+    5     PRODUCE_ACK   int8 flags | [int32 timeout ms, if flag bit 1] | int16 count
+                          | Produce × count                                          extension
     6     FETCH_WAIT    int32 max wait ms | int32 min bytes | int16 count | Fetch × count  ext.
     7     METADATA      int16 count | Topic × count (0 = every topic)               extension
     8     CREATE_TOPIC  Topic | int32 partitions  (answered like METADATA for the topic) ext.
+    9, 10 REPLICA_FETCH, OFFSETS_FOR_LEADER_EPOCH: between brokers (protocol/replication.py)
 
     Produce (T = topic bytes)              Fetch
     offset  size  field                    offset  size  field
@@ -25,7 +27,9 @@ Every request is one frame; all integers big-endian, signed (see wire.py for the
     10+T    N     message set              14+T    4     max size (bytes of log data)
 
     OFFSETS time: -1 = latest, -2 = earliest, else ms since the epoch.
-    PRODUCE_ACK flags: bit 0 = fsync the appended sets before answering; other bits must be 0.
+    PRODUCE_ACK flags: bit 0 = fsync the appended sets before answering; bit 1 = answer only
+    once every in-sync replica has the sets (acks=-1; an int32 timeout in ms follows the
+    flags); other bits must be 0.
 
 The extensions have ids above 0.7's, so a 0.7 client never sends them. `decode_request`
 takes the frame after its int32 size (starting at the int16 type) and is hardened: any
@@ -41,6 +45,12 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from .errors import InvalidRequestError, InvalidTopicError
+from .replication import (
+    OffsetsForLeaderEpochRequest,
+    ReplicaFetchRequest,
+    decode_replication_request,
+    encode_replication_request,
+)
 from .topics import validate_topic
 from .wire import (
     INT8,
@@ -65,6 +75,7 @@ LATEST_TIME = -1
 EARLIEST_TIME = -2
 RANDOM_PARTITION = -1
 FLAG_FSYNC = 0x01
+FLAG_ALL_IN_SYNC = 0x02  # acks=-1: answered once the whole ISR has the sets
 
 FRAME_SIZE_BYTES = 4  # the int32 size in front of every frame
 REQUEST_TYPE_BYTES = 2
@@ -84,6 +95,8 @@ class RequestType(IntEnum):
     FETCH_WAIT = 6  # extension: fetch that waits for data
     METADATA = 7  # extension: topics, partitions and their offsets
     CREATE_TOPIC = 8  # extension: create a topic's partitions on this broker
+    REPLICA_FETCH = 9  # replication: a follower's fetch (protocol/replication.py)
+    OFFSETS_FOR_LEADER_EPOCH = 10  # replication: where an epoch ends in the leader's log
 
 
 class ProduceRequest(NamedTuple):
@@ -164,6 +177,10 @@ class AckedProduceRequest(NamedTuple):
     "Whether the broker fsyncs the appended sets before it answers (flags bit 0)."
     produces: tuple[ProduceRequest, ...]
     "The produces, at most 32767; answered in this order."
+    all_in_sync: bool = False
+    "acks=-1: answer once every in-sync replica has the sets (flags bit 1)."
+    timeout_ms: int = 0
+    "With all_in_sync: the longest the leader waits for the ISR before it answers code 12."
 
     @property
     def request_type(self) -> RequestType:
@@ -219,6 +236,8 @@ Request = (
     | WaitingFetchRequest
     | MetadataRequest
     | CreateTopicRequest
+    | ReplicaFetchRequest
+    | OffsetsForLeaderEpochRequest
 )
 
 
@@ -248,7 +267,10 @@ def encode_request(req: Request, *, validate_topics: bool = True) -> bytes:
         parts.append(INT64.pack(check_int(req.time, INT64_MIN, INT64_MAX, "time")))
         parts.append(INT32.pack(check_int(req.max_offsets, INT32_MIN, INT32_MAX, "max_offsets")))
     elif isinstance(req, AckedProduceRequest):
-        parts.append(INT8.pack(FLAG_FSYNC if req.fsync else 0))
+        flags = (FLAG_FSYNC if req.fsync else 0) | (FLAG_ALL_IN_SYNC if req.all_in_sync else 0)
+        parts.append(INT8.pack(flags))
+        if req.all_in_sync:
+            parts.append(INT32.pack(check_int(req.timeout_ms, 0, INT32_MAX, "timeout_ms")))
         parts.append(INT16.pack(_count(req.produces, "produces")))
         for produce in req.produces:
             _encode_produce(produce, parts, validate_topics)
@@ -265,6 +287,8 @@ def encode_request(req: Request, *, validate_topics: bool = True) -> bytes:
     elif isinstance(req, CreateTopicRequest):
         parts.append(_encode_topic(req.topic, validate_topics))
         parts.append(INT32.pack(check_int(req.partitions, 1, INT32_MAX, "partitions")))
+    elif isinstance(req, (ReplicaFetchRequest, OffsetsForLeaderEpochRequest)):
+        return encode_replication_request(req)
     else:
         raise ValueError(f"not a request: {req!r}")
     size = sum(len(p) for p in parts)
@@ -413,15 +437,23 @@ def decode_request(frame_body: Buffer, *, validate_topics: bool = True) -> Reque
     elif kind is RequestType.PRODUCE_ACK:
         pos = reader.pos
         flags = reader.int8("flags")
-        if flags & ~FLAG_FSYNC:
+        if flags & ~(FLAG_FSYNC | FLAG_ALL_IN_SYNC):
             reader.fail(f"flags {flags & 0xFF:#04x} at byte {pos} set unknown bits")
-        req = AckedProduceRequest(bool(flags & FLAG_FSYNC), _read_produces(reader, validate_topics))
+        timeout_ms = reader.non_negative_int32("timeout ms") if flags & FLAG_ALL_IN_SYNC else 0
+        req = AckedProduceRequest(
+            bool(flags & FLAG_FSYNC),
+            _read_produces(reader, validate_topics),
+            bool(flags & FLAG_ALL_IN_SYNC),
+            timeout_ms,
+        )
     elif kind is RequestType.FETCH_WAIT:
         max_wait_ms = reader.non_negative_int32("max wait ms")
         min_bytes = reader.non_negative_int32("min bytes")
         req = WaitingFetchRequest(max_wait_ms, min_bytes, _read_fetches(reader, validate_topics))
     elif kind is RequestType.METADATA:
         req = MetadataRequest(_read_topics(reader, validate_topics))
+    elif kind in (RequestType.REPLICA_FETCH, RequestType.OFFSETS_FOR_LEADER_EPOCH):
+        req = decode_replication_request(kind, reader)
     else:
         topic = _read_topic(reader, validate_topics)
         pos = reader.pos

@@ -63,6 +63,12 @@ class LeaderEpochs:
             return list(self._entries)
 
     @property
+    def latest_start(self) -> int:
+        """Where the latest epoch starts (0 with none)."""
+        with self._lock:
+            return self._entries[-1][1] if self._entries else 0
+
+    @property
     def latest_epoch(self) -> int:
         with self._lock:
             return self._entries[-1][0] if self._entries else UNDEFINED

@@ -1,47 +1,83 @@
-"""This broker's replicas of replicated partitions: their logs, and the role each state gives.
+"""This broker's replicas of replicated partitions: their logs, roles, high watermarks and ISR.
 
 The broker watches `/replication/topics` (state.py). For each replicated topic it reads the
 assignment once; for each partition whose replica list names this broker it makes the
 replica's log (LogManager.create_replica: `<topic>-<p>` with its epoch file) and watches the
-partition's state. The role follows the state:
+partition's state. The role follows the state (docs/replication.md, "Leaders and followers"):
 
-- leader (the state's leader is this broker): the log takes produces (`log.leading`), and the
-  epoch it leads in is recorded in its epoch file (epochs.py) before its first append;
-- follower (another broker leads): no produce is taken here;
-- offline (no leader): nobody takes produces; every request about it says so.
+- leader: the log takes produces (`log.leading`); the epoch it leads in is written to its
+  epoch file before its first append. It learns each follower's log end from the offsets the
+  follower fetches (`record_fetch`); the high watermark is the smallest log end in the ISR,
+  and consumers see only what is below it. A follower that has not caught up to the leader's
+  end for `replica.lag.time.max.ms` leaves the ISR; one whose end reaches the high watermark
+  rejoins it. The leader writes those ISR changes itself, as a conditional write of the
+  state (the version it read, its leader and epoch kept): a stale leader's write fails.
+  acks=-1 produces wait here (`wait_in_sync`) until the high watermark passes them;
+- follower: a ReplicaFetcher (fetcher.py) copies the leader's bytes into the log;
+- offline: nobody takes produces; every request about it says so.
+
+The high watermarks are written to `<log.dir>/replication-offset-checkpoint` (highwater.py)
+every `replica.high.watermark.checkpoint.interval.ms` and at stop, and read back at start.
 
 Threads: kazoo calls the watches on its event thread; they only enqueue. One worker thread
-reads ZooKeeper, creates logs and changes roles, in order. The event loop reads a replica's
-role (`Replica.leading`, `Replica.state`) without a lock: each is one attribute, replaced whole.
+reads ZooKeeper, creates logs, changes roles and writes ISR changes, in order, and runs the
+periodic checks (laggards, checkpoints). The broker's event loop serves requests: it updates
+a leader's follower ends and high watermark and settles acks=-1 waits; the worker hands it
+role changes through `call_soon_threadsafe`. A role is one attribute (`log.leading`), and a
+state one object, each replaced whole: either thread reads them without a lock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import queue
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
-from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, NotLeaderForPartitionError
+from ..coordination import paths
+from ..protocol.errors import (
+    LeaderNotAvailableError,
+    LogbrokerError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderForPartitionError,
+    RequestTimedOutError,
+)
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from . import state as zk
 from .epochs import LeaderEpochs
+from .fetcher import ReplicaFetcher
+from .highwater import read_high_watermarks, write_high_watermarks
 from .state import Assignment, PartitionState
 
 log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]  # milliseconds
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 class Replica:
     """This broker's replica of one replicated partition."""
 
     def __init__(
-        self, topic: str, partition: int, replicas: tuple[int, ...], part_log: Log, broker_id: int
+        self,
+        topic: str,
+        partition: int,
+        replicas: tuple[int, ...],
+        part_log: Log,
+        broker_id: int,
+        high_watermark: int = 0,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -50,6 +86,11 @@ class Replica:
         self.broker_id = broker_id
         self.epochs = LeaderEpochs(part_log.directory)
         self.state: PartitionState | None = None
+        self.high_watermark = min(high_watermark, part_log.end_offset)
+        # leader only: each follower's log end, and when it last reached the leader's end
+        self.follower_end: dict[int, int] = {}
+        self.caught_up_ms: dict[int, int] = {}
+        self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # acks=-1: (offset, answer)
         part_log.replica = self
 
     @property
@@ -59,6 +100,11 @@ class Replica:
     @property
     def leading(self) -> bool:
         return self.log.leading
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        current = self.state
+        return current.isr if current is not None else ()
 
     def not_leader(self) -> LogbrokerError:
         """The error for a request that needs the leader, as this replica sees the partition."""
@@ -73,39 +119,131 @@ class Replica:
             f"(leader epoch {current.leader_epoch})"
         )
 
-    def apply(self, new: PartitionState) -> None:
-        """Take the role `new` gives this broker (the worker thread)."""
+    # -- the leader's bookkeeping (the event loop) ------------------------------------------
+
+    def record_fetch(self, follower: int, offset: int, now_ms: int) -> bool:
+        """A follower fetched from `offset`: it holds everything before it. True when the
+        high watermark moved."""
+        self.follower_end[follower] = offset
+        if offset >= self.log.end_offset:
+            self.caught_up_ms[follower] = now_ms
+        return self.advance_high_watermark()
+
+    def advance_high_watermark(self) -> bool:
+        """The smallest log end in the ISR, if it is above the high watermark (True then);
+        settles the acks=-1 waits it passes."""
+        current = self.state
+        if current is None or current.leader != self.broker_id:
+            return False
+        mark = self.log.end_offset
+        for member in current.isr:
+            if member != self.broker_id:
+                mark = min(mark, self.follower_end.get(member, -1))
+        if mark <= self.high_watermark:
+            return False
+        self.high_watermark = mark
+        if self._waiting:
+            still = []
+            for offset, future in self._waiting:
+                if offset <= mark:
+                    if not future.done():
+                        future.set_result(0)
+                else:
+                    still.append((offset, future))
+            self._waiting = still
+        return True
+
+    def wants_in(self, follower: int, offset: int) -> bool:
+        """Whether a follower outside the ISR has caught up enough to rejoin it: its end has
+        reached the high watermark and this leader's epoch."""
+        return (
+            follower not in self.isr
+            and follower in self.replicas
+            and offset >= self.high_watermark
+            and offset >= self.epochs.latest_start
+        )
+
+    def laggards(self, now_ms: int, lag_ms: int) -> list[int]:
+        """ISR members (but the leader) that have not caught up for `lag_ms`."""
+        return [
+            f
+            for f in self.isr
+            if f != self.broker_id and now_ms - self.caught_up_ms.get(f, now_ms) > lag_ms
+        ]
+
+    def wait_in_sync(self, offset: int, timeout_s: float) -> asyncio.Future[int]:
+        """A future settled with 0 once the high watermark reaches `offset` (the end of an
+        acks=-1 produce), or with an error code: 12 after `timeout_s`, 11 when the ISR
+        shrinks below min.insync.replicas, 8 when this broker stops leading."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        if offset <= self.high_watermark:
+            future.set_result(0)
+            return future
+        self._waiting.append((offset, future))
+        loop.call_later(timeout_s, _settle, future, RequestTimedOutError.code)
+        return future
+
+    def fail_waiting(self, code: int) -> None:
+        waiting, self._waiting = self._waiting, []
+        for _, future in waiting:
+            _settle(future, code)
+
+    # -- roles (the worker thread) -----------------------------------------------------------
+
+    def become(self, new: PartitionState, now_ms: int) -> str | None:
+        """Take the role `new` gives this broker; the role's name when it changed."""
         old = self.state
         leads = new.leader == self.broker_id
-        if leads and (
-            old is None or old.leader != self.broker_id or old.leader_epoch != new.leader_epoch
-        ):
+        changed = old is None or (old.leader, old.leader_epoch) != (new.leader, new.leader_epoch)
+        if leads and changed:
             # Before the first append of the epoch: its start is the log's end now.
             self.epochs.assign(new.leader_epoch, self.log.end_offset)
+            self.follower_end = {}
+            self.caught_up_ms = {f: now_ms for f in new.isr}  # a grace for every member
         self.state = new
         self.log.leading = leads
-        if old is None or (old.leader, old.leader_epoch) != (new.leader, new.leader_epoch):
-            role = "leader" if leads else ("follower" if new.online else "offline")
-            log.info(
-                "replica %s on broker %d: %s (leader %s, epoch %d, ISR %s)",
-                self.name,
-                self.broker_id,
-                role,
-                new.leader,
-                new.leader_epoch,
-                list(new.isr),
-            )
+        if not changed:
+            return None
+        return "leader" if leads else ("follower" if new.online else "offline")
+
+
+def _settle(future: asyncio.Future[int], code: int) -> None:
+    if not future.done():
+        future.set_result(code)
 
 
 class ReplicaManager:
     """Every replica this broker holds, kept in the role ZooKeeper's states give them."""
 
-    def __init__(self, broker_id: int, logs: LogManager) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        logs: LogManager,
+        *,
+        lag_time_max_ms: int = 10000,
+        min_insync_replicas: int = 1,
+        fetch_max_bytes: int = 1024 * 1024,
+        fetch_wait_max_ms: int = 500,
+        checkpoint_interval_ms: int = 5000,
+        clock_ms: Clock = monotonic_ms,
+    ) -> None:
         self.broker_id = broker_id
         self.logs = logs
+        self.lag_time_max_ms = lag_time_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.clock_ms = clock_ms
+        self.on_high_watermark: Callable[[Replica], None] | None = None  # the handlers' hook
         self._client: KazooClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._replicas: dict[tuple[str, int], Replica] = {}
         self._topics: set[str] = set(logs.replicated_topics())
+        self._checkpointed = read_high_watermarks(logs.log_dir)
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._asked_in: set[tuple[str, int, int]] = set()  # ISR additions asked for, not done
         self._tasks: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -130,10 +268,18 @@ class ReplicaManager:
             f"broker {self.broker_id} has no replica of {topic}-{partition}: ask its leader"
         )
 
+    def ask_in(self, replica: Replica, follower: int) -> None:
+        """A follower caught up: add it to the ISR (the worker writes it; asked once)."""
+        key = (replica.topic, replica.partition, follower)
+        if key not in self._asked_in:
+            self._asked_in.add(key)
+            self._tasks.put(("expand", (replica, follower)))
+
     # -- life cycle ---------------------------------------------------------------------
 
-    def start(self, client: KazooClient) -> None:
+    def start(self, client: KazooClient, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._client = client
+        self._loop = loop
         client.ensure_path(zk.TOPICS)
         self._worker = threading.Thread(
             target=self._run, name=f"replicas-{self.broker_id}", daemon=True
@@ -146,6 +292,20 @@ class ReplicaManager:
         self._tasks.put(None)
         if self._worker is not None:
             self._worker.join(timeout=10)
+        for fetcher in self._fetchers.values():
+            fetcher.stop()
+        for fetcher in self._fetchers.values():
+            fetcher.join(timeout=10)
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write every replica's high watermark to log.dir (highwater.py)."""
+        marks = dict(self._checkpointed)
+        marks.update({(r.topic, r.partition): r.high_watermark for r in self.replicas()})
+        try:
+            write_high_watermarks(self.logs.log_dir, marks)
+        except OSError as exc:
+            log.warning("could not write the high watermarks: %s", exc)
 
     # -- kazoo's callbacks: enqueue only --------------------------------------------------
 
@@ -167,8 +327,13 @@ class ReplicaManager:
     # -- the worker -----------------------------------------------------------------------
 
     def _run(self) -> None:
+        period = min(self.lag_time_max_ms / 2, self.checkpoint_interval_ms) / 1000
+        next_check = next_checkpoint = time.monotonic()
         while True:
-            task = self._tasks.get()
+            try:
+                task = self._tasks.get(timeout=max(0.01, next_check - time.monotonic()))
+            except queue.Empty:
+                task = ("tick", None)
             if task is None or self._stopped.is_set():
                 return
             kind, value = task
@@ -177,15 +342,25 @@ class ReplicaManager:
                     self._adopt_topics(value)
                 elif kind == "state":
                     replica, data, version = value
-                    replica.apply(
-                        PartitionState.decode(
-                            data, version, zk.partition_path(replica.topic, replica.partition)
-                        )
-                    )
+                    path = zk.partition_path(replica.topic, replica.partition)
+                    self._apply(replica, PartitionState.decode(data, version, path))
+                elif kind == "expand":
+                    replica, follower = value
+                    self._asked_in.discard((replica.topic, replica.partition, follower))
+                    self._change_isr(replica, add=follower)
+                now = time.monotonic()
+                if now >= next_check:
+                    next_check = now + period
+                    self._shrink_laggards()
+                if now >= next_checkpoint:
+                    next_checkpoint = now + self.checkpoint_interval_ms / 1000
+                    self.checkpoint()
             except (KazooException, ValueError, LogbrokerError) as exc:
                 log.warning(
                     "replicas of broker %d: %s while handling %s", self.broker_id, exc, kind
                 )
+            except Exception:  # a bug: said loudly, and the replicas go on
+                log.exception("replicas of broker %d failed handling %s", self.broker_id, kind)
 
     def _adopt_topics(self, topics: list[str]) -> None:
         assert self._client is not None
@@ -205,9 +380,122 @@ class ReplicaManager:
                     replicas,
                     self.logs.create_replica(topic, partition),
                     self.broker_id,
+                    self._checkpointed.get((topic, partition), 0),
                 )
                 self._replicas[(topic, partition)] = replica
                 self._client.DataWatch(
                     zk.partition_path(topic, partition),
                     functools.partial(self._state_changed, replica),
                 )
+
+    def _apply(self, replica: Replica, new: PartitionState) -> None:
+        old = replica.state
+        was_leader = replica.leading
+        leads = new.leader == self.broker_id
+        new_epoch = old is None or (old.leader, old.leader_epoch) != (new.leader, new.leader_epoch)
+        # A follower's copying stops before the role changes: no append runs across it.
+        if (
+            old is not None
+            and old.online
+            and old.leader != self.broker_id
+            and (not new.online or new.leader != old.leader)
+        ):
+            self._fetcher(old.leader).remove(replica)
+        role = replica.become(new, self.clock_ms())
+        if not leads and new.online:
+            self._fetcher(new.leader).add(replica, new_epoch=new_epoch)
+        if role is not None:
+            log.info(
+                "replica %s on broker %d: %s (leader %s, epoch %d, ISR %s)",
+                replica.name,
+                self.broker_id,
+                role,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+            )
+        self._in_loop(self._after_state, replica, was_leader, leads)
+
+    def _after_state(self, replica: Replica, was_leader: bool, leads: bool) -> None:
+        """In the event loop: waits for acks follow the new role and ISR."""
+        if was_leader and not leads:
+            replica.fail_waiting(NotLeaderForPartitionError.code)
+            return
+        if leads:
+            if len(replica.isr) < self.min_insync_replicas:  # what waits can be acked no more
+                replica.fail_waiting(NotEnoughReplicasAfterAppendError.code)
+            # an ISR without a slow follower may commit more now
+            if replica.advance_high_watermark() and self.on_high_watermark is not None:
+                self.on_high_watermark(replica)
+
+    def _in_loop(self, fn: Callable[..., None], *args: object) -> None:
+        loop = self._loop
+        if loop is None:
+            fn(*args)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _fetcher(self, leader: int) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None or not fetcher.is_alive():
+            fetcher = ReplicaFetcher(
+                self.broker_id,
+                leader,
+                self._address,
+                max_bytes=self.fetch_max_bytes,
+                max_wait_ms=self.fetch_wait_max_ms,
+            )
+            fetcher.start()
+            self._fetchers[leader] = fetcher
+        return fetcher
+
+    def _address(self, broker_id: int) -> tuple[str, int] | None:
+        client = self._client
+        if client is None:
+            return None
+        try:
+            data, _ = client.get(paths.broker_id_path(broker_id))
+        except (NoNodeError, KazooException):
+            return None
+        return paths.parse_broker_value(data)
+
+    # -- the ISR ----------------------------------------------------------------------------
+
+    def _shrink_laggards(self) -> None:
+        now = self.clock_ms()
+        for replica in self.replicas():
+            if replica.leading:
+                slow = replica.laggards(now, self.lag_time_max_ms)
+                if slow:
+                    log.warning(
+                        "replica %s: followers %s have not caught up for %d ms: out of the ISR",
+                        replica.name,
+                        slow,
+                        self.lag_time_max_ms,
+                    )
+                    self._change_isr(replica, remove=slow)
+
+    def _change_isr(
+        self, replica: Replica, add: int | None = None, remove: list[int] | None = None
+    ) -> None:
+        """The leader's conditional write of a new ISR: its leader and epoch kept; nothing
+        when this broker no longer leads in that epoch (the write's version says so)."""
+        assert self._client is not None
+        path = zk.partition_path(replica.topic, replica.partition)
+        data, stat = self._client.get(path)
+        current = PartitionState.decode(data, stat.version, path)
+        if current.leader != self.broker_id:
+            return
+        isr = [m for m in current.isr if m not in (remove or ())]
+        if add is not None and add not in isr:
+            isr.append(add)
+        if tuple(isr) == current.isr or not isr:
+            return
+        wanted = PartitionState(
+            current.leader, current.leader_epoch, tuple(isr), current.controller_epoch
+        )
+        try:
+            self._client.set(path, wanted.encode(), version=stat.version)
+        except BadVersionError:
+            return  # changed meanwhile (by the controller): the watch brings the new state
+        log.info("replica %s: ISR %s -> %s", replica.name, list(current.isr), isr)

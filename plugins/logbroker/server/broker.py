@@ -100,7 +100,15 @@ class BrokerServer:
             if config.enable_zookeeper:
                 from ..replication.replicas import ReplicaManager  # kazoo only when needed
 
-                self.replicas = ReplicaManager(config.brokerid, self.logs)
+                self.replicas = ReplicaManager(
+                    config.brokerid,
+                    self.logs,
+                    lag_time_max_ms=config.replica_lag_time_max_ms,
+                    min_insync_replicas=config.min_insync_replicas,
+                    fetch_max_bytes=config.replica_fetch_max_bytes,
+                    fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+                    checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
+                )
             handlers = RequestHandlers(
                 self.logs,
                 config,
@@ -133,7 +141,7 @@ class BrokerServer:
 
                 client = self.registration.client
                 assert client is not None and self.replicas is not None
-                await loop.run_in_executor(None, self.replicas.start, client)
+                await loop.run_in_executor(None, self.replicas.start, client, loop)
                 self.controller = Controller(
                     client,
                     config.brokerid,

@@ -28,7 +28,12 @@ import socket
 import struct
 from typing import TYPE_CHECKING
 
-from ..protocol.errors import InvalidRequestError, LogbrokerError, StorageError
+from ..protocol.errors import (
+    InvalidRequestError,
+    LogbrokerError,
+    NotLeaderForPartitionError,
+    StorageError,
+)
 from ..protocol.requests import (
     REQUEST_TYPE_BYTES,
     AckedProduceRequest,
@@ -40,6 +45,9 @@ from ..protocol.requests import (
 from ..storage.segment import FileRegion
 from .handlers import Response
 from .waiters import WaitingFetch
+
+# Produces that get no answer and could not be appended: the connection is closed to say so.
+_LOST_PRODUCES = (StorageError, NotLeaderForPartitionError)
 
 if TYPE_CHECKING:
     from .socket_server import SocketServer
@@ -226,7 +234,7 @@ class ClientConnection(asyncio.Protocol):
                 return self._handle_frames_in(data, pos)
             with self.server.handlers.batched_appends():  # `data` outlives the deferred appends
                 return self._handle_frames_in(data, pos)
-        except StorageError as exc:
+        except _LOST_PRODUCES as exc:
             self._lost_produces(exc)
             return None
 
@@ -260,7 +268,7 @@ class ClientConnection(asyncio.Protocol):
         try:
             request = decode_produce_fast(body) or decode_request(body, validate_topics=False)
             outcome = server.handlers.handle(request, self.client)
-        except StorageError as exc:  # earlier produces of this connection were not written
+        except _LOST_PRODUCES as exc:  # earlier produces of this connection were not written
             self._lost_produces(exc)
             return False
         except LogbrokerError as exc:
@@ -440,7 +448,7 @@ class ClientConnection(asyncio.Protocol):
         """A response that could not be made or sent: say why, and close."""
         if isinstance(exc, (ConnectionError, OSError)):
             self.close(f"sending the response failed: {exc}", cause="send_failed")
-        elif isinstance(exc, StorageError):  # a produce without an answer, after inflating
+        elif isinstance(exc, _LOST_PRODUCES):  # a produce without an answer, after inflating
             self._lost_produces(exc)
         elif isinstance(exc, LogbrokerError):  # a produce without an answer, refused so
             self.server.metrics.error("rejected")
@@ -470,12 +478,12 @@ class ClientConnection(asyncio.Protocol):
 
     # -- closing ----------------------------------------------------------------------
 
-    def _lost_produces(self, exc: StorageError) -> None:
+    def _lost_produces(self, exc: LogbrokerError) -> None:
         """Produces that get no answer could not be written (counted where it happened):
         closing the connection is the only way a 0.7 producer can learn of it."""
         self.close(
             f"{exc}; a produce without an answer failed, so the connection is closed",
-            cause="storage",
+            cause="storage" if isinstance(exc, StorageError) else "not_leader",
         )
 
     def close(self, reason: str | None = None, cause: str = "other") -> None:

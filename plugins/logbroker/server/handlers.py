@@ -38,6 +38,7 @@ from typing import Union
 
 from ..config import BrokerConfig
 from ..protocol.errors import (
+    FencedLeaderEpochError,
     InflatedSizeTooLargeError,
     InvalidFetchSizeError,
     InvalidMessageError,
@@ -45,11 +46,13 @@ from ..protocol.errors import (
     LeaderNotAvailableError,
     LogbrokerError,
     MessageSizeTooLargeError,
+    NotEnoughReplicasError,
     NotLeaderForPartitionError,
     StorageError,
     UnknownError,
     WrongPartitionError,
     error_code,
+    error_for_code,
 )
 from ..protocol.message_set import (
     PRODUCE_MAX_NESTING,
@@ -57,6 +60,14 @@ from ..protocol.message_set import (
     InflateBudget,
     Validation,
     validate,
+)
+from ..protocol.replication import (
+    EpochEnd,
+    OffsetsForLeaderEpochRequest,
+    ReplicaFetchRequest,
+    ReplicaSet,
+    encode_offsets_for_leader_epoch_response,
+    encode_replica_fetch_response,
 )
 from ..protocol.requests import (
     EARLIEST_TIME,
@@ -86,7 +97,7 @@ from ..protocol.responses import (
     encode_refusal,
 )
 from ..protocol.topics import is_legal_topic, validate_topic
-from ..replication.replicas import ReplicaManager
+from ..replication.replicas import Replica, ReplicaManager, monotonic_ms
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
@@ -144,7 +155,11 @@ class RequestHandlers:
             WaitingFetchRequest: self.waiting_fetch,  # type: ignore[dict-item]
             MetadataRequest: self.metadata,  # type: ignore[dict-item]
             CreateTopicRequest: self.create_topic,  # type: ignore[dict-item]
+            ReplicaFetchRequest: self.replica_fetch,  # type: ignore[dict-item]
+            OffsetsForLeaderEpochRequest: self.offsets_for_leader_epoch,  # type: ignore[dict-item]
         }
+        if replicas is not None:  # the high watermark moved outside a request: wake readers
+            replicas.on_high_watermark = self._high_watermark_moved
 
     def handle(self, request: Request, client: str) -> Outcome:
         if self._deferred and type(request) not in _UNANSWERED:
@@ -161,10 +176,14 @@ class RequestHandlers:
         its failed write, is counted, and StorageError is raised once the other logs are
         done: the produces got no answer, so the caller closes the connection to tell."""
         deferred, self._deferred = self._deferred, {}
-        failed: list[StorageError] = []
+        failed: list[LogbrokerError] = []
         for part_log, sets in deferred.items():
             try:
                 part_log.append_many(sets)
+            except NotLeaderForPartitionError as exc:  # its leadership ended meanwhile
+                self.metrics.error("not_leader_for_partition", part_log.topic)
+                failed.append(exc)
+                continue
             except StorageError as exc:
                 self.metrics.error("storage", part_log.topic)
                 failed.append(exc)
@@ -172,6 +191,8 @@ class RequestHandlers:
                     part_log.topic, part_log.partition
                 )  # a roll may have kept some
                 continue
+            if part_log.replica is not None:
+                self._leader_appended(part_log)
             # A waiting fetch is answered first: counting is not on its way.
             self.waiters.appended(part_log.topic, part_log.partition)
             messages = nbytes = 0
@@ -181,7 +202,7 @@ class RequestHandlers:
             self.metrics.produced(part_log.topic, messages, nbytes)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
-            raise StorageError(f"{failed[0]}{more}")
+            raise type(failed[0])(f"{failed[0]}{more}")
 
     # -- produce ----------------------------------------------------------------------
 
@@ -397,15 +418,29 @@ class RequestHandlers:
     def _acked_append(self, req: AckedProduceRequest, checks: list[_Check], client: str) -> Outcome:
         results: list[ProduceResult] = []
         touched: dict[int, Log] = {}
+        in_sync: list[tuple[int, Replica, int]] = []  # acks=-1: (result, replica, its end)
         for p, (partition, check) in zip(req.produces, checks, strict=True):
             try:
                 if isinstance(check, LogbrokerError):
                     raise check
                 part_log = self._log_for(p.topic, partition)
+                replica = part_log.replica
+                if req.all_in_sync and isinstance(replica, Replica):
+                    isr = replica.isr
+                    if len(isr) < self.config.min_insync_replicas:
+                        raise NotEnoughReplicasError(
+                            f"{replica.name} has {len(isr)} in-sync replicas {list(isr)}, fewer "
+                            f"than min.insync.replicas ({self.config.min_insync_replicas}): "
+                            "refused before the append"
+                        )
                 offset, next_offset = part_log.append(p.messages, check)
                 self.metrics.produced(p.topic, check.messages, check.valid_bytes)
                 self.waiters.appended(p.topic, partition)
                 touched[id(part_log)] = part_log
+                if isinstance(replica, Replica):
+                    self._leader_appended(part_log)
+                    if req.all_in_sync and next_offset > replica.high_watermark:
+                        in_sync.append((len(results), replica, next_offset))
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
                 self.metrics.error(_error_kind(exc), p.topic if is_legal_topic(p.topic) else None)
@@ -413,6 +448,8 @@ class RequestHandlers:
                     "produce_ack_refused", "acked produce from %s refused: %s", client, exc
                 )
                 results.append(ProduceResult(p.topic, partition, error_code(exc), -1, -1))
+        if in_sync:
+            return self._after_in_sync(req, results, in_sync, list(touched.values()))
         response: Response = [encode_acked_produce_response(results)]
         if not req.fsync or not touched:
             return response
@@ -422,6 +459,120 @@ class RequestHandlers:
         for part_log in logs:
             await self._run_blocking(part_log.flush)
         return response
+
+    async def _after_in_sync(
+        self,
+        req: AckedProduceRequest,
+        results: list[ProduceResult],
+        in_sync: list[tuple[int, Replica, int]],
+        logs: list[Log],
+    ) -> Response:
+        """acks=-1: the answer once every in-sync replica has the sets (or why not)."""
+        timeout_s = req.timeout_ms / 1000
+        codes = await asyncio.gather(*(r.wait_in_sync(end, timeout_s) for _, r, end in in_sync))
+        for (index, replica, _), code in zip(in_sync, codes, strict=True):
+            if code:
+                failed = results[index]
+                results[index] = failed._replace(error=code)
+                self.metrics.error(_error_kind(error_for_code(code)), replica.topic)
+        if req.fsync:
+            for part_log in logs:
+                await self._run_blocking(part_log.flush)
+        return [encode_acked_produce_response(results)]
+
+    # -- replication ------------------------------------------------------------------
+
+    def _leader_appended(self, part_log: Log) -> None:
+        """A leader's append: with no follower in the ISR, the high watermark moves now."""
+        replica = part_log.replica
+        if isinstance(replica, Replica) and replica.advance_high_watermark():
+            self._high_watermark_moved(replica)
+
+    def _high_watermark_moved(self, replica: Replica) -> None:
+        """Consumers waiting on the partition see the newly committed messages."""
+        self.waiters.appended(replica.topic, replica.partition)
+
+    def _replica_set(self, req: ReplicaFetchRequest, i: int) -> ReplicaSet[FileRegion]:
+        fetch = req.fetches[i]
+        replica = self.replicas.replica(fetch.topic, fetch.partition) if self.replicas else None
+        try:
+            if replica is None or not replica.leading:
+                raise self._replica_refusal(fetch.topic, fetch.partition)
+            state = replica.state
+            assert state is not None
+            if fetch.leader_epoch < state.leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"{replica.name}: broker {req.replica_id} fetches in leader epoch "
+                    f"{fetch.leader_epoch}, the current one is {state.leader_epoch}"
+                )
+            if fetch.leader_epoch > state.leader_epoch:  # this broker has not heard of it yet
+                raise NotLeaderForPartitionError(f"{replica.name}: epoch {fetch.leader_epoch}")
+            if req.replica_id not in replica.replicas:
+                raise WrongPartitionError(
+                    f"broker {req.replica_id} is not a replica of {replica.name}"
+                )
+            if replica.record_fetch(req.replica_id, fetch.offset, monotonic_ms()):
+                self._high_watermark_moved(replica)
+            if req.replica_id not in state.isr and replica.wants_in(req.replica_id, fetch.offset):
+                self.replicas.ask_in(replica, req.replica_id)  # type: ignore[union-attr]
+            region = replica.log.read(fetch.offset, fetch.max_bytes)
+            epochs = replica.epochs.entries
+            # the epoch that wrote `fetch.offset`, and those that start in what is sent
+            covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
+            later = [e for e in epochs if fetch.offset < e[1] <= fetch.offset + region.length]
+            if region.length:
+                self.metrics.fetched(fetch.topic, region.length)
+            return ReplicaSet(
+                fetch.topic,
+                fetch.partition,
+                0,
+                replica.high_watermark,
+                replica.log.end_offset,
+                tuple(covering + later),
+                region.length,
+                region,
+            )
+        except LogbrokerError as exc:
+            self.metrics.error(_error_kind(exc), fetch.topic)
+            return ReplicaSet(
+                fetch.topic, fetch.partition, error_code(exc), -1, -1, (), 0, empty_region(0)
+            )
+
+    def replica_fetch(self, req: ReplicaFetchRequest, client: str) -> Outcome:
+        """A follower's fetch: held until the leader has something past its offset."""
+        self.metrics.request("replica_fetch")
+        sets = [self._replica_set(req, i) for i in range(len(req.fetches))]
+        if (
+            req.max_wait_ms == 0
+            or not req.fetches
+            or self.waiters.closed
+            or any(s.error or s.size for s in sets)
+        ):
+            return encode_replica_fetch_response(sets)
+
+        def look(final: bool) -> Response | None:
+            again = [self._replica_set(req, i) for i in range(len(req.fetches))]
+            if final or any(s.error or s.size for s in again):
+                return encode_replica_fetch_response(again)
+            return None
+
+        keys = [(f.topic, f.partition) for f in req.fetches]
+        loop = asyncio.get_running_loop()
+        return WaitingFetch(self.waiters, keys, look, req.max_wait_ms / 1000, loop)
+
+    def offsets_for_leader_epoch(self, req: OffsetsForLeaderEpochRequest, client: str) -> Response:
+        """Where each asked epoch ends in this leader's log (epochs.py)."""
+        self.metrics.request("offsets_for_leader_epoch")
+        answers = []
+        for q in req.queries:
+            replica = self.replicas.replica(q.topic, q.partition) if self.replicas else None
+            if replica is None or not replica.leading:
+                refusal = self._replica_refusal(q.topic, q.partition)
+                answers.append(EpochEnd(q.topic, q.partition, error_code(refusal), -1, -1))
+                continue
+            epoch, end = replica.epochs.end_offset_for(q.epoch, replica.log.end_offset)
+            answers.append(EpochEnd(q.topic, q.partition, 0, epoch, end))
+        return [encode_offsets_for_leader_epoch_response(answers)]
 
     # -- fetch ------------------------------------------------------------------------
 
@@ -439,6 +590,9 @@ class RequestHandlers:
                 part_log = self.logs.get_log(req.topic, req.partition)
             if part_log is None:
                 region = empty_region(req.offset)
+            elif part_log.replicated:  # consumers see what the whole ISR has
+                visible = part_log.replica.high_watermark  # type: ignore[attr-defined]
+                region = part_log.read(req.offset, req.max_size, visible)
             else:
                 region = part_log.read(req.offset, req.max_size)
         except LogbrokerError as exc:
@@ -523,6 +677,9 @@ class RequestHandlers:
             offsets = offsets[: max(0, req.max_offsets)]
         else:
             offsets = part_log.offsets_before(req.time, req.max_offsets)
+            if isinstance(part_log.replica, Replica):  # nothing past the high watermark
+                mark = part_log.replica.high_watermark
+                offsets = sorted({min(o, mark) for o in offsets}, reverse=True)
         return [encode_offsets_response(offsets)]
 
     def create_topic(self, req: CreateTopicRequest, client: str) -> Response:
@@ -562,7 +719,7 @@ class RequestHandlers:
                             PartitionMetadata(
                                 replica.partition,
                                 replica.log.start_offset,
-                                replica.log.end_offset,
+                                replica.high_watermark,  # what consumers can read
                                 replica.log.size_in_bytes,
                             )
                         )

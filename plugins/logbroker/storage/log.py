@@ -35,7 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol.errors import InvalidMessageError, OffsetOutOfRangeError
+from ..protocol.errors import (
+    InvalidMessageError,
+    NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
+)
 from ..protocol.message_set import Buffer, Validation, validate
 from ..protocol.requests import EARLIEST_TIME, LATEST_TIME
 from .open_files import OpenFiles
@@ -156,10 +160,12 @@ class Log:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
-    def read(self, offset: int, max_size: int) -> FileRegion:
+    def read(self, offset: int, max_size: int, visible_end: int | None = None) -> FileRegion:
         """Bytes from `offset`, at most `max_size`, from one segment (0.7's fetch rules).
 
         offset == end -> empty region; offset < start or > end -> OffsetOutOfRangeError.
+        With `visible_end` (a replicated partition's high watermark, for consumers) nothing
+        at or past it is returned: an offset between it and the log's end reads as empty.
         """
         segments, bases = self._segments, self._bases
         end = segments[-1].end_offset
@@ -170,6 +176,10 @@ class Log:
                 f"offset {offset} is out of range for {self.name}: "
                 f"the log holds offsets {bases[0]} to {end}"
             )
+        if visible_end is not None:
+            if offset >= visible_end:
+                return empty_region(offset)
+            max_size = min(max_size, visible_end - offset)
         segment = segments[bisect.bisect_right(bases, offset) - 1]
         return segment.region(offset - segment.base_offset, max(0, max_size))
 
@@ -219,6 +229,8 @@ class Log:
             )
         data = memoryview(message_set)[: check.valid_bytes]
         with self._lock:
+            if not self.leading:  # a replica whose leadership ended after the caller looked
+                raise NotLeaderForPartitionError(f"{self.name}: this broker no longer leads it")
             now = self.clock()
             segment = self._maybe_roll(len(data), now)
             offset = segment.end_offset
@@ -227,6 +239,48 @@ class Log:
         if flush_now:
             self._flush_soon()
         return offset, offset + len(data)
+
+    def append_verbatim(self, data: Buffer, messages: int) -> int:
+        """Append bytes copied from a leader's log as they are: whole entries, already
+        checked by the leader when it took them (a follower does no per-message work).
+        Returns the new end offset."""
+        if not len(data):
+            return self.end_offset
+        with self._lock:
+            now = self.clock()
+            segment = self._maybe_roll(len(data), now)
+            segment.append(memoryview(data), now)
+            end = segment.end_offset
+            flush_now = self._count_unflushed(messages)
+        if flush_now:
+            self._flush_soon()
+        return end
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log at `offset` (a message boundary: replication truncates to where it
+        agrees with its leader); segments past it are deleted. Returns the bytes removed."""
+        with self._lock:
+            segments = self._segments
+            if offset >= segments[-1].end_offset:
+                return 0
+            if offset < segments[0].base_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: cannot truncate to {offset}, before its first offset "
+                    f"{segments[0].base_offset}"
+                )
+            keep = bisect.bisect_right(self._bases, offset) - 1
+            if keep > 0 and segments[keep].base_offset == offset:
+                keep -= 1  # the cut falls at a segment's start: keep the one before, whole
+            removed = 0
+            doomed = segments[keep + 1 :]
+            last = segments[keep]
+            removed += last.truncate_to(offset - last.base_offset)
+            self._set_segments(segments[: keep + 1])
+        for segment in doomed:
+            removed += segment.size
+            segment.delete()
+        log.warning("%s: truncated to offset %d (%d bytes removed)", self.name, offset, removed)
+        return removed
 
     def append_many(self, sets: list[tuple[Buffer, Validation]]) -> None:
         """Append already validated sets in order, with one write per segment.
@@ -238,6 +292,8 @@ class Log:
         """
         flush_now = False
         with self._lock:
+            if not self.leading:  # a replica whose leadership ended after the caller looked
+                raise NotLeaderForPartitionError(f"{self.name}: this broker no longer leads it")
             now = self.clock()
             buffers: list[bytes | memoryview] = []
             size = messages = written = 0

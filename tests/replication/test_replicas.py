@@ -1,0 +1,211 @@
+"""Followers copy their leader's bytes; consumers see what the ISR has; acks=-1 means it.
+
+Three real brokers and a real ZooKeeper on this machine (the faults between hosts, network
+cuts included, are in tests/replication/test_hosts.py). What a user relies on:
+
+- an acks=-1 produce is answered only once every in-sync replica holds it, and every replica
+  then holds the same bytes at the same offsets;
+- a consumer never sees a message that is not on the whole ISR;
+- a follower that stops leaves the ISR after replica.lag.time.max.ms, acks=-1 is then refused
+  when the ISR is under min.insync.replicas, and it rejoins once it has caught up;
+- a leader that took messages it could not replicate and died comes back as a follower and
+  truncates them (leader epochs), so no two replicas disagree about an offset.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from logbroker.client.cluster import Cluster, ReplicatedPartition
+from logbroker.client.connection import BrokerConnection
+from logbroker.protocol.errors import (
+    LogbrokerError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+    error_for_code,
+)
+from logbroker.protocol.message_set import build_message_set, iter_messages
+from logbroker.protocol.requests import AckedProduceRequest, FetchRequest, ProduceRequest
+from logbroker.protocol.responses import decode_acked_produce_response, decode_fetch_response
+from logbroker.replication.epochs import LeaderEpochs
+from logbroker.testing.broker import BrokerProcess
+
+SESSION_MS = 2000
+LAG_MS = 1500
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def three(broker_factory, zk_chroot) -> dict[int, BrokerProcess]:
+    return {
+        i: broker_factory(
+            broker_id=i,
+            zk=zk_chroot,
+            zk_sessiontimeout_ms=SESSION_MS,
+            replica_lag_time_max_ms=LAG_MS,
+            min_insync_replicas=2,
+            replica_fetch_wait_max_ms=200,
+        )
+        for i in range(3)
+    }
+
+
+def produce(
+    broker: BrokerProcess,
+    topic: str,
+    partition: int,
+    payloads: list[bytes],
+    all_in_sync: bool = True,
+    timeout_ms: int = 10000,
+) -> int:
+    """An acked produce (acks=-1 by default): the end offset, or the error code raised."""
+    with BrokerConnection(*broker.address, timeout=timeout_ms / 1000 + 10) as conn:
+        body = conn.request(
+            AckedProduceRequest(
+                False,
+                (ProduceRequest(topic, partition, build_message_set(payloads)),),
+                all_in_sync,
+                timeout_ms,
+            )
+        )
+    [result] = decode_acked_produce_response(body)
+    if result.error:
+        raise error_for_code(result.error)
+    return result.next_offset
+
+
+def consume(broker: BrokerProcess, topic: str, partition: int) -> list[bytes]:
+    """Every message a consumer can read from `broker` now (0.7's FETCH, from 0)."""
+    out: list[bytes] = []
+    offset = 0
+    with BrokerConnection(*broker.address) as conn:
+        while True:
+            answer = decode_fetch_response(
+                conn.request(FetchRequest(topic, partition, offset, 65536))
+            )
+            if answer.error:
+                raise error_for_code(answer.error)
+            messages = list(iter_messages(bytes(answer.messages), offset))
+            if not messages:
+                return out
+            out += [m.payload for m in messages]
+            offset = messages[-1].next_offset
+
+
+def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
+    directory = Path(broker.log_dir) / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
+
+
+def state(cluster: Cluster, topic: str, partition: int = 0) -> ReplicatedPartition:
+    return cluster.describe_replicated(topic)[partition]
+
+
+def test_acks_all_is_on_every_replica_byte_for_byte(three, zk_chroot) -> None:
+    with Cluster(zk_chroot.connect) as cluster:
+        [p] = cluster.create_replicated_topic("copied", 1, 3)
+        leader = three[p.leader]
+        wait_until("the leader to take produces", lambda: _takes(leader, "copied"))
+        sent = [f"event {i}".encode() * (1 + i % 7) for i in range(500)]
+        ends = [produce(leader, "copied", 0, sent[i : i + 50]) for i in range(0, 500, 50)]
+        # answered: every replica has it, byte for byte, with the leader's epochs
+        for b in three.values():
+            assert (
+                log_bytes(b, "copied", 0)[: ends[-1]] == log_bytes(leader, "copied", 0)[: ends[-1]]
+            )
+            assert LeaderEpochs(Path(b.log_dir) / "copied-0").entries == [(0, 0)]
+        assert consume(leader, "copied", 0)[-500:] == sent
+
+
+def _takes(broker: BrokerProcess, topic: str) -> bool:
+    try:
+        produce(broker, topic, 0, [b"probe"], all_in_sync=False)
+        return True
+    except LogbrokerError:
+        return False
+
+
+def test_a_stopped_follower_leaves_the_isr_and_comes_back(three, zk_chroot) -> None:
+    with Cluster(zk_chroot.connect) as cluster:
+        [p] = cluster.create_replicated_topic("lagging", 1, 3)
+        leader = three[p.leader]
+        a, b = (three[r] for r in p.replicas if r != p.leader)
+        wait_until("the leader to take produces", lambda: _takes(leader, "lagging"))
+        os.kill(a.pid, signal.SIGSTOP)
+        os.kill(b.pid, signal.SIGSTOP)
+        try:
+            # in the ISR but stopped: an acks=-1 produce waits, then says it timed out
+            with pytest.raises(RequestTimedOutError):
+                produce(leader, "lagging", 0, [b"unreplicated"], timeout_ms=300)
+            before = consume(leader, "lagging", 0)
+            assert b"unreplicated" not in before  # not on the ISR: no consumer sees it
+            wait_until("the ISR to shrink", lambda: state(cluster, "lagging").isr == (p.leader,))
+            # now the ISR is the leader alone: committed, visible, and acks=-1 is refused
+            wait_until(
+                "the message to commit", lambda: b"unreplicated" in consume(leader, "lagging", 0)
+            )
+            with pytest.raises(NotEnoughReplicasError):
+                produce(leader, "lagging", 0, [b"refused"])
+            assert b"refused" not in consume(leader, "lagging", 0)  # refused before the append
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+            os.kill(b.pid, signal.SIGCONT)
+        wait_until(
+            "the followers to rejoin", lambda: set(state(cluster, "lagging").isr) == set(p.replicas)
+        )
+        end = produce(leader, "lagging", 0, [b"all three"])
+        for follower in (a, b):
+            assert log_bytes(follower, "lagging", 0)[:end] == log_bytes(leader, "lagging", 0)[:end]
+
+
+def test_a_dead_leaders_unreplicated_tail_is_truncated(three, zk_chroot) -> None:
+    """KIP-101's case: the old leader took messages no follower had, and died; the new
+    leader writes other messages at those offsets; the old one comes back as a follower."""
+    with Cluster(zk_chroot.connect) as cluster:
+        [p] = cluster.create_replicated_topic("diverged", 1, 3)
+        old = three[p.leader]
+        followers = [three[r] for r in p.replicas if r != p.leader]
+        wait_until("the leader to take produces", lambda: _takes(old, "diverged"))
+        committed = produce(old, "diverged", 0, [b"committed"] * 10)
+        for f in followers:
+            os.kill(f.pid, signal.SIGSTOP)
+        try:
+            # the followers' fetches parked at the leader are answered (empty) first: none is
+            # left to carry the tail to them (replica.fetch.wait.max.ms is 200 ms)
+            time.sleep(0.6)
+            tail_end = produce(old, "diverged", 0, [b"tail"] * 20, all_in_sync=False)
+            assert tail_end > committed
+            old.kill()  # before the followers copied the tail
+        finally:
+            for f in followers:
+                os.kill(f.pid, signal.SIGCONT)
+        wait_until("a new leader", lambda: state(cluster, "diverged").leader not in (p.leader, -1))
+        new = three[state(cluster, "diverged").leader]
+        wait_until("the new leader to take produces", lambda: _takes(new, "diverged"))
+        end = produce(new, "diverged", 0, [b"new leader"] * 5)
+        old.start()
+        wait_until(
+            "the old leader to rejoin the ISR",
+            lambda: p.leader in state(cluster, "diverged").isr,
+        )
+        wait_until(
+            "the old leader to copy the new leader's log",
+            lambda: log_bytes(old, "diverged", 0)[:end] == log_bytes(new, "diverged", 0)[:end],
+        )
+        copied = consume(new, "diverged", 0)
+        assert b"tail" not in copied and copied.count(b"committed") == 10
+        epochs = LeaderEpochs(Path(old.log_dir) / "diverged-0").entries
+        assert epochs == LeaderEpochs(Path(new.log_dir) / "diverged-0").entries
+        assert len(epochs) == 2 and epochs[1][1] >= committed
