@@ -21,6 +21,12 @@ from logbroker.protocol.errors import (
     WrongPartitionError,
 )
 from logbroker.protocol.message import encode_message
+from logbroker.protocol.replication import (
+    EpochQuery,
+    OffsetsForLeaderEpochRequest,
+    ReplicaFetch,
+    ReplicaFetchRequest,
+)
 from logbroker.protocol.requests import (
     DEFAULT_MAX_SOCKET_REQUEST_BYTES,
     EARLIEST_TIME,
@@ -91,7 +97,7 @@ def test_message_fixture_is_a_real_message() -> None:
 def test_constants() -> None:
     assert DEFAULT_MAX_SOCKET_REQUEST_BYTES == 104857600
     assert (LATEST_TIME, EARLIEST_TIME, RANDOM_PARTITION) == (-1, -2, -1)
-    assert [t.value for t in RequestType] == list(range(9))
+    assert [t.value for t in RequestType] == list(range(11))
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,6 +301,9 @@ SAMPLE_REQUESTS: list[Request] = [
     AckedProduceRequest(False, (ProduceRequest("t", 0, MSG),)),
     WaitingFetchRequest(0, 0, (FetchRequest("t", 0, 0, 100),)),
     MetadataRequest(("t",)),
+    AckedProduceRequest(False, (ProduceRequest("t", 0, MSG),), True, 5000),
+    ReplicaFetchRequest(2, 500, 1, (ReplicaFetch("t", 0, 41230, 1 << 20, 3),)),
+    OffsetsForLeaderEpochRequest((EpochQuery("t", 0, 3),)),
 ]
 
 
@@ -309,7 +318,7 @@ MALFORMED = [
     # (case, frame body, fragment the message must contain)
     ("empty", b"", "request type (int16) at byte 0 is cut off"),
     ("half a type", b"\x00", "request type (int16) at byte 0 is cut off"),
-    ("unknown type", b"\x00\x09", "unknown request type 9 at byte 0"),
+    ("unknown type", b"\x00\x0b", "unknown request type 11 at byte 0"),
     ("negative type", b"\xff\xff", "unknown request type -1 at byte 0"),
     ("no topic", b"\x00\x00", "PRODUCE: topic length (int16) at byte 2 is cut off"),
     ("null topic", b"\x00\x00\xff\xff", "PRODUCE: topic at byte 2 is null (length -1)"),
@@ -379,7 +388,17 @@ MALFORMED = [
     ("offsets without time", b"\x00\x04\x00\x01t" + bytes(4), "time (int64) at byte 9"),
     ("offsets trailing byte", b"\x00\x04\x00\x01t" + bytes(17), "1 unexpected bytes"),
     ("ack without flags", b"\x00\x05", "PRODUCE_ACK: flags (int8) at byte 2 is cut off"),
-    ("ack unknown flags", b"\x00\x05\x03\x00\x00", "flags 0x03 at byte 2 set unknown bits"),
+    ("ack unknown flags", b"\x00\x05\x04\x00\x00", "flags 0x04 at byte 2 set unknown bits"),
+    (
+        "ack all without its timeout",
+        b"\x00\x05\x02\x00",
+        "timeout ms (int32) at byte 3 is cut off",
+    ),
+    (
+        "ack all negative timeout",
+        b"\x00\x05\x02\xff\xff\xff\xff\x00\x00",
+        "timeout ms -1 at byte 3 is negative",
+    ),
     ("ack negative flags", b"\x00\x05\x81\x00\x00", "flags 0x81 at byte 2 set unknown bits"),
     ("ack negative count", b"\x00\x05\x00\x80\x00", "produce count -32768 at byte 3 is negative"),
     (
@@ -732,7 +751,44 @@ requests: st.SearchStrategy[Request] = st.one_of(
     st.builds(MultiFetchRequest, st.lists(fetches, max_size=4).map(tuple)),
     st.builds(MultiProduceRequest, st.lists(produces, max_size=4).map(tuple)),
     st.builds(OffsetsRequest, topics, int32s, int64s, int32s),
-    st.builds(AckedProduceRequest, st.booleans(), st.lists(produces, max_size=4).map(tuple)),
+    st.builds(
+        AckedProduceRequest,
+        st.booleans(),
+        st.lists(produces, max_size=4).map(tuple),
+        st.just(False),
+        st.just(0),
+    ),
+    st.builds(  # acks=-1: a timeout follows the flags
+        AckedProduceRequest,
+        st.booleans(),
+        st.lists(produces, max_size=4).map(tuple),
+        st.just(True),
+        st.integers(0, 2**31 - 1),
+    ),
+    st.builds(
+        ReplicaFetchRequest,
+        st.integers(0, 2**31 - 1),
+        st.integers(0, 2**31 - 1),
+        st.integers(0, 2**31 - 1),
+        st.lists(
+            st.builds(
+                ReplicaFetch,
+                topics,
+                st.integers(0, 2**31 - 1),
+                st.integers(0, 2**63 - 1),
+                st.integers(0, 2**31 - 1),
+                st.integers(-1, 2**31 - 1),
+            ),
+            max_size=4,
+        ).map(tuple),
+    ),
+    st.builds(
+        OffsetsForLeaderEpochRequest,
+        st.lists(
+            st.builds(EpochQuery, topics, st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1)),
+            max_size=4,
+        ).map(tuple),
+    ),
     st.builds(
         WaitingFetchRequest,
         st.integers(0, 2**31 - 1),

@@ -301,7 +301,13 @@ semantic_requests: st.SearchStrategy[Request] = st.one_of(
     fetches,
     st.builds(MultiFetchRequest, st.lists(fetches, max_size=3).map(tuple)),
     st.builds(OffsetsRequest, topics, partitions, times, counts),
-    st.builds(AckedProduceRequest, st.booleans(), st.lists(produces, max_size=3).map(tuple)),
+    st.builds(
+        AckedProduceRequest,
+        st.booleans(),
+        st.lists(produces, max_size=3).map(tuple),
+        st.booleans(),  # acks=-1 of a 0.7 topic: its one broker is its whole ISR
+        st.integers(0, 5),
+    ).map(lambda r: r if r.all_in_sync else r._replace(timeout_ms=0)),  # only acks=-1 sends it
     st.builds(
         WaitingFetchRequest,
         st.integers(0, 5),
