@@ -19,6 +19,7 @@ from logbroker.coordination.rebalance import (
     make_consumer_id,
     owners,
     parse_subscription,
+    replicated_partitions,
     static_subscription_value,
     thread_ids,
     topic_partitions,
@@ -102,6 +103,21 @@ def test_duplicates_count_once() -> None:
 def test_topic_partitions() -> None:
     assert topic_partitions({0: 2, 1: 11}) == sorted(["0-0", "0-1"] + [f"1-{p}" for p in range(11)])
     assert topic_partitions({1: 11})[:3] == ["1-0", "1-1", "1-10"]
+
+
+def test_replicated_partitions_are_numbers_sorted_as_strings() -> None:
+    """A replicated topic's partitions, named `<p>`, go through the same range assignment."""
+    names = replicated_partitions(12)
+    assert names[:4] == ["0", "1", "10", "11"] and sorted(names, key=int) == [
+        str(p) for p in range(12)
+    ]
+    assert assign(names, ["c-1", "c-0"]) == {
+        "c-0": ["0", "1", "10", "11", "2", "3"],
+        "c-1": ["4", "5", "6", "7", "8", "9"],
+    }
+    assert replicated_partitions(0) == []
+    with pytest.raises(ValueError):
+        replicated_partitions(-1)
 
 
 partition_names = st.lists(

@@ -547,11 +547,17 @@ def test_path_elements_are_checked(name: str) -> None:
 def test_partition_names() -> None:
     assert paths.partition_name(3, 10) == "3-10"
     assert paths.parse_partition_name("3-10") == (3, 10)
-    for bad in ("3", "3-", "-1", "a-1", "3-1-2", "3-²"):
+    # a replicated topic's partition: its number alone (Kafka 0.8's name), broker id -1
+    assert paths.partition_name(-1, 10) == "10"
+    assert paths.parse_partition_name("10") == (-1, 10)
+    assert paths.consumer_offset_path("g", "t", -1, 10) == "/consumers/g/offsets/t/10"
+    for bad in ("", "3-", "-1", "a-1", "3-1-2", "3-²", "²", " 3", "-1-3"):
         with pytest.raises(ValueError):
             paths.parse_partition_name(bad)
     with pytest.raises(ValueError):
         paths.partition_name(3, -1)
+    with pytest.raises(ValueError):
+        paths.partition_name(-2, 1)
 
 
 def test_broker_value_round_trip() -> None:

@@ -11,12 +11,19 @@ nodes, created as needed. (KAFKA07_PROTOCOL.md §7; 0.7.2's `ZkUtils`, `KafkaZoo
 | `/brokers/ids/<brokerId>`                                  | ephemeral  | `creatorId:host:port`, creatorId = `<host>-<currentTimeMillis>`, e.g. `10.0.0.5-1323456789012:10.0.0.5:9092` (broker, at start and after a session loss) |
 | `/brokers/topics/<topic>/<brokerId>`                       | ephemeral  | the topic's partition count on that broker, decimal, e.g. `4` (broker, for every log at start and for each new topic) |
 | `/consumers/<group>/ids/<consumerId>`                      | ephemeral  | the subscription: Java `{ "topicA": 2,"topicB": 1 }` (topic -> streams), or `*<n>*<regex>` / `!<n>!<regex>` (white/blacklist) (consumer) |
-| `/consumers/<group>/offsets/<topic>/<brokerId>-<partId>`   | persistent | next byte offset to consume, decimal, e.g. `366659` (consumer commit) |
-| `/consumers/<group>/owners/<topic>/<brokerId>-<partId>`    | ephemeral  | the owning consumer thread id `<consumerId>-<i>` (consumer, in a rebalance) |
+| `/consumers/<group>/offsets/<topic>/<brokerId>-<partId>`   | persistent | next byte offset to consume, decimal, e.g. `366659` (consumer commit); `.../<topic>/<p>` for a replicated topic |
+| `/consumers/<group>/owners/<topic>/<brokerId>-<partId>`    | ephemeral  | the owning consumer thread id `<consumerId>-<i>` (consumer, in a rebalance); `.../<topic>/<p>` for a replicated topic |
 
 Readers (Java's `Broker.createBroker`, samsa, brod) split a broker value on `:` and take
 fields 1 and 2 as host and port, so a host must not contain `:` (no IPv6 literals). A partition
 of the cluster is named `<brokerId>-<partId>`; the rebalance sorts those names as strings.
+
+A partition of a replicated topic (docs/replication.md) lives on several brokers and keeps its
+number wherever its leader is: it is named `<p>` alone, as Kafka 0.8's ZooKeeper consumer
+named it in the same owners and offsets paths, and carries the broker id REPLICATED (-1,
+replication/state.py) wherever a `(brokerId, partId)` pair is expected. A replicated topic has
+partitions of that kind only, a 0.7 topic none, so the two kinds never meet in one topic's
+directory.
 
 A topic in a path must be a legal topic name (protocol/topics.py: ASCII letters, digits, `.`,
 `_`, `-`); the path functions raise InvalidTopicError, a ValueError, otherwise. Other names
@@ -32,6 +39,7 @@ from __future__ import annotations
 import re
 
 from ..protocol.topics import validate_topic
+from ..replication.state import REPLICATED
 
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
@@ -119,17 +127,26 @@ def consumer_owner_path(group: str, topic: str, broker_id: int, partition: int) 
 
 
 def partition_name(broker_id: int, partition: int) -> str:
-    """`"<brokerId>-<partId>"`, the name of one partition of the cluster."""
+    """`"<brokerId>-<partId>"`, the name of one partition of the cluster; `"<p>"` for
+    partition p of a replicated topic (broker id REPLICATED)."""
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise ValueError(f"a partition is an integer >= 0, got {partition!r}")
+    if broker_id == REPLICATED and not isinstance(broker_id, bool):
+        return str(partition)
     return f"{_broker_id(broker_id)}-{partition}"
 
 
 def parse_partition_name(name: str) -> tuple[int, int]:
-    """`"3-10"` -> `(3, 10)`: the broker id and the partition of a partition name."""
+    """`"3-10"` -> `(3, 10)`: the broker id and the partition of a partition name;
+    `"7"` -> `(REPLICATED, 7)`: partition 7 of a replicated topic."""
+    if _decimal(name):
+        return REPLICATED, int(name)
     broker, sep, partition = name.partition("-")
     if not (sep and _decimal(broker) and _decimal(partition)):
-        raise ValueError(f"a partition name is '<brokerId>-<partId>', got {name!r}")
+        raise ValueError(
+            f"a partition name is '<brokerId>-<partId>' (or '<p>' for a replicated topic), "
+            f"got {name!r}"
+        )
     return int(broker), int(partition)
 
 

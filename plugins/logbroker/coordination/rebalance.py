@@ -9,7 +9,11 @@ Range assignment (`assign`), done by every member of a group for every topic it 
 
 1. P = the topic's partitions: every `<brokerId>-<partId>` for which a broker registered
    `/brokers/topics/<topic>/<brokerId>` (value = its partition count), **sorted as strings**,
-   so `0-10` comes before `0-2` (and partitions of one broker stay together);
+   so `0-10` comes before `0-2` (and partitions of one broker stay together). A replicated
+   topic's partitions are `0` .. `N-1` of its assignment (`/replication/topics/<topic>`),
+   named `<p>` (coordination/paths.py) and sorted as strings too, so `10` comes before `2`:
+   Kafka 0.8 sorted them as numbers, but what matters is that every member of the group
+   sorts them the same way, and they all run this function;
 2. C = the consumer *threads* (streams) of the group that subscribe to the topic, each
    `<consumerId>-<i>`, sorted as strings;
 3. nPer = |P| // |C|, extra = |P| % |C|; the thread at index i of C owns the |P| slice
@@ -31,7 +35,8 @@ Subscription values (the value of the ephemeral `/consumers/<group>/ids/<consume
   topic -> count reads the same;
 * wildcard, `*<n>*<regex>` (whitelist: the topics the regex matches in full) or
   `!<n>!<regex>` (blacklist: the topics it does not match), n streams shared by every
-  matching topic; the topics are those under `/brokers/topics` at the time of the rebalance.
+  matching topic; the topics are those under `/brokers/topics` and `/replication/topics` at
+  the time of the rebalance.
 
 Consumer ids are `<group>_<hostname>-<currentTimeMillis>-<first 8 hex digits of a UUID>`
 (or `<group>_<consumerid>` when configured); the thread ids of a consumer are
@@ -96,6 +101,13 @@ def topic_partitions(broker_partition_counts: Mapping[int, int]) -> list[str]:
         for broker, count in broker_partition_counts.items()
         for part in range(count)
     )
+
+
+def replicated_partitions(count: int) -> list[str]:
+    """A replicated topic's N partitions (its assignment) -> sorted names `"0"` .. `"N-1"`."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"a partition count is an integer >= 0, got {count!r}")
+    return sorted(str(p) for p in range(count))
 
 
 # -- consumer and thread ids -----------------------------------------------------------------
@@ -280,7 +292,8 @@ def consumers_per_topic(
 ) -> dict[str, list[str]]:
     """consumer id -> subscription (the group's ids nodes) -> topic -> sorted thread ids.
 
-    `all_topics` (the children of `/brokers/topics`) is what wildcard subscriptions match.
+    `all_topics` (the children of `/brokers/topics` and `/replication/topics`) is what
+    wildcard subscriptions match.
     """
     per_topic: dict[str, list[str]] = {}
     for consumer_id, subscription in subscriptions.items():
