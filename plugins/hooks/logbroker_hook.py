@@ -156,7 +156,7 @@ def cluster_end_offsets(cluster: Cluster, topics: Iterable[str] | None) -> Offse
     wanted = sorted(cluster.topics()) if topics is None else sorted(set(topics))
     result: Offsets = {}
     for topic in wanted:
-        result[topic] = {f"{p.broker_id}-{p.partition}": p.latest for p in cluster.describe(topic)}
+        result[topic] = {p.name: p.latest for p in cluster.describe(topic)}
     return result
 
 
@@ -170,5 +170,5 @@ def group_committed_offsets(cluster: Cluster, group: str) -> Offsets:
         return result
     for row in rows:
         if row.committed is not None:
-            result.setdefault(row.topic, {})[f"{row.broker_id}-{row.partition}"] = row.committed
+            result.setdefault(row.topic, {})[row.name] = row.committed
     return result

@@ -4,8 +4,10 @@ What the `logbroker topics`, `lag` and `offsets` commands (and the pipeline's ho
 Brokers come from `/brokers/ids`, 0.7's topics from `/brokers/topics/<topic>/<brokerId>`,
 group offsets and owners from `/consumers/<group>/{offsets,owners}/<topic>/<brokerId>-<partId>`
 (see coordination/paths.py). Replicated topics come from `/replication/topics` (their
-assignment and each partition's leader, epoch and ISR: replication/state.py). Offsets and
-sizes come from the brokers themselves (METADATA).
+assignment and each partition's leader, epoch and ISR: replication/state.py); their group
+offsets and owners are named `<p>`. Offsets and sizes come from the brokers themselves
+(METADATA): a replicated partition's from its leader, whose latest offset is the high
+watermark (what consumers can read).
 """
 
 from __future__ import annotations
@@ -18,20 +20,28 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..coordination import paths
-from ..protocol.errors import LogbrokerError, error_code, error_for_code
+from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, error_code, error_for_code
 from ..protocol.requests import CreateTopicRequest
-from ..protocol.responses import MalformedResponseError, decode_create_topic_response
+from ..protocol.responses import (
+    MalformedResponseError,
+    PartitionMetadata,
+    decode_create_topic_response,
+)
 from ..protocol.topics import is_legal_topic, validate_topic
 from ..replication import state as replication
 from ..replication.assignment import assign
 from ..replication.state import Assignment, PartitionState
 from .brokers import BrokerEndpoint, ZooKeeperBrokers
+from .leaders import Leaders
 from .simple_consumer import SimpleConsumer
 
 log = logging.getLogger(__name__)
 
 
 class PartitionDescription(NamedTuple):
+    """A partition's offsets and size; `broker_id` is REPLICATED (-1) for a replicated
+    topic's partition (read from its leader; `latest` is its high watermark)."""
+
     topic: str
     broker_id: int
     partition: int
@@ -81,6 +91,10 @@ class GroupPartition(NamedTuple):
     latest: int | None
 
     @property
+    def name(self) -> str:
+        return paths.partition_name(self.broker_id, self.partition)
+
+    @property
     def lag(self) -> int | None:
         if self.committed is None or self.latest is None:
             return None
@@ -99,6 +113,7 @@ class Cluster:
             self.zk.close()
             raise
         self.brokers = ZooKeeperBrokers(self.zk)
+        self.leaders = Leaders(self.zk, self.brokers)
         self._consumers: dict[int, SimpleConsumer] = {}
 
     def close(self) -> None:
@@ -123,6 +138,19 @@ class Cluster:
                 broker.host, broker.port, timeout=self.timeout
             )
         return self._consumers[broker_id]
+
+    def partition_consumer(self, topic: str, broker_id: int, partition: int) -> SimpleConsumer:
+        """A simple consumer that can read partition `(broker_id, partition)` of `topic`: its
+        broker's, or for a replicated partition (broker_id REPLICATED) its leader's."""
+        if broker_id != replication.REPLICATED:
+            return self.consumer(broker_id)
+        leader = self.leaders.leader(topic, partition)
+        if leader == replication.NO_LEADER:
+            self.leaders.refresh(topic)
+            leader = self.leaders.leader(topic, partition)
+        if leader == replication.NO_LEADER:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader now")
+        return self.consumer(leader)
 
     def live_brokers(self) -> dict[int, BrokerEndpoint]:
         return self.brokers.brokers()
@@ -246,8 +274,11 @@ class Cluster:
             time.sleep(0.05)
 
     def describe(self, topic: str) -> list[PartitionDescription]:
-        """Every partition of `topic` on every live broker that has it."""
+        """Every partition of `topic` on every live broker that has it; of a replicated
+        topic, every partition whose leader answers (from the leader)."""
         validate_topic(topic)
+        if self.leaders.is_replicated(topic):
+            return self._describe_replicated_offsets(topic)
         rows = []
         for broker_id in sorted(self.topics().get(topic, {})):
             if broker_id not in self.live_brokers():
@@ -266,6 +297,39 @@ class Cluster:
                         )
                     )
         return rows
+
+    def _describe_replicated_offsets(self, topic: str) -> list[PartitionDescription]:
+        rows = []
+        for p in range(len(self.leaders.partitions(topic) or [])):
+            found = self._leader_metadata(topic, p)
+            if found is not None:
+                rows.append(
+                    PartitionDescription(
+                        topic,
+                        replication.REPLICATED,
+                        p,
+                        found.earliest_offset,
+                        found.latest_offset,
+                        found.size,
+                    )
+                )
+        return rows
+
+    def _leader_metadata(self, topic: str, partition: int) -> PartitionMetadata | None:
+        """Partition `partition` of replicated `topic` as its leader describes it, or None
+        (logged) when it has no leader or the leader does not answer."""
+        try:
+            meta = self.partition_consumer(topic, replication.REPLICATED, partition).metadata(
+                [topic]
+            )
+        except LogbrokerError as exc:
+            log.warning("%s-%d: its leader did not describe it: %s", topic, partition, exc)
+            return None
+        for t in meta.topics:
+            for p in t.partitions:
+                if p.partition == partition:
+                    return p
+        return None
 
     def group_partitions(self, group: str) -> list[GroupPartition]:
         """Every partition a group has an offset or an owner for, with the broker's latest."""
@@ -287,7 +351,10 @@ class Cluster:
                 )
                 owner = self._read(paths.consumer_owner_path(group, topic, broker_id, partition))
                 key = (topic, broker_id)
-                if key not in latest_cache:
+                if broker_id == replication.REPLICATED:
+                    found = self._leader_metadata(topic, partition)
+                    latest_cache[key] = {partition: found.latest_offset} if found else {}
+                elif key not in latest_cache:
                     latest_cache[key] = self._latest(topic, broker_id)
                 rows.append(
                     GroupPartition(

@@ -8,7 +8,10 @@
         for payload in batch.payloads: ...  # batch.next_offset: where to resume
 
 A fetch returns raw log bytes, usually ending in a cut-off message, which iteration skips
-and the next fetch starts with. When a fetch holds not even one whole message, the fetch
+and the next fetch starts with. A replicated topic's partition is read from its leader
+(partition_reader.py finds it, and follows it when it moves); `waiting_fetches=True` sends
+every fetch as FETCH_WAIT, whose answers carry replication's codes (NotLeaderForPartition,
+LeaderNotAvailable) where 0.7's FETCH says Unknown (-1). When a fetch holds not even one whole message, the fetch
 size grows (doubling, as the design doc suggests) up to `max_fetch_size`; a message larger
 than that is a MessageTooLargeError naming topic, partition, offset and size.
 """
@@ -139,10 +142,12 @@ class SimpleConsumer:
         fetch_size: int = DEFAULT_FETCH_SIZE,
         max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
         timeout: float = 30.0,
+        waiting_fetches: bool = False,
     ) -> None:
         self.connection = BrokerConnection(host, port, timeout=timeout)
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
+        self.waiting_fetches = waiting_fetches  # FETCH_WAIT even when not waiting: exact codes
 
     def close(self) -> None:
         self.connection.close()
@@ -160,6 +165,8 @@ class SimpleConsumer:
     ) -> FetchedData:
         """FETCH: raises OffsetOutOfRangeError, WrongPartitionError, ... on an error code."""
         size = self.fetch_size if max_size is None else max_size
+        if self.waiting_fetches:
+            return _raised(self.fetch_wait([FetchRequest(topic, partition, offset, size)], 0)[0])
         response = decode_fetch_response(
             self.connection.request(FetchRequest(topic, partition, offset, size))
         )
@@ -224,10 +231,9 @@ class SimpleConsumer:
     ) -> bytes | memoryview:
         if not max_wait_ms:
             return self.fetch(topic, partition, offset, size).data
-        result = self.fetch_wait([FetchRequest(topic, partition, offset, size)], max_wait_ms)[0]
-        if isinstance(result, LogbrokerError):
-            raise result
-        return result.data
+        return _raised(
+            self.fetch_wait([FetchRequest(topic, partition, offset, size)], max_wait_ms)[0]
+        ).data
 
     def _grown(
         self, topic: str, partition: int, offset: int, data: bytes | memoryview, size: int
@@ -316,18 +322,21 @@ class SimpleConsumer:
         walk finds where it ends), before it is handed over."""
         size = self.fetch_size
         wait = 0 if stop_at_end else max_wait_ms
+        waiting = bool(wait) or self.waiting_fetches
         conn = self.connection
         in_flight = False
         try:
             while True:
                 if not in_flight:
-                    conn.send(self._fetch_request(topic, partition, offset, size, wait))
-                data = self._fetch_response(conn.receive(), topic, partition, offset, wait)
+                    conn.send(self._fetch_request(topic, partition, offset, size, wait, waiting))
+                data = self._fetch_response(conn.receive(), topic, partition, offset, waiting)
                 in_flight = False
                 decoded, end = decode(data, offset)
                 if end and (not wait or end * 2 >= size):
                     conn.send(
-                        self._fetch_request(topic, partition, offset + end, self.fetch_size, wait)
+                        self._fetch_request(
+                            topic, partition, offset + end, self.fetch_size, wait, waiting
+                        )
                     )
                     in_flight = True
                     yield decoded
@@ -351,16 +360,16 @@ class SimpleConsumer:
 
     @staticmethod
     def _fetch_request(
-        topic: str, partition: int, offset: int, size: int, max_wait_ms: int
+        topic: str, partition: int, offset: int, size: int, max_wait_ms: int, waiting: bool
     ) -> FetchRequest | WaitingFetchRequest:
         fetch = FetchRequest(topic, partition, offset, size)
-        return WaitingFetchRequest(max_wait_ms, 1, (fetch,)) if max_wait_ms else fetch
+        return WaitingFetchRequest(max_wait_ms, 1, (fetch,)) if waiting else fetch
 
     @staticmethod
     def _fetch_response(
-        body: bytes, topic: str, partition: int, offset: int, max_wait_ms: int
+        body: bytes, topic: str, partition: int, offset: int, waiting: bool
     ) -> bytes | memoryview:
-        if max_wait_ms:
+        if waiting:
             response = decode_multifetch_response(body, 1)[0]
         else:
             response = decode_fetch_response(body)
@@ -369,6 +378,12 @@ class SimpleConsumer:
                 response.error, _describe(response.error, topic, partition, offset)
             )
         return response.messages
+
+
+def _raised(result: FetchedData | LogbrokerError) -> FetchedData:
+    if isinstance(result, LogbrokerError):
+        raise result
+    return result
 
 
 def _whole_entries(data: bytes | memoryview, base: int) -> tuple[_Set, int]:

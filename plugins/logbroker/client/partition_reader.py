@@ -1,0 +1,234 @@
+"""Reading one partition of a replicated topic from its leader, wherever the leader is.
+
+    with PartitionReader.connect("127.0.0.1:2181/live", "orders", 2) as reader:
+        for batch in reader.iter_batches(reader.earliest_offset()):
+            for payload in batch.payloads: ...     # batch.next_offset: where to resume
+
+SimpleConsumer (simple_consumer.py) talks to one broker; a replicated partition is served by
+its leader only (docs/replication.md), and the leader moves when a broker dies. The reader
+asks `Leaders` (leaders.py) who leads, fetches from it as SimpleConsumer does (the same
+iteration, pipelining and fetch-size growth, with FETCH_WAIT so that refusals come back with
+their own codes), and when the leader refuses (NotLeaderForPartition, LeaderNotAvailable) or
+its connection dies, reads the leaders again and resumes at the same offset on the new one:
+replicas are byte-identical, so an offset means the same on every replica, and a consumer
+sees only what is below the high watermark, which every in-sync replica holds. It goes on
+looking for a leader that answers for `leader_timeout_ms` (each try `retry_backoff_ms` after
+the last) before it raises the last refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from typing import TypeVar
+
+from kazoo.client import KazooClient
+
+from ..protocol.errors import (
+    LeaderNotAvailableError,
+    LogbrokerError,
+    NotLeaderForPartitionError,
+)
+from ..protocol.message import Message
+from .brokers import BrokerEndpoint
+from .connection import BrokerUnavailableError
+from .leaders import Leaders
+from .simple_consumer import (
+    DEFAULT_FETCH_SIZE,
+    DEFAULT_MAX_FETCH_SIZE,
+    FetchedData,
+    MessageBatch,
+    SimpleConsumer,
+)
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_Item = TypeVar("_Item", MessageBatch, Message)
+# What says "ask the leader again": a refusal, or a broker that is gone (a non-leader also
+# closes the connection of an OFFSETS request, as 0.7 answers any OFFSETS it cannot serve).
+LEADER_LOST = (NotLeaderForPartitionError, LeaderNotAvailableError, BrokerUnavailableError)
+
+
+class PartitionReader:
+    """SimpleConsumer's reads of one replicated partition, following its leader."""
+
+    def __init__(
+        self,
+        leaders: Leaders,
+        topic: str,
+        partition: int,
+        *,
+        fetch_size: int = DEFAULT_FETCH_SIZE,
+        max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
+        timeout: float = 30.0,
+        leader_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        if leaders.assignment(topic) is None:
+            raise LogbrokerError(
+                f"{topic!r} is not a replicated topic (no /replication/topics/{topic}): "
+                "read a 0.7 topic's partitions with SimpleConsumer, from their brokers"
+            )
+        partitions = leaders.assignment(topic).partitions  # type: ignore[union-attr]
+        if not 0 <= partition < partitions:
+            raise LogbrokerError(f"{topic} has partitions 0 to {partitions - 1}, not {partition}")
+        self.leaders = leaders
+        self.topic = topic
+        self.partition = partition
+        self.fetch_size = fetch_size
+        self.max_fetch_size = max_fetch_size
+        self.timeout = timeout
+        self.leader_timeout_s = leader_timeout_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.sleep = sleep
+        self._consumer: SimpleConsumer | None = None
+        self._endpoint: BrokerEndpoint | None = None
+        self._zk: KazooClient | None = None  # set by connect(): closed with the reader
+
+    @classmethod
+    def connect(
+        cls, zk_connect: str, topic: str, partition: int, **kwargs: object
+    ) -> PartitionReader:
+        """A reader with its own ZooKeeper session (closed by `close()`)."""
+        zk = KazooClient(hosts=zk_connect, timeout=10)
+        try:
+            zk.start(timeout=10)
+            reader = cls(Leaders(zk), topic, partition, **kwargs)  # type: ignore[arg-type]
+        except BaseException:
+            zk.stop()
+            zk.close()
+            raise
+        reader._zk = zk
+        return reader
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+
+    def __enter__(self) -> PartitionReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def leader(self) -> BrokerEndpoint | None:
+        """The broker this reader reads from now (None before the first read)."""
+        return self._endpoint
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def earliest_offset(self) -> int:
+        return self._retried(lambda c: c.earliest_offset(self.topic, self.partition))
+
+    def latest_offset(self) -> int:
+        """The high watermark: the end of what consumers can read."""
+        return self._retried(lambda c: c.latest_offset(self.topic, self.partition))
+
+    def offsets_before(self, time_ms: int, max_offsets: int = 1) -> list[int]:
+        """OFFSETS from the leader (none past the high watermark)."""
+        return self._retried(
+            lambda c: c.offsets_before(self.topic, self.partition, time_ms, max_offsets)
+        )
+
+    def fetch(self, offset: int, max_size: int | None = None) -> FetchedData:
+        return self._retried(lambda c: c.fetch(self.topic, self.partition, offset, max_size))
+
+    def iter_batches(
+        self, offset: int, *, stop_at_end: bool = True, max_wait_ms: int = 1000
+    ) -> Iterator[MessageBatch]:
+        """SimpleConsumer.iter_batches from the leader, resumed on the next leader."""
+        return self._follow(
+            offset,
+            lambda c, at: c.iter_batches(
+                self.topic, self.partition, at, stop_at_end=stop_at_end, max_wait_ms=max_wait_ms
+            ),
+        )
+
+    def iter_messages(
+        self, offset: int, *, stop_at_end: bool = True, max_wait_ms: int = 1000
+    ) -> Iterator[Message]:
+        """SimpleConsumer.iter_messages from the leader, resumed on the next leader."""
+        return self._follow(
+            offset,
+            lambda c, at: c.iter_messages(
+                self.topic, self.partition, at, stop_at_end=stop_at_end, max_wait_ms=max_wait_ms
+            ),
+        )
+
+    def _follow(
+        self, offset: int, read: Callable[[SimpleConsumer, int], Iterator[_Item]]
+    ) -> Iterator[_Item]:
+        """Items of `read(consumer, offset)` from the leader; after a loss, from the next
+        leader at the offset after the last item handed out."""
+        deadline: float | None = None
+        while True:
+            try:
+                items = read(self._current(), offset)
+                with closing(items):  # type: ignore[type-var]
+                    for item in items:
+                        deadline = None  # the leader answers: a later loss starts a new wait
+                        offset = item.next_offset
+                        yield item
+                return
+            except LEADER_LOST as exc:
+                deadline = self._lost(exc, deadline, offset)
+
+    # -- following the leader -------------------------------------------------------------
+
+    def _retried(self, read: Callable[[SimpleConsumer], _T]) -> _T:
+        deadline: float | None = None
+        while True:
+            try:
+                return read(self._current())
+            except LEADER_LOST as exc:
+                deadline = self._lost(exc, deadline, None)
+
+    def _current(self) -> SimpleConsumer:
+        """A consumer of the leader as last seen (a new one when the leader moved)."""
+        endpoint = self.leaders.endpoint(self.topic, self.partition)
+        if endpoint is None:
+            raise LeaderNotAvailableError(f"{self.topic}-{self.partition} has no live leader now")
+        if endpoint != self._endpoint or self._consumer is None:
+            if self._consumer is not None:
+                self._consumer.close()
+            self._consumer = SimpleConsumer(
+                endpoint.host,
+                endpoint.port,
+                fetch_size=self.fetch_size,
+                max_fetch_size=self.max_fetch_size,
+                timeout=self.timeout,
+                waiting_fetches=True,
+            )
+            self._endpoint = endpoint
+        return self._consumer
+
+    def _lost(self, exc: LogbrokerError, deadline: float | None, offset: int | None) -> float:
+        """The leader refused or went: read the leaders again after a back-off; raise `exc`
+        once the partition has gone without a leader that answers for leader_timeout_ms."""
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + self.leader_timeout_s
+            log.info(
+                "%s-%d: %s; looking for its leader%s",
+                self.topic,
+                self.partition,
+                exc,
+                f" (resuming at offset {offset})" if offset is not None else "",
+            )
+        elif now >= deadline:
+            raise exc
+        if self._consumer is not None:
+            self._consumer.close()  # a broken or refusing connection: never reused
+        self.sleep(self.retry_backoff_s)
+        self.leaders.refresh(self.topic)
+        return deadline
