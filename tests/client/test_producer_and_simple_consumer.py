@@ -295,3 +295,27 @@ def test_pipelined_fetches_read_the_answer_asked_for_and_drop_the_others(broker_
         fetches.ask(0, 1000)  # nobody there: not raised here ...
         with pytest.raises(BrokerUnavailableError):
             fetches.get(0, 1000)  # ... but here
+
+
+def test_acknowledgement_settings_0_8_keys_and_the_0_7_modes_they_map():
+    props = {"broker.list": "127.0.0.1:1", "request.required.acks": "-1"}
+    p = Producer.from_properties(
+        props
+        | {"request.timeout.ms": "500", "message.send.max.retries": "7", "retry.backoff.ms": "5"}
+    )
+    assert (p.required_acks, p.fsync, p.request_timeout_ms, p.retries) == (-1, False, 500, 7)
+    assert p.retry_backoff_s == 0.005
+    levels = {
+        mode: (q.required_acks, q.fsync)
+        for mode in ("none", "ack", "fsync")
+        for q in [Producer(StaticBrokers("127.0.0.1:1"), acks=mode)]
+    }
+    assert levels == {"none": (0, False), "ack": (1, False), "fsync": (1, True)}
+    both = Producer.from_properties(props | {"acks": "fsync"})  # -1, and the leader fsyncs
+    assert (both.required_acks, both.fsync) == (-1, True)
+    with pytest.raises(ValueError, match=r"request.required.acks must be 0, 1 or -1, got 2"):
+        Producer.from_properties(props | {"request.required.acks": "2"})
+    with pytest.raises(ValueError, match=r"retry.backoff.ms='soon' is not an integer"):
+        Producer.from_properties(props | {"retry.backoff.ms": "soon"})
+    with pytest.raises(ValueError, match="acks=fsync needs an answer"):
+        Producer(StaticBrokers("127.0.0.1:1"), acks="fsync", request_required_acks=0)

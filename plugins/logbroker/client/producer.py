@@ -7,14 +7,39 @@ memory and a background thread sends them in batches of `batch.size` messages or
 Per batch, messages are grouped into one message set per (topic, partition), compressed
 into one wrapper when the topic is compressed (`compression.codec`, `compressed.topics`),
 and all the sets for one broker go in one request: PRODUCE for one set, MULTIPRODUCE for
-several (0.7's fire-and-forget: nothing comes back), or the PRODUCE_ACK extension when
-`acks` asks for an answer (`"ack"`: the broker appended it; `"fsync"`: and fsynced it).
+several (0.7's fire-and-forget: nothing comes back), or the PRODUCE_ACK extension when an
+answer is asked for.
+
+Acknowledgements, Kafka 0.8's `request.required.acks`, or 0.7-era `acks` (mapped):
+
+| request.required.acks | acks            | request                       | answered when                   |
+|-----------------------|-----------------|-------------------------------|---------------------------------|
+| 0                     | "none"          | PRODUCE / MULTIPRODUCE        | never (fire and forget)         |
+| 1                     | "ack" / "fsync" | PRODUCE_ACK                   | the leader appended (and fsynced, with "fsync") |
+| -1                    | (none)          | PRODUCE_ACK, all-in-sync flag | every in-sync replica has it, or `request.timeout.ms` passed (code 12) |
+
+Both may be given: `request_required_acks` sets the level and `acks="fsync"` adds the fsync.
+A 0.7 topic's broker is its partition's whole ISR: -1 is answered there as 1 is.
 
 Partitions: a message with a key goes to `partitioner(key, n)` of the topic's partitions;
 without a key, all of a batch's messages for a topic go to one random partition (fewer,
-bigger sets). When a broker cannot be reached, unkeyed sets fail over to a partition on
-another live broker; keyed sets retry their own partition. `stats` counts what was sent,
-retried, failed, and dropped from a full queue.
+bigger sets). A 0.7 topic's partitions are `(broker, i)` (brokers.py); a replicated topic's
+are 0..N-1 of its assignment (docs/replication.md), each sent to its leader (leaders.py:
+needs `zk_connect` or a ZooKeeperBrokers; with a broker list every topic is taken for a 0.7
+one).
+
+Retries (`message.send.max.retries`, default 3, each after `retry.backoff.ms` x attempt):
+a broker that cannot be reached, and for a replicated partition the answers
+NotLeaderForPartition (8), LeaderNotAvailable (9), NotEnoughReplicas (10: the ISR may grow
+back), NotEnoughReplicasAfterAppend (11) and RequestTimedOut (12). Before a retry the leaders
+of the failed sets' topics are read again. Answers 11 and 12, and a connection that broke
+after the request went out, mean "not acknowledged", not "not written": the retry may store
+the set twice (at least once; the pipeline drops duplicates by their event header). A keyed
+set keeps its partition across retries; an unkeyed one moves to a partition on another live
+broker (0.7) or to a partition that has a leader (replicated, when its own has none). Other
+error codes are not retried. After the last retry ProduceError says how many messages were
+not acknowledged (or, with acks 0, not sent) and why. `stats` counts what was sent, retried,
+failed, and dropped from a full queue.
 """
 
 from __future__ import annotations
@@ -33,7 +58,7 @@ from typing import NamedTuple
 from kazoo.client import KazooClient
 
 from ..protocol import compression
-from ..protocol.errors import LogbrokerError, error_for_code
+from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, error_for_code
 from ..protocol.message_set import build_message_set
 from ..protocol.requests import (
     AckedProduceRequest,
@@ -45,25 +70,34 @@ from ..protocol.requests import (
 )
 from ..protocol.responses import decode_acked_produce_response
 from ..protocol.topics import validate_topic
+from ..replication.state import NO_LEADER, REPLICATED
 from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
+from .leaders import Leaders
 from .partitioner import Key, Partitioner, default_partitioner
 
 log = logging.getLogger(__name__)
 
 ACK_MODES = ("none", "ack", "fsync")
+REQUIRED_ACKS = (0, 1, -1)
+_LEVEL_OF_MODE = {"none": 0, "ack": 1, "fsync": 1}
+# Answers after which a set is sent again (to the leader read anew): see the module's doc.
+RETRIED_CODES = frozenset((8, 9, 10, 11, 12))
 
 
 class ProduceError(LogbrokerError):
-    """Messages could not be sent; `lost` says how many."""
+    """Messages could not be sent or were not acknowledged; `lost` says how many, and
+    `cause` (also in the message) why the last attempt failed."""
 
-    def __init__(self, message: str, lost: int) -> None:
+    def __init__(self, message: str, lost: int, cause: BaseException | None = None) -> None:
         super().__init__(message)
         self.lost = lost
+        self.cause = cause
 
 
 class SendResult(NamedTuple):
-    """Where an acknowledged set landed."""
+    """Where an acknowledged set landed (`broker_id` REPLICATED, -1, for a replicated topic's
+    partition, whichever broker led it)."""
 
     topic: str
     broker_id: int
@@ -121,13 +155,31 @@ class Producer:
         compression_codec: int | str = compression.NONE,
         compressed_topics: Iterable[str] = (),
         acks: str = "none",
+        request_required_acks: int | None = None,
+        request_timeout_ms: int = 10000,
         retries: int = 3,
         retry_backoff_ms: int = 100,
         socket_timeout_ms: int = 30000,
+        leaders: Leaders | None = None,
         sleep: Callable[[float], object] | None = None,
     ) -> None:
-        """`sleep(seconds)` waits between retries (tests pass a fake one); by default a wait
-        that `close()` cuts short, so that a producer retrying a dead broker stops at close."""
+        """`acks` / `request_required_acks`: see the module's table. `request_timeout_ms`:
+        with -1, how long the leader waits for its ISR. `retries`: message.send.max.retries.
+        `leaders`: where replicated topics' leaders are (made from the ZooKeeper client when
+        not given). `sleep(seconds)` waits between retries (tests pass a fake one); by default
+        a wait that `close()` cuts short, so that a producer retrying a dead broker stops at
+        close."""
+        if acks not in ACK_MODES:
+            raise ValueError(f"acks must be one of {', '.join(ACK_MODES)}, got {acks!r}")
+        level = _LEVEL_OF_MODE[acks] if request_required_acks is None else request_required_acks
+        if level not in REQUIRED_ACKS or isinstance(level, bool):
+            raise ValueError(f"request.required.acks must be 0, 1 or -1, got {level!r}")
+        if level == 0 and acks == "fsync":
+            raise ValueError("acks=fsync needs an answer: request.required.acks 1 or -1, not 0")
+        if request_timeout_ms < 0 or retries < 0 or retry_backoff_ms < 0:
+            raise ValueError(
+                "request.timeout.ms, message.send.max.retries and retry.backoff.ms must be >= 0"
+            )
         self._zk: KazooClient | None = None
         self._closed = threading.Event()
         self._sleep = sleep if sleep is not None else self._closed.wait
@@ -145,9 +197,12 @@ class Producer:
                 brokers = StaticBrokers(broker_list, num_partitions)
             else:
                 raise ValueError("a producer needs zk_connect, broker_list or a broker source")
-        if acks not in ACK_MODES:
-            raise ValueError(f"acks must be one of {', '.join(ACK_MODES)}, got {acks!r}")
+        self._own_leaders = leaders is None and isinstance(brokers, ZooKeeperBrokers)
+        if self._own_leaders:
+            assert isinstance(brokers, ZooKeeperBrokers)
+            leaders = Leaders(brokers.client, brokers)
         self.brokers = brokers
+        self.leaders = leaders
         self.partitioner = partitioner
         self.codec = (
             compression.codec_by_name(compression_codec)
@@ -155,30 +210,49 @@ class Producer:
             else compression_codec
         )
         self.compressed_topics = frozenset(compressed_topics)
-        self.acks = acks
+        self.required_acks = level
+        self.fsync = acks == "fsync"
+        self.acks = "none" if level == 0 else "fsync" if self.fsync else "ack"
+        self.request_timeout_ms = request_timeout_ms
         self.retries = retries
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.timeout_s = socket_timeout_ms / 1000
         self.stats = ProducerStats()
         self._connections: dict[BrokerEndpoint, BrokerConnection] = {}
         self._lock = threading.Lock()
-        # What the hot path looked up, valid while the broker source's version stays.
+        # What the hot path looked up, valid while the broker source's version (and the
+        # leaders', added: both only grow) stays.
         self._cache_version = -1
         self._routes: dict[str, tuple[list[BrokerPartition], bytes]] = {}
         self._by_id: dict[int, BrokerConnection] = {}
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **kwargs: object) -> Producer:
-        """From 0.7's producer.properties keys (broker.list, zk.connect, compression.codec, ...)."""
-        return cls(
-            broker_list=props.get("broker.list"),
-            zk_connect=props.get("zk.connect"),
-            compression_codec=props.get("compression.codec", "none"),
-            compressed_topics=[t for t in props.get("compressed.topics", "").split(",") if t],
-            acks=props.get("acks", "none"),
-            socket_timeout_ms=int(props.get("socket.timeout.ms", 30000)),
-            **kwargs,  # type: ignore[arg-type]
-        )
+        """From producer.properties keys: 0.7's (broker.list, zk.connect, compression.codec,
+        compressed.topics, acks, socket.timeout.ms) and 0.8's (request.required.acks,
+        request.timeout.ms, message.send.max.retries, retry.backoff.ms). A bad value is a
+        ValueError naming the key."""
+        settings: dict[str, object] = {
+            "broker_list": props.get("broker.list"),
+            "zk_connect": props.get("zk.connect"),
+            "compression_codec": props.get("compression.codec", "none"),
+            "compressed_topics": [t for t in props.get("compressed.topics", "").split(",") if t],
+            "acks": props.get("acks", "none"),
+        }
+        for key, name in (
+            ("socket.timeout.ms", "socket_timeout_ms"),
+            ("request.required.acks", "request_required_acks"),
+            ("request.timeout.ms", "request_timeout_ms"),
+            ("message.send.max.retries", "retries"),
+            ("retry.backoff.ms", "retry_backoff_ms"),
+        ):
+            if props.get(key, "").strip():
+                try:
+                    settings[name] = int(props[key].strip())
+                except ValueError:
+                    raise ValueError(f"{key}={props[key]!r} is not an integer") from None
+        settings.update(kwargs)
+        return cls(**settings)  # type: ignore[arg-type]
 
     # -- the public API ---------------------------------------------------------------
 
@@ -187,11 +261,11 @@ class Producer:
     ) -> list[SendResult]:
         """Send one message or a list of them to one partition of `topic`.
 
-        Returns where they landed when `acks` is "ack" or "fsync", else []. Raises
-        InvalidTopicError for an illegal topic name before anything is sent, and
-        ProduceError (after retries) when they could not be sent.
+        Returns where they landed when an answer is asked for (acks 1 or -1), else [].
+        Raises InvalidTopicError for an illegal topic name before anything is sent, and
+        ProduceError (after retries) when they could not be sent or were not acknowledged.
         """
-        if type(payloads) is bytes and self.acks == "none":
+        if type(payloads) is bytes and self.required_acks == 0:
             return self._send_one(topic, payloads, key)
         batch: list[bytes] = (
             [bytes(payloads)]
@@ -202,7 +276,7 @@ class Producer:
 
     def _send_one(self, topic: str, payload: bytes, key: Key) -> list[SendResult]:
         """One fire-and-forget message: the batch-of-1 hot path, one prebuilt frame."""
-        if self._cache_version != self.brokers.version:
+        if self._cache_version != self._version():
             self._forget_routes()
         route = self._routes.get(topic)
         if route is None:
@@ -216,16 +290,26 @@ class Producer:
             target = partitions[self.partitioner(key, len(partitions))]
         batch = _Batch(topic, target, [payload], key is not None)
         frame = encode_produce_frame(prefix, target.partition, self._encode_set(batch))
+        broker_id = target.broker_id
+        if broker_id == REPLICATED:
+            broker_id = self._leader_of(batch)
         try:
-            self._connection(target.broker_id).send(frame)
+            if broker_id == NO_LEADER:
+                raise BrokerUnavailableError(f"{topic}-{target.partition} has no leader now")
+            self._connection(broker_id).send(frame)
         except BrokerUnavailableError:
             return self._send_with_retries([batch])  # fail over like any batch
         self.stats.sent(1, 1)
         return []
 
+    def _version(self) -> int:
+        if self.leaders is None:
+            return self.brokers.version
+        return self.brokers.version + self.leaders.version
+
     def _forget_routes(self) -> None:
         """The cluster changed: partitions and connections are looked up again."""
-        self._cache_version = self.brokers.version
+        self._cache_version = self._version()
         self._routes.clear()
         self._by_id.clear()
 
@@ -242,6 +326,8 @@ class Producer:
             for conn in self._connections.values():
                 conn.close()
             self._connections.clear()
+        if self.leaders is not None and self._own_leaders:
+            self.leaders.close()
         if self._zk is not None:
             self._zk.stop()
             self._zk.close()
@@ -255,10 +341,21 @@ class Producer:
     # -- partitioning -----------------------------------------------------------------
 
     def _partitions(self, topic: str) -> list[BrokerPartition]:
+        if self.leaders is not None:  # first: a replicated topic must not reach brokers.py,
+            replicated = self.leaders.partitions(topic)  # which registers 0.7 topics it watches
+            if replicated is not None:
+                return replicated
         partitions = self.brokers.partitions(topic)
         if not partitions:
             raise ProduceError(f"no live broker to send {topic!r} to", 0)
         return partitions
+
+    def _leader_of(self, batch: _Batch) -> int:
+        """The broker a set goes to: its broker (0.7), or its partition's leader (or -1)."""
+        if batch.target.broker_id != REPLICATED:
+            return batch.target.broker_id
+        assert self.leaders is not None
+        return self.leaders.leader(batch.topic, batch.target.partition)
 
     def _collate(self, messages: Iterable[tuple[str, Key, bytes]]) -> list[_Batch]:
         groups: dict[tuple[str, BrokerPartition, bool], list[bytes]] = defaultdict(list)
@@ -291,10 +388,16 @@ class Producer:
             failed: list[tuple[_Batch, Exception]] = []
             by_broker: dict[int, list[_Batch]] = defaultdict(list)
             for batch in batches:
-                by_broker[batch.target.broker_id].append(batch)
+                broker_id = self._leader_of(batch)
+                if broker_id == NO_LEADER:
+                    failed.append((batch, _no_leader(batch)))
+                else:
+                    by_broker[broker_id].append(batch)
             for broker_id, group in by_broker.items():
                 try:
-                    results += self._send_to_broker(broker_id, group)
+                    sent, refused = self._send_to_broker(broker_id, group)
+                    results += sent
+                    failed += refused
                 except BrokerUnavailableError as exc:
                     failed += [(b, exc) for b in group]
             if not failed:
@@ -303,20 +406,38 @@ class Producer:
             lost = sum(len(b.payloads) for b, _ in failed)
             if attempt > self.retries:
                 self.stats.add(failed_messages=lost)
+                what = "sent" if self.required_acks == 0 else "acknowledged"
                 raise ProduceError(
-                    f"{lost} messages not sent after {self.retries} retries: {failed[0][1]}", lost
+                    f"{lost} messages not {what} after {self.retries} retries: {failed[0][1]}",
+                    lost,
+                    failed[0][1],
                 )
             self._sleep(self.retry_backoff_s * attempt)
             self.stats.add(retried_sets=len(failed))
-            batches = [self._retarget(b, {b.target.broker_id}) for b, _ in failed]
+            if self.leaders is not None:
+                for topic in {b.topic for b, _ in failed if b.target.broker_id == REPLICATED}:
+                    self.leaders.refresh(topic)  # the watch may not have fired yet
+            batches = [self._retarget(b) for b, _ in failed]
             log.warning("retrying %d sets (attempt %d): %s", len(batches), attempt, failed[0][1])
         return results
 
-    def _retarget(self, batch: _Batch, dead: set[int]) -> _Batch:
-        """An unkeyed set moves to a partition on another live broker, if there is one."""
+    def _retarget(self, batch: _Batch) -> _Batch:
+        """An unkeyed set moves to a partition on another live broker, if there is one (0.7);
+        to a partition with a leader when its own has none (replicated)."""
         if batch.pinned:
             return batch
-        candidates = [p for p in self.brokers.partitions(batch.topic) if p.broker_id not in dead]
+        if batch.target.broker_id == REPLICATED:
+            assert self.leaders is not None
+            if self.leaders.leader(batch.topic, batch.target.partition) != NO_LEADER:
+                return batch
+            led = [
+                p
+                for p in self.leaders.partitions(batch.topic) or []
+                if self.leaders.leader(batch.topic, p.partition) != NO_LEADER
+            ]
+            return batch._replace(target=random.choice(led)) if led else batch
+        dead = batch.target.broker_id
+        candidates = [p for p in self.brokers.partitions(batch.topic) if p.broker_id != dead]
         if not candidates:
             return batch
         return batch._replace(target=random.choice(candidates))
@@ -347,41 +468,65 @@ class Producer:
             codec = compression.NONE
         return build_message_set(batch.payloads, codec)
 
-    def _send_to_broker(self, broker_id: int, group: list[_Batch]) -> list[SendResult]:
+    def _send_to_broker(
+        self, broker_id: int, group: list[_Batch]
+    ) -> tuple[list[SendResult], list[tuple[_Batch, Exception]]]:
+        """Send the sets; (what was acknowledged, the sets refused with a code to retry).
+        Raises BrokerUnavailableError, or the first other refusal's error."""
         conn = self._connection(broker_id)
         produces = tuple(
             ProduceRequest(b.topic, b.target.partition, self._encode_set(b)) for b in group
         )
         messages = sum(len(b.payloads) for b in group)
         request: Request
-        if self.acks == "none":
+        if self.required_acks == 0:
             request = produces[0] if len(produces) == 1 else MultiProduceRequest(produces)
             conn.send(request)
             self.stats.sent(messages, len(group))
-            return []
-        request = AckedProduceRequest(self.acks == "fsync", produces)
+            return [], []
+        request = AckedProduceRequest(
+            self.fsync,
+            produces,
+            all_in_sync=self.required_acks == -1,
+            timeout_ms=self.request_timeout_ms if self.required_acks == -1 else 0,
+        )
         answers = decode_acked_produce_response(conn.request(request))
         results = []
+        refused: list[tuple[_Batch, Exception]] = []
         for batch, answer in zip(group, answers, strict=True):
             if answer.error:
-                self.stats.add(failed_messages=len(batch.payloads))
-                raise error_for_code(
+                error = error_for_code(
                     answer.error,
                     f"broker {broker_id} refused {len(batch.payloads)} messages for "
-                    f"{batch.topic}-{answer.partition} (error code {answer.error})",
+                    f"{batch.topic}-{answer.partition}: "
+                    f"{type(error_for_code(answer.error)).__name__} (error code {answer.error})",
                 )
+                if answer.error in RETRIED_CODES:
+                    refused.append((batch, error))
+                    continue
+                self.stats.add(failed_messages=len(batch.payloads))
+                raise error
             results.append(
                 SendResult(
                     batch.topic,
-                    broker_id,
+                    batch.target.broker_id,
                     answer.partition,
                     answer.offset,
                     answer.next_offset,
                     len(batch.payloads),
                 )
             )
-        self.stats.sent(messages, len(group))
-        return results
+        done = len(group) - len(refused)
+        if done:
+            self.stats.sent(messages - sum(len(b.payloads) for b, _ in refused), done)
+        return results, refused
+
+
+def _no_leader(batch: _Batch) -> LeaderNotAvailableError:
+    return LeaderNotAvailableError(
+        f"{batch.topic}-{batch.target.partition} has no leader now (or its leader is not "
+        "registered): the controller elects one from the in-sync replicas"
+    )
 
 
 class AsyncProducer:
