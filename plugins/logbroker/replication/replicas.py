@@ -180,6 +180,9 @@ class Replica:
         if offset <= self.high_watermark:
             future.set_result(0)
             return future
+        if not self.leading:  # it stopped leading between the append and this wait, whose
+            future.set_result(NotLeaderForPartitionError.code)  # fail_waiting ran already
+            return future
         self._waiting.append((offset, future))
         loop.call_later(timeout_s, _settle, future, RequestTimedOutError.code)
         return future
