@@ -28,6 +28,11 @@ in `logbroker.client.group`:
     group/rebalance.py    one rebalance attempt (§7.1) and the generation it leaves running
     group/coordinator.py  the rebalance thread: watches, retries, session expiry, autocommit
 
+Replicated topics (docs/replication.md, "Clients"): their partitions are `0`..`N-1` of the
+topic, named `"<p>"` in the owners and offsets nodes and in `GroupMessage.partition` (0.7
+topics keep `"<brokerId>-<partId>"`), shared out by the same assignment and fetched from
+their leaders, following a leader that moves without a rebalance (`group/rebalance.py`).
+
 Offsets: when a stream hands a message to the application, that message's `next_offset`
 becomes its partition's consumed offset; a commit writes the consumed offsets that changed
 (and the start offset of a partition that had no offsets node). Inside a compressed wrapper

@@ -1,10 +1,12 @@
 """The rebalance thread of a group consumer, and the ZooKeeper work it serialises.
 
-Watches on the group's ids, on `/brokers/ids`, on `/brokers/topics/<t>` of every subscribed
-topic (and on `/brokers/topics` itself for a filter) signal the rebalance thread; kazoo's
+Watches on the group's ids, on `/brokers/ids`, on `/brokers/topics/<t>` and
+`/replication/topics/<t>` of every subscribed topic (and on `/brokers/topics` and
+`/replication/topics` themselves for a filter) signal the rebalance thread; kazoo's
 callbacks never do ZooKeeper work themselves. The thread runs, one at a time under one lock
-(which `commit_offsets()` and `close()` take too): rebalances, session renewals and
-autocommits (every `autocommit_interval_ms`, with autocommit on).
+(which `commit_offsets()` and `close()` take too): rebalances, session renewals, regroups of
+the replicated partitions' fetchers when their leaders moved (rebalance.py), and autocommits
+(every `autocommit_interval_ms`, with autocommit on).
 
 A rebalance, exactly as 0.7.2's `syncedRebalance`: attempt it (see `rebalance.py`); when an
 attempt fails (a partition still owned by another member, or an error), give everything up
@@ -30,7 +32,6 @@ from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from ...coordination import paths
 from ...coordination.errors import ZooKeeperUnavailableError
 from ...coordination.rebalance import Subscription, WildcardSubscription
 from ...protocol.errors import LogbrokerError
@@ -48,11 +49,14 @@ class Coordinator:
     def __init__(self, context: ConsumerContext, membership: GroupMembership) -> None:
         self.context = context
         self.membership = membership
-        self.rebalancer = Rebalancer(context, membership, self._on_watch, self._on_topics_watch)
+        self.rebalancer = Rebalancer(
+            context, membership, self._on_watch, self._on_topics_watch, self._on_leaders_change
+        )
         self._zk_lock = threading.RLock()  # rebalances, commits, close: one at a time
         self._cond = threading.Condition()  # wakes the rebalance thread
         self._rebalance_requested = False
         self._topics_changed = False
+        self._leaders_changed = False
         self._new_session = False
         self._closing = False
         self._closed = False
@@ -141,6 +145,8 @@ class Coordinator:
                 feed.end()
             for client in rebalancer.offset_clients.values():
                 client.close()
+            if rebalancer.leaders is not None:
+                rebalancer.leaders.close()
             self._closed = True
         return True
 
@@ -174,6 +180,12 @@ class Coordinator:
             self._topics_changed = True
             self._cond.notify_all()
 
+    def _on_leaders_change(self) -> None:
+        """A replicated partition's leader may have moved (kazoo's or a fetcher's thread)."""
+        with self._cond:
+            self._leaders_changed = True
+            self._cond.notify_all()
+
     # -- the rebalance thread ----------------------------------------------------------
 
     def _run(self) -> None:
@@ -189,6 +201,7 @@ class Coordinator:
                     or self._rebalance_requested
                     or self._new_session
                     or self._topics_changed
+                    or self._leaders_changed
                 ):
                     now = self.context.clock()
                     wake = [
@@ -204,6 +217,7 @@ class Coordinator:
                     return
                 new_session, self._new_session = self._new_session, False
                 topics_changed, self._topics_changed = self._topics_changed, False
+                leaders_changed, self._leaders_changed = self._leaders_changed, False
                 rebalance = self._rebalance_requested or new_session
             if retry_at is not None and self.context.clock() >= retry_at:
                 rebalance, retry_at = True, None
@@ -216,6 +230,9 @@ class Coordinator:
                     retry_at = None
                     if not self._synced_rebalance():
                         retry_at = self.context.clock() + context.rebalance_backoff_ms / 1000
+                elif leaders_changed:
+                    with self._zk_lock:
+                        self.rebalancer.regroup()
             except Exception:
                 if self._closing:
                     return
@@ -286,11 +303,7 @@ class Coordinator:
         if not isinstance(subscription, WildcardSubscription):
             return False
         with self._zk_lock:
-            topics = set(
-                subscription.topics(
-                    self.membership.children(paths.BROKER_TOPICS, self._on_topics_watch)
-                )
-            )
+            topics = set(subscription.topics(self.membership.all_topics(self._on_topics_watch)))
         return topics != self.rebalancer.known_topics
 
     def _on_new_session(self) -> None:

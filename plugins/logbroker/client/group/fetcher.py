@@ -1,5 +1,12 @@
 """The fetchers of a group consumer: one thread per broker, for the partitions owned there.
 
+A replicated topic's partitions are fetched from their leaders: one more thread per leader,
+for the owned partitions it leads (rebalance.py groups them). When the leader refuses a
+partition (NotLeaderForPartition, LeaderNotAvailable) or cannot be reached, the fetcher
+pauses it as any failed partition and tells `on_leader_lost`, which reads the leaders again
+and moves the partition to the fetcher of its new leader, at the same offset (replicas are
+byte-identical).
+
 Fetchers ask their broker with FETCH_WAIT (the broker holds the request up to
 `fetch_wait_max_ms` until data comes), parse the whole messages of each answer and put them,
 as one chunk per partition, in the bounded queue (`queued_max_chunks`) of the stream that
@@ -17,8 +24,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
-from ...protocol.errors import InvalidMessageError, LogbrokerError, OffsetOutOfRangeError
+from ...protocol.errors import (
+    InvalidMessageError,
+    LeaderNotAvailableError,
+    LogbrokerError,
+    NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
+)
 from ...protocol.message_set import first_entry_size, iter_messages, stored_set_end
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 from ..brokers import BrokerEndpoint
@@ -36,11 +50,16 @@ class Fetcher:
     """One thread fetching the owned partitions of one broker into their streams."""
 
     def __init__(
-        self, context: ConsumerContext, broker: BrokerEndpoint, infos: list[OwnedPartition]
+        self,
+        context: ConsumerContext,
+        broker: BrokerEndpoint,
+        infos: list[OwnedPartition],
+        on_leader_lost: Callable[[list[OwnedPartition]], None] | None = None,
     ):
         self.context = context
         self.broker = broker
         self.infos = infos
+        self.on_leader_lost = on_leader_lost  # replicated partitions its broker stopped leading
         self.client = SimpleConsumer(
             broker.host,
             broker.port,
@@ -73,6 +92,7 @@ class Fetcher:
                 log.warning(
                     "fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff
                 )
+                self._leader_lost([p for p in self.infos if p.replicated])
                 self.stop_event.wait(backoff)
             except Exception:
                 self.context.stats.add(fetch_errors=1)
@@ -96,6 +116,7 @@ class Fetcher:
             for p in active
         ]
         results = self.client.fetch_wait(requests, self.context.fetch_wait_max_ms)
+        lost = []
         for p, result in zip(active, results, strict=True):
             if self.stop_event.is_set():
                 return
@@ -108,8 +129,17 @@ class Fetcher:
                 log.warning(
                     "fetching %s/%s from broker %s: %s", p.topic, p.name, self.broker.id, result
                 )
+                if p.replicated and isinstance(
+                    result, NotLeaderForPartitionError | LeaderNotAvailableError
+                ):
+                    lost.append(p)
                 continue
             self._deliver(p, result.data)
+        self._leader_lost(lost)
+
+    def _leader_lost(self, infos: list[OwnedPartition]) -> None:
+        if infos and self.on_leader_lost is not None and not self.stop_event.is_set():
+            self.on_leader_lost(infos)
 
     def _deliver(self, p: OwnedPartition, data: bytes | memoryview) -> None:
         offset = p.fetch_offset

@@ -6,6 +6,9 @@
     /consumers/<group>/offsets/<topic>/<b>-<p>      persistent  next byte offset to consume, decimal
     /brokers/ids/<b>                                (read)      `creatorId:host:port`
     /brokers/topics/<topic>/<b>                     (read)      the topic's partition count on <b>
+    /replication/topics/<topic>                     (read)      a replicated topic's assignment:
+                                                                its partitions are `0`..`N-1`,
+                                                                named `<p>` in owners and offsets
 
 (paths and codecs: `logbroker.coordination.paths`; assignment and subscription values:
 `logbroker.coordination.rebalance`). Tools written for 0.7 read these nodes as they are.
@@ -34,9 +37,12 @@ from ...coordination.rebalance import (
     Subscription,
     consumers_per_topic,
     parse_subscription,
+    replicated_partitions,
     topic_partitions,
 )
 from ...protocol.errors import LogbrokerError
+from ...replication import state as replication
+from ...replication.state import Assignment, StateFormatError
 from ..brokers import BrokerEndpoint
 from .context import ConsumerContext
 from .stream import OwnedPartition
@@ -92,7 +98,29 @@ class GroupMembership:
                 log.warning("ignoring broker registration %s: %s", child, exc)
         return brokers
 
+    def all_topics(self, watch: Any) -> list[str]:
+        """Every topic of the cluster, 0.7's and replicated (what a topic filter matches)."""
+        return sorted(
+            set(self.children(paths.BROKER_TOPICS, watch))
+            | set(self.children(replication.TOPICS, watch))
+        )
+
     def read_partitions(self, topic: str, watch: Any) -> list[str]:
+        """The topic's partition names: `<p>` of a replicated topic (watching its assignment:
+        created later, it is seen), else `<b>-<i>` of the brokers that registered it."""
+        assignment_path = replication.topic_path(topic)
+        try:
+            data, _ = self.client.get(assignment_path, watch=watch)
+        except NoNodeError:
+            data = None
+            if self.client.exists(assignment_path, watch=watch) is not None:
+                return self.read_partitions(topic, watch)  # created meanwhile
+        if data is not None:
+            try:
+                return replicated_partitions(Assignment.decode(topic, data).partitions)
+            except StateFormatError as exc:
+                log.warning("ignoring %s", exc)
+                return []
         counts = {}
         path = paths.broker_topic_path(topic)
         for child in self.children(path, watch):

@@ -12,6 +12,14 @@ there is no offsets node, the start is the broker's earliest offset
 (`autooffset_reset="smallest"`, OFFSETS -2) or latest one (`"largest"`, OFFSETS -1), asked
 here or, when the broker does not answer, by the fetcher.
 
+A replicated topic's partitions (named `<p>`) are claimed the same way and fetched from their
+leaders (`Leaders`, client/leaders.py): one fetcher per leader. When leaders move (a watch on
+the partitions' states, or a fetcher that was refused), `regroup` moves each partition to the
+fetcher of its leader now, without a rebalance: ownership and offsets stay, the partition
+resumes at its fetch offset on the new leader, and fetchers whose partitions did not move go
+on. A commit covers only what was handed out, and consumers fetch only what is below the
+high watermark: a committed offset is always on every in-sync replica.
+
 Between rebalances the owned partitions (the registry) and the fetchers stay as they are; the
 coordinator reads and resets them under its ZooKeeper lock.
 """
@@ -24,10 +32,10 @@ from collections.abc import Callable
 
 from kazoo.protocol.states import WatchedEvent
 
-from ...coordination import paths
 from ...coordination.rebalance import StaticSubscription, WildcardSubscription, assign
 from ...protocol.errors import LogbrokerError
 from ..brokers import BrokerEndpoint
+from ..leaders import Leaders
 from ..simple_consumer import SimpleConsumer
 from .context import ConsumerContext
 from .fetcher import AUTOOFFSET_RESETS, Fetcher
@@ -44,7 +52,9 @@ class Rebalancer:
     fetchers) and the rebalance attempt that replaces it.
 
     `on_change` is the watch set on the group's ids, on `/brokers/ids` and on every subscribed
-    topic; `on_topics_change` the one on `/brokers/topics` (topic filters only).
+    topic; `on_topics_change` the one on `/brokers/topics` and `/replication/topics` (topic
+    filters only); `on_leaders_change()` is called when a replicated partition's leader may
+    have moved (the coordinator then calls `regroup`).
     """
 
     def __init__(
@@ -53,11 +63,15 @@ class Rebalancer:
         membership: GroupMembership,
         on_change: Watch,
         on_topics_change: Watch,
+        on_leaders_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.context = context
         self.membership = membership
         self.on_change = on_change
         self.on_topics_change = on_topics_change
+        self.on_leaders_change = on_leaders_change
+        self.leaders: Leaders | None = None  # made when a replicated partition is first owned
+        self._leader_fetchers: dict[BrokerEndpoint, Fetcher] = {}
         self.feeds: list[ChunkQueue] = []  # the queue of every stream
         self.feed_of: dict[tuple[str | None, str], ChunkQueue] = {}  # (topic|None, thread id)
         self.registry: dict[tuple[str, str], OwnedPartition] = {}  # (topic, "b-p") -> info
@@ -67,7 +81,8 @@ class Rebalancer:
 
     def stop_consuming(self) -> list[OwnedPartition]:
         """Stop and join the fetchers, end delivery from the owned partitions, clear queues."""
-        fetchers, self._fetchers = self._fetchers, []
+        fetchers = self._fetchers + list(self._leader_fetchers.values())
+        self._fetchers, self._leader_fetchers = [], {}
         for fetcher in fetchers:
             fetcher.stop()
         for fetcher in fetchers:
@@ -87,7 +102,7 @@ class Rebalancer:
         assert subscription is not None
         all_topics: list[str] = []
         if isinstance(subscription, WildcardSubscription):
-            all_topics = membership.children(paths.BROKER_TOPICS, self.on_topics_change)
+            all_topics = membership.all_topics(self.on_topics_change)
             self.known_topics = set(subscription.topics(all_topics))
         my_threads = subscription.thread_ids_per_topic(context.consumer_id, all_topics)
         group_threads = membership.read_members(all_topics, self.on_change)
@@ -138,7 +153,11 @@ class Rebalancer:
         context = self.context
         when = AUTOOFFSET_RESETS[context.autooffset_reset]
         for info in self.registry.values():
-            broker = brokers.get(info.broker_id)
+            broker = (
+                self._leaders().endpoint(info.topic, info.partition)
+                if info.replicated
+                else brokers.get(info.broker_id)
+            )
             if info.fetch_offset is not None or broker is None:
                 continue
             client = self.offset_clients.get(broker)
@@ -163,7 +182,8 @@ class Rebalancer:
     def _start_fetchers(self, brokers: dict[int, BrokerEndpoint]) -> None:
         by_broker: dict[int, list[OwnedPartition]] = defaultdict(list)
         for info in self.registry.values():
-            by_broker[info.broker_id].append(info)
+            if not info.replicated:
+                by_broker[info.broker_id].append(info)
         for broker_id, infos in sorted(by_broker.items()):
             broker = brokers.get(broker_id)
             if broker is None:
@@ -176,3 +196,57 @@ class Rebalancer:
             fetcher = Fetcher(self.context, broker, infos)
             self._fetchers.append(fetcher)
             fetcher.start()
+        self.regroup()
+
+    # -- replicated partitions: one fetcher per leader ------------------------------------
+
+    def _leaders(self) -> Leaders:
+        if self.leaders is None:
+            self.leaders = Leaders(self.membership.client, on_change=self.on_leaders_change)
+        return self.leaders
+
+    def regroup(self) -> None:
+        """Each owned replicated partition to the fetcher of its leader now: fetchers whose
+        partitions are the same go on, the others stop (joined: a partition is never fetched
+        twice at once) and new ones start. A partition without a live leader waits for the
+        next call (the leaders' watch brings it)."""
+        replicated = [info for info in self.registry.values() if info.replicated]
+        if not replicated and not self._leader_fetchers:
+            return
+        leaders = self._leaders()
+        wanted: dict[BrokerEndpoint, list[OwnedPartition]] = defaultdict(list)
+        waiting = []
+        for info in replicated:
+            endpoint = leaders.endpoint(info.topic, info.partition)
+            if endpoint is None:
+                waiting.append(info)
+            else:
+                wanted[endpoint].append(info)
+        stale = [
+            fetcher
+            for endpoint, fetcher in self._leader_fetchers.items()
+            if {id(i) for i in fetcher.infos} != {id(i) for i in wanted.get(endpoint, [])}
+        ]
+        for fetcher in stale:
+            fetcher.stop()
+        for fetcher in stale:
+            fetcher.join()
+            del self._leader_fetchers[fetcher.broker]
+        for endpoint, infos in sorted(wanted.items()):
+            if endpoint not in self._leader_fetchers:
+                fetcher = Fetcher(self.context, endpoint, infos, self._leader_lost)
+                self._leader_fetchers[endpoint] = fetcher
+                fetcher.start()
+        if waiting:
+            log.info(
+                "no live leader for %s: waiting for the controller to elect one",
+                ", ".join(f"{i.topic}/{i.name}" for i in waiting),
+            )
+
+    def _leader_lost(self, infos: list[OwnedPartition]) -> None:
+        """A fetcher's leader refused partitions or went away (the fetcher's thread): read
+        their leaders now, and have the coordinator regroup."""
+        leaders = self._leaders()
+        for topic in sorted({info.topic for info in infos}):
+            leaders.refresh(topic)
+        self.on_leaders_change()

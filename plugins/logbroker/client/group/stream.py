@@ -19,13 +19,15 @@ from typing import Any, NamedTuple
 
 from ...coordination import paths
 from ...protocol.message_set import iter_stored_messages
+from ...replication.state import REPLICATED
 from .context import ConsumerContext
 
 
 class GroupMessage(NamedTuple):
     """A message handed out by a stream.
 
-    `partition` is the cluster-wide name `"<brokerId>-<partId>"`; `offset` is where to fetch
+    `partition` is the cluster-wide name `"<brokerId>-<partId>"` (`"<p>"` for a replicated
+    topic's, whichever broker leads it); `offset` is where to fetch
     to get this message again and `next_offset` where its partition resumes after it (both
     at wrapper boundaries for a message inside a compressed set, 0.7's rule).
     """
@@ -78,6 +80,11 @@ class OwnedPartition:
         self.stalled = False  # a message that cannot be delivered: no more fetches
         self.paused_until = 0.0  # back off after a fetch error
 
+    @property
+    def replicated(self) -> bool:
+        """A replicated topic's partition: fetched from its leader, wherever that is."""
+        return self.broker_id == REPLICATED
+
     def __repr__(self) -> str:
         return f"<{self.topic}/{self.name} {self.thread_id} at {self.fetch_offset}>"
 
@@ -88,7 +95,7 @@ class StoredSet(NamedTuple):
     produce request unchanged (the mirror, `MessageStream.next_set`)."""
 
     topic: str
-    partition: str  # "<brokerId>-<partId>"
+    partition: str  # "<brokerId>-<partId>", or "<p>" (replicated)
     offset: int  # of the first entry
     next_offset: int  # where the partition resumes after the last
     entries: int  # messages as stored (a compressed wrapper is one)
