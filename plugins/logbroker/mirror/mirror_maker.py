@@ -158,6 +158,7 @@ class MirrorMaker:
                         TargetWriter(
                             target,
                             partitions_per_topic=lambda t: _partitions_per_broker(source, t),
+                            partitions_in_all=lambda t: _partitions_in_all(source, t),
                             on_retry=lambda t: self.metrics.retries.labels(t).inc(),
                             stop=self._stop,
                             clock=self.clock,
@@ -297,7 +298,7 @@ class MirrorMaker:
     def _source_ends(self, source: Cluster) -> dict[PartitionKey, int]:
         """Every allowed partition's end offset now: what --until-caught-up copies."""
         ends = {}
-        for topic in source.topics():
+        for topic in [*source.topics(), *source.replicated_topics()]:
             if not self.topic_filter.allows(topic):
                 continue
             for row in source.describe(topic):
@@ -342,8 +343,24 @@ class MirrorMaker:
 
 
 def _partitions_per_broker(source: Cluster, topic: str) -> int:
+    """What a 0.7 target topic is created with: the source's count per broker (a replicated
+    source topic's partition count)."""
     try:
+        assignment = source.assignment(topic)
+        if assignment is not None:
+            return assignment.partitions
         counts = source.topics().get(topic, {})
     except Exception:  # ZooKeeper trouble: the target's default
         return 1
     return max(counts.values(), default=1)
+
+
+def _partitions_in_all(source: Cluster, topic: str) -> int:
+    """What a replicated target topic is created with: the source's partitions in all."""
+    try:
+        assignment = source.assignment(topic)
+        if assignment is not None:
+            return assignment.partitions
+        return max(1, sum(source.topics().get(topic, {}).values()))
+    except Exception:
+        return 1

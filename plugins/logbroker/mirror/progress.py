@@ -3,6 +3,7 @@
 ZooKeeper layout (in the SOURCE cluster, beside the group's 0.7 nodes):
 
     /consumers/<group>/mirror/sent/<topic>/<brokerId>-<partId>   persistent, decimal offset
+    /consumers/<group>/mirror/sent/<topic>/<p>                    (a replicated topic's)
 
 Before a batch is sent to the target, the mirror makes sure (writing asynchronously when
 needed) that the mark is at or past the source offset its messages end at; it counts the
@@ -30,7 +31,7 @@ from ..protocol.message_set import iter_messages
 
 log = logging.getLogger(__name__)
 
-PartitionKey = tuple[str, str]  # (topic, "<brokerId>-<partId>")
+PartitionKey = tuple[str, str]  # (topic, "<brokerId>-<partId>" or "<p>")
 
 
 def sent_path(group: str, topic: str, name: str) -> str:
@@ -119,7 +120,7 @@ def _count_messages(
 ) -> tuple[int, int]:
     """(messages, the offset after the last) of those stored from `start` up to `mark`: a
     mark written ahead may lie past the partition's end."""
-    consumer = source.consumer(broker_id)
+    consumer = source.partition_consumer(topic, broker_id, partition)  # a leader, if replicated
     count = 0
     offset = start
     while offset < mark:

@@ -10,7 +10,10 @@ consumer.config (the SOURCE cluster; GroupConsumer's keys):
 
 producer.config (the TARGET cluster):
     zk.connect | broker.list   where the target's brokers are (one of them)
-    acks                    ack (default) or fsync: the target's answer to every request
+    acks                    ack (default) or fsync: the target's answer to every request; to a
+                            replicated target topic every write is sent with acks=-1 (the
+                            leader answers once its whole ISR has it), fsync added if asked
+    request.timeout.ms      with acks=-1: how long the leader waits for its ISR (10000)
     socket.timeout.ms       how long one request may take (30000)
     retry.backoff.ms        the first wait after a failed send (100), doubled per failure ...
     retry.backoff.max.ms    ... up to this (5000)
@@ -41,6 +44,7 @@ class TargetSettings:
     zk_connect: str | None
     broker_list: str | None
     fsync: bool = False
+    request_timeout_ms: int = 10000
     socket_timeout_ms: int = 30000
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 5000
@@ -66,6 +70,7 @@ class TargetSettings:
             zk_connect=zk_connect,
             broker_list=broker_list,
             fsync=acks == "fsync",
+            request_timeout_ms=_int(props, "request.timeout.ms", 10000, source),
             socket_timeout_ms=_int(props, "socket.timeout.ms", 30000, source),
             retry_backoff_ms=_int(props, "retry.backoff.ms", 100, source),
             retry_backoff_max_ms=_int(props, "retry.backoff.max.ms", 5000, source),

@@ -1,9 +1,9 @@
 """The mirror's side of the target cluster: acknowledged writes of message sets as they came.
 
 One `TargetWriter` per mirror stream (a broker connection serves one request at a time);
-they share one `TargetCluster` (where the target's brokers and partitions are). A write is
-a list of `OutgoingSet`s, each the stored bytes of whole source messages (compressed
-wrappers untouched) for one topic; the writer maps each to a target partition
+they share one `TargetCluster` (where the target's brokers, partitions and leaders are). A
+write is a list of `OutgoingSet`s, each the stored bytes of whole source messages
+(compressed wrappers untouched) for one topic; the writer maps each to a target partition
 (`partition_map`), sends one PRODUCE_ACK request per target broker and returns only when
 every set was acknowledged. A failed request (broker unreachable, connection broken, an
 error code) is retried, the partition looked up again each time, with a doubling back-off
@@ -11,6 +11,15 @@ error code) is retried, the partition looked up again each time, with a doubling
 `delivery.timeout.ms` the writer raises TargetUnavailableError naming the broker and topic.
 A retried request may have been appended before the failure: the target may then hold
 duplicates (at-least-once), never a gap.
+
+A replicated target topic (docs/replication.md) is written to its partitions' leaders with
+acks=-1: a write counts as acknowledged only once the partition's whole ISR has it
+(`request.timeout.ms` bounds the leader's wait). A refusal (NotLeaderForPartition, no
+leader, too few in-sync replicas, not acknowledged in time) is retried as any failure, after
+the topic's leaders are read again. A topic the target does not have yet is created there by
+the first write: replicated, with the source's partitions in all, when the target cluster's
+controller publishes a `default.replication.factor` above 1 (needs zk.connect); else 0.7's
+way, on every live broker with the source's count per broker.
 """
 
 from __future__ import annotations
@@ -22,13 +31,14 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from kazoo.client import KazooClient
-
-from ..client.brokers import BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
+from ..client.brokers import BrokerPartition, BrokerSource, StaticBrokers
+from ..client.cluster import Cluster
 from ..client.connection import BrokerConnection, BrokerUnavailableError
-from ..protocol.errors import LogbrokerError
+from ..client.leaders import Leaders
+from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.requests import AckedProduceRequest, CreateTopicRequest, ProduceRequest
 from ..protocol.responses import decode_acked_produce_response, decode_create_topic_response
+from ..replication.state import NO_LEADER, REPLICATED
 from .partition_map import target_partition
 from .settings import TargetSettings
 
@@ -49,24 +59,19 @@ class OutgoingSet(NamedTuple):
 
 
 class TargetCluster:
-    """The target's brokers and partitions, shared by the writers; creates each topic once
-    on every live broker with the source's partition count (so that partitions map 1:1)."""
+    """The target's brokers, partitions and leaders, shared by the writers; creates each
+    topic once (see the module's doc) so that partitions map 1:1."""
 
     def __init__(self, settings: TargetSettings) -> None:
         self.settings = settings
         self.describe = settings.zk_connect or settings.broker_list or "?"
-        self._zk: KazooClient | None = None
+        self.cluster: Cluster | None = None
         self.brokers: BrokerSource
+        self.leaders: Leaders | None = None  # none with a broker list: every topic is 0.7's
         if settings.zk_connect:
-            timeout = settings.socket_timeout_ms / 1000
-            self._zk = KazooClient(hosts=settings.zk_connect, timeout=timeout)
-            try:
-                self._zk.start(timeout=timeout)
-            except BaseException:
-                self._zk.stop()
-                self._zk.close()
-                raise
-            self.brokers = ZooKeeperBrokers(self._zk)
+            self.cluster = Cluster(settings.zk_connect, timeout=settings.socket_timeout_ms / 1000)
+            self.brokers = self.cluster.brokers
+            self.leaders = self.cluster.leaders
         else:
             assert settings.broker_list is not None
             self.brokers = StaticBrokers(settings.broker_list, 1)
@@ -81,10 +86,13 @@ class TargetCluster:
         with self._lock:
             self._created[topic] = partitions
 
+    def replicated_partitions(self, topic: str) -> list[BrokerPartition] | None:
+        """A replicated target topic's partitions, `(REPLICATED, p)`; None for a 0.7 one."""
+        return self.leaders.partitions(topic) if self.leaders is not None else None
+
     def close(self) -> None:
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 class TargetWriter:
@@ -95,16 +103,20 @@ class TargetWriter:
         cluster: TargetCluster,
         *,
         partitions_per_topic: Callable[[str], int],
+        partitions_in_all: Callable[[str], int] | None = None,
         on_retry: Callable[[str], None] = lambda topic: None,
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`partitions_per_topic(topic)`: the source's partition count, to create the topic
-        with; `on_retry(topic)` counts a failed request; `stop` cuts a back-off short (the
-        write then fails with TargetUnavailableError at once)."""
+        """`partitions_per_topic(topic)`: the source's partition count per broker, to create
+        a 0.7 topic with; `partitions_in_all(topic)`: the source's partitions in all, to
+        create a replicated one with (default: the count per broker); `on_retry(topic)`
+        counts a failed request; `stop` cuts a back-off short (the write then fails with
+        TargetUnavailableError at once)."""
         self.cluster = cluster
         self.settings = cluster.settings
         self.partitions_per_topic = partitions_per_topic
+        self.partitions_in_all = partitions_in_all or partitions_per_topic
         self.on_retry = on_retry
         self.stop = stop if stop is not None else threading.Event()
         self.clock = clock
@@ -126,10 +138,17 @@ class TargetWriter:
                     )
                     continue
                 bp = target_partition(s.source_partition, targets)
-                by_broker[bp.broker_id].append((s, bp))
+                broker_id = bp.broker_id
+                if broker_id == REPLICATED:
+                    assert self.cluster.leaders is not None
+                    broker_id = self.cluster.leaders.leader(s.topic, bp.partition)
+                    if broker_id == NO_LEADER:
+                        failures.append((s, None, f"{s.topic}-{bp.partition} has no leader now"))
+                        continue
+                by_broker[broker_id].append((s, bp))
             for broker_id, group in by_broker.items():
                 try:
-                    self._send(broker_id, group)
+                    failures += [(s, broker_id, why) for s, why in self._send(broker_id, group)]
                 except (BrokerUnavailableError, LogbrokerError, OSError) as exc:
                     failures += [(s, broker_id, str(exc)) for s, _ in group]
             if not failures:
@@ -158,6 +177,10 @@ class TargetWriter:
             self.stop.wait(backoff)
             backoff = min(backoff * 2, self.settings.retry_backoff_max_ms / 1000)
             pending = [f for f, _, _ in failures]
+            if self.cluster.leaders is not None:
+                for topic in {f.topic for f in pending}:
+                    if self.cluster.replicated_partitions(topic) is not None:
+                        self.cluster.leaders.refresh(topic)  # its watch may lag behind
 
     def close(self) -> None:
         for _, conn in self._connections.values():
@@ -183,10 +206,17 @@ class TargetWriter:
         return f"broker {broker_id}" + (f" ({endpoint.address})" if endpoint else "")
 
     def _partitions(self, topic: str) -> list[BrokerPartition]:
+        # replicated first: brokers.partitions() would register the name as a 0.7 topic
+        replicated = self.cluster.replicated_partitions(topic)
+        if replicated is not None:
+            return replicated
         wanted = self.cluster.wanted_partitions(topic)
         live = self.cluster.brokers.brokers()
         if wanted is None and live:
             wanted = self._create(topic, live)
+            replicated = self.cluster.replicated_partitions(topic)
+            if replicated is not None:
+                return replicated
         listed = self.cluster.brokers.partitions(topic)
         if wanted:
             extra = {BrokerPartition(b, p) for b in live for p in range(wanted)}
@@ -194,7 +224,11 @@ class TargetWriter:
         return listed
 
     def _create(self, topic: str, live: Mapping[int, object]) -> int | None:
-        """Create `topic` with the source's partition count on every live target broker."""
+        """Create `topic` with the source's partition count on every live target broker, or
+        as a replicated topic when the target's default replication factor says so."""
+        admin = self.cluster.cluster
+        if admin is not None and admin.default_replication_factor() > 1:
+            return self._create_replicated(admin, topic)
         partitions = max(1, self.partitions_per_topic(topic))
         for broker_id in sorted(live):
             try:
@@ -204,6 +238,21 @@ class TargetWriter:
                 log.warning("creating %s on target broker %s: %s", topic, broker_id, exc)
                 return None  # asked again with the next write
         log.info("topic %s: %d partitions per target broker", topic, partitions)
+        self.cluster.created(topic, partitions)
+        return partitions
+
+    def _create_replicated(self, admin: Cluster, topic: str) -> int | None:
+        partitions = max(1, self.partitions_in_all(topic))
+        factor = admin.default_replication_factor()
+        try:
+            admin.create_replicated_topic(topic, partitions, factor)
+        except LogbrokerError as exc:
+            if admin.assignment(topic) is None:  # not made by another mirror meanwhile
+                log.warning("creating replicated %s on the target: %s", topic, exc)
+                return None
+        assert self.cluster.leaders is not None
+        self.cluster.leaders.refresh(topic)
+        log.info("topic %s: %d partitions, replication factor %d", topic, partitions, factor)
         self.cluster.created(topic, partitions)
         return partitions
 
@@ -223,15 +272,28 @@ class TargetWriter:
         self._connections[broker_id] = (address, conn)
         return conn
 
-    def _send(self, broker_id: int, group: list[tuple[OutgoingSet, BrokerPartition]]) -> None:
+    def _send(
+        self, broker_id: int, group: list[tuple[OutgoingSet, BrokerPartition]]
+    ) -> list[tuple[OutgoingSet, str]]:
+        """Send the sets in one request; the refused ones, with why (the others are
+        acknowledged: sending them again would only duplicate them)."""
+        # acks=-1 when a replicated partition is in the request (a 0.7 topic's broker is its
+        # whole ISR: it answers those sets as it did)
+        in_sync = any(bp.broker_id == REPLICATED for _, bp in group)
         request = AckedProduceRequest(
             self.settings.fsync,
             tuple(ProduceRequest(s.topic, bp.partition, s.data) for s, bp in group),
+            all_in_sync=in_sync,
+            timeout_ms=self.settings.request_timeout_ms if in_sync else 0,
         )
         answers = decode_acked_produce_response(self._connection(broker_id).request(request))
-        for (s, bp), answer in zip(group, answers, strict=True):
-            if answer.error:
-                raise LogbrokerError(
-                    f"target broker {broker_id} refused {s.messages} messages for "
-                    f"{s.topic}-{bp.partition} (error code {answer.error})"
-                )
+        return [
+            (
+                s,
+                f"target broker {broker_id} refused {s.messages} messages for "
+                f"{s.topic}-{bp.partition}: {type(error_for_code(answer.error)).__name__} "
+                f"(error code {answer.error})",
+            )
+            for (s, bp), answer in zip(group, answers, strict=True)
+            if answer.error
+        ]
