@@ -74,8 +74,9 @@ def produce(args: argparse.Namespace, stream: BinaryIO) -> int:
     if not args.schema_registry:
         print("logbroker produce: --format avro needs --schema-registry CONNECT", file=sys.stderr)
         return 2
+    from .produce import producer_acks
+
     subject = args.subject or args.topic
-    acks = "fsync" if args.fsync else "ack" if args.acks else "none"
     started = time.monotonic()
     try:
         registry = SchemaRegistry(args.schema_registry)
@@ -89,7 +90,7 @@ def produce(args: argparse.Namespace, stream: BinaryIO) -> int:
                 broker_list=args.broker_list,
                 num_partitions=args.partitions,
                 compression_codec=args.compression,
-                acks=acks,
+                **producer_acks(args),  # type: ignore[arg-type]
             ),
             registry,
             audit=not args.no_audit,

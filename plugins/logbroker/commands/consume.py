@@ -24,11 +24,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --from-beginning\n"
         "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views \\\n"
         "      --group audit --max-messages 1000 --timeout-ms 5000\n"
-        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --print-offsets\n\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --print-offsets\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic orders --from-beginning\n"
+        "      # replicated: each partition from its leader, across failovers\n\n"
         "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page_views --from-beginning \\\n"
         "      --format avro --schema-registry 127.0.0.1:2181/registry\n\n"
         "Each line is the payload; with --print-offsets it is\n"
         "  <broker>-<partition> <offset> <next offset> <payload>\n"
+        "(<partition> alone for a replicated topic, whose partitions are read from their\n"
+        "leaders: only what every in-sync replica has, so nothing a failover can take back).\n"
         "With --format avro each line is the event as JSON (timestamps in UTC ms); a payload\n"
         "that is not an event is reported on stderr with its partition and offset, and skipped.",
     )

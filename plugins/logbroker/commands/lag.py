@@ -15,7 +15,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=formatter,
         description="For every partition a group consumes: its owner, the committed offset,\n"
         "the broker's latest offset and the lag between them in bytes (offsets are byte\n"
-        "positions).",
+        "positions). A 0.7 topic's partitions are <broker>-<partition>; a replicated topic's\n"
+        "are its numbers, with the latest offset (the high watermark) from their leaders.",
         epilog="examples:\n  logbroker lag --zookeeper 127.0.0.1:2181/live --group hourly-load\n",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
@@ -35,10 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"logbroker lag: {exc}", file=sys.stderr)
         return 1
     print_table(
-        [
-            [r.topic, f"{r.broker_id}-{r.partition}", r.owner, r.committed, r.latest, r.lag]
-            for r in rows
-        ],
+        [[r.topic, r.name, r.owner, r.committed, r.latest, r.lag] for r in rows],
         ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "LATEST", "LAG"],
     )
     total = sum(r.lag or 0 for r in rows)

@@ -21,16 +21,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Publish one message per line (the line without its newline). Brokers are\n"
         "found through ZooKeeper or listed. By default lines are queued and sent in batches\n"
         "in the background (0.7's async producer, fire-and-forget); --sync sends each batch\n"
-        "before reading on, --acks waits for the broker's acknowledgement of every batch.",
+        "before reading on, --acks waits for the broker's acknowledgement of every batch.\n"
+        "A replicated topic (topics create --replication-factor) is sent partition by\n"
+        "partition to the leaders (needs --zookeeper); --request-required-acks -1 waits until\n"
+        "every in-sync replica has each batch, and retries the batches a failover refused.",
         epilog="examples:\n"
         "  echo hello | logbroker produce --zookeeper 127.0.0.1:2181/live --topic greetings\n"
         "  logbroker produce --broker-list 127.0.0.1:9092 --topic page-views \\\n"
         "      --file events.jsonl --compression snappy --batch-size 500\n"
         "  logbroker produce --zookeeper 127.0.0.1:2181/live --topic users \\\n"
         "      --key-separator $'\\t' --acks < keyed.tsv      # key<TAB>message per line\n"
+        "  logbroker produce --zookeeper 127.0.0.1:2181/live --topic orders \\\n"
+        "      --request-required-acks -1 --file orders.jsonl    # replicated: all ISR\n"
         "  logbroker produce --zookeeper 127.0.0.1:2181/live --topic page_views --acks \\\n"
         "      --format avro --schema-registry 127.0.0.1:2181/registry --file page_views.jsonl\n"
         '  # page_views.jsonl: {"member_id": 42, "session_id": "s1", "page": "/jobs", ...}\n\n'
+        "--request-required-acks (Kafka 0.8's console producer flag): 0 sends without an answer,\n"
+        "1 waits for the leader's append (as --acks), -1 for every in-sync replica's. With 1 or\n"
+        "-1 the command exits 0 only when every line was acknowledged, otherwise 1, saying how\n"
+        "many lines were not. A batch refused by a failover (the leader moved, no leader yet,\n"
+        "too few in-sync replicas, not acknowledged in time) or a lost connection is sent\n"
+        "again, up to --message-send-max-retries times, --retry-backoff-ms x attempt apart:\n"
+        "a retry after 'not acknowledged' may store a batch twice (the pipeline drops\n"
+        "duplicates by their event header).\n\n"
         "--format avro: each line is a JSON record of the subject's latest schema (subject =\n"
         "topic unless --subject); the header is filled unless the line gives it. A bad line\n"
         "stops the command with its line number and field, and nothing of its batch is sent.\n"
@@ -70,6 +83,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mode.add_argument(
         "--fsync", action="store_true", help="like --acks, and the broker fsyncs first"
     )
+    mode.add_argument(
+        "--request-required-acks",
+        type=int,
+        choices=(0, 1, -1),
+        metavar="{0,1,-1}",
+        help="0: no answer; 1: the leader appended; -1: every in-sync replica has it",
+    )
+    p.add_argument(
+        "--request-timeout-ms",
+        type=int_at_least(0),
+        default=10000,
+        metavar="MS",
+        help="with -1: how long the leader waits for its in-sync replicas (default 10000)",
+    )
+    p.add_argument(
+        "--message-send-max-retries",
+        type=int_at_least(0),
+        default=3,
+        metavar="N",
+        help="sends of a refused or failed batch after the first (default 3)",
+    )
+    p.add_argument(
+        "--retry-backoff-ms",
+        type=int_at_least(0),
+        default=100,
+        metavar="MS",
+        help="wait before retry n: n x this (default 100)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--format",
@@ -97,6 +138,17 @@ def read_lines(stream: BinaryIO) -> Iterator[bytes]:
         yield line[:-1] if line.endswith(b"\n") else line
 
 
+def producer_acks(args: argparse.Namespace) -> dict[str, object]:
+    """The Producer's acknowledgement and retry settings from the command line."""
+    return {
+        "acks": "fsync" if args.fsync else "ack" if args.acks else "none",
+        "request_required_acks": args.request_required_acks,
+        "request_timeout_ms": args.request_timeout_ms,
+        "retries": args.message_send_max_retries,
+        "retry_backoff_ms": args.retry_backoff_ms,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from ..client.producer import AsyncProducer, Producer
     from ..protocol.errors import LogbrokerError
@@ -106,7 +158,6 @@ def run(args: argparse.Namespace) -> int:
         from .avro_lines import produce
 
         return produce(args, stream)
-    acks = "fsync" if args.fsync else "ack" if args.acks else "none"
     separator = args.key_separator.encode() if args.key_separator else None
     total = os.fstat(stream.fileno()).st_size if args.file else None
     large = (total or 0) > 1 << 20 or (total is None and sys.stderr.isatty())
@@ -117,14 +168,14 @@ def run(args: argparse.Namespace) -> int:
             broker_list=args.broker_list,
             num_partitions=args.partitions,
             compression_codec=args.compression,
-            acks=acks,
+            **producer_acks(args),  # type: ignore[arg-type]
         )
     except (LogbrokerError, ValueError, OSError) as exc:
         print(f"logbroker produce: {exc}", file=sys.stderr)
         return 1
     sender = (
         None
-        if (args.sync or acks != "none")
+        if (args.sync or producer.required_acks != 0)
         else AsyncProducer(producer, batch_size=args.batch_size, queue_time_ms=200)
     )
     started = time.monotonic()
@@ -156,7 +207,20 @@ def run(args: argparse.Namespace) -> int:
         else:
             producer.close()
     except LogbrokerError as exc:
-        print(f"logbroker produce: {exc} ({producer.stats.as_dict()})", file=sys.stderr)
+        producer.close()
+        if producer.required_acks == 0:
+            print(f"logbroker produce: {exc} ({producer.stats.as_dict()})", file=sys.stderr)
+            return 1
+        missing = count - producer.stats.sent_messages
+        if args.file:  # the lines after the failure were not sent either: count them
+            rest = _lines_left(stream)
+            what = f"{missing + rest} of {count + rest} lines were not acknowledged"
+        else:
+            what = (
+                f"{missing} of the {count} lines read were not acknowledged (the rest of "
+                "the input was not read)"
+            )
+        print(f"logbroker produce: {what}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -171,3 +235,8 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0 if stats.sent_messages == count else 1
+
+
+def _lines_left(stream: BinaryIO) -> int:
+    """The lines of a file after the one that failed: not sent, counted for the message."""
+    return sum(1 for _ in stream)
