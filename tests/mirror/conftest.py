@@ -150,7 +150,7 @@ class TwoClusters:
         with Cluster(connect or self.analysis.connect) as cluster:
             for row in cluster.describe(topic):
                 out = found.setdefault(row.name, [])
-                consumer = cluster.consumer(row.broker_id)
+                consumer = cluster.partition_consumer(topic, row.broker_id, row.partition)
                 offset = row.earliest
                 while offset < row.latest:
                     fetched = consumer.fetch(topic, row.partition, offset, 1 << 20)
