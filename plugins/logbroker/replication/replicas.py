@@ -10,8 +10,9 @@ partition's state. The role follows the state (docs/replication.md, "Leaders and
   follower fetches (`record_fetch`); the high watermark is the smallest log end in the ISR,
   and consumers see only what is below it. A follower that has not caught up to the leader's
   end for `replica.lag.time.max.ms` leaves the ISR; one whose end reaches the high watermark
-  rejoins it. The leader writes those ISR changes itself, as a conditional write of the
-  state (the version it read, its leader and epoch kept): a stale leader's write fails.
+  rejoins it, unless it is shutting down (`/replication/admin/shutdown/<id>`: the controller
+  took it out for good). The leader writes those ISR changes itself, as a conditional write of
+  the state (the version it read, its leader and epoch kept): a stale leader's write fails.
   acks=-1 produces wait here (`wait_in_sync`) until the high watermark passes them;
 - follower: a ReplicaFetcher (fetcher.py) copies the leader's bytes into the log;
 - offline: nobody takes produces; every request about it says so.
@@ -259,6 +260,15 @@ class ReplicaManager:
     def replicas(self) -> list[Replica]:
         return list(self._replicas.values())
 
+    def leaderships_to_move(self, live: set[int]) -> list[Replica]:
+        """The partitions this broker leads that another live in-sync replica could lead: what
+        a controlled shutdown waits for the controller to move."""
+        return [
+            r
+            for r in self.replicas()
+            if r.leading and any(m != self.broker_id and m in live for m in r.isr)
+        ]
+
     def refusal(self, topic: str, partition: int) -> LogbrokerError:
         """Why a request about replicated `topic`'s `partition` cannot be served here."""
         found = self._replicas.get((topic, partition))
@@ -488,6 +498,8 @@ class ReplicaManager:
             return
         isr = [m for m in current.isr if m not in (remove or ())]
         if add is not None and add not in isr:
+            if self._client.exists(zk.shutdown_path(add)):
+                return  # shutting down: the controller took it out, and it stays out
             isr.append(add)
         if tuple(isr) == current.isr or not isr:
             return

@@ -3,9 +3,10 @@
 Start order: load (and recover) the logs, start flushing and retention, bind the socket,
 register in ZooKeeper with the bound port, take the roles of its replicas and join the
 controller election (replication/, in the registration's session), open the metrics port.
-Stop order (SIGTERM or SIGINT): stop accepting, finish the requests in flight, leave the
-election and the replicas, leave ZooKeeper, flush every log and write the clean-shutdown
-marker. A broker whose id is taken in ZooKeeper does not start.
+Stop order (SIGTERM or SIGINT): hand the leaderships of replicated partitions over while
+still serving (controlled shutdown, replication/shutdown.py), stop accepting, finish the
+requests in flight, leave the election and the replicas, leave ZooKeeper, flush every log and
+write the clean-shutdown marker. A broker whose id is taken in ZooKeeper does not start.
 """
 
 from __future__ import annotations
@@ -180,9 +181,26 @@ class BrokerServer:
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.brokerid)
+        await self._controlled_shutdown()
         self.waiters.wake_all()
         await self._stop_parts()
         log.info("broker %d stopped cleanly", self.config.brokerid)
+
+    async def _controlled_shutdown(self) -> None:
+        """Wait, serving, for the controller to move this broker's leaderships elsewhere."""
+        config = self.config
+        client = self.registration.client if self.registration is not None else None
+        if not config.controlled_shutdown_enable or client is None or self.replicas is None:
+            return
+        from ..replication.shutdown import hand_over_leaderships
+
+        await asyncio.get_running_loop().run_in_executor(
+            None,
+            hand_over_leaderships,
+            client,
+            self.replicas,
+            config.controlled_shutdown_timeout_ms,
+        )
 
     async def _stop_parts(self) -> None:
         loop = asyncio.get_running_loop()
