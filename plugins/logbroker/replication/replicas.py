@@ -238,6 +238,9 @@ class ReplicaManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.clock_ms = clock_ms
         self.on_high_watermark: Callable[[Replica], None] | None = None  # the handlers' hook
+        # the metrics' hook, on the event loop: (shrank, expanded) for a change of the ISR of a
+        # partition this broker leads, whoever wrote it
+        self.on_isr_change: Callable[[bool, bool], None] | None = None
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._replicas: dict[tuple[str, int], Replica] = {}
@@ -411,6 +414,15 @@ class ReplicaManager:
             and (not new.online or new.leader != old.leader)
         ):
             self._fetcher(old.leader).remove(replica)
+        if (
+            self.on_isr_change is not None
+            and old is not None
+            and leads
+            and (old.leader, old.leader_epoch) == (new.leader, new.leader_epoch)
+        ):
+            shrank, expanded = bool(set(old.isr) - set(new.isr)), bool(set(new.isr) - set(old.isr))
+            if shrank or expanded:
+                self._in_loop(self.on_isr_change, shrank, expanded)
         role = replica.become(new, self.clock_ms())
         if not leads and new.online:
             self._fetcher(new.leader).add(replica, new_epoch=new_epoch)

@@ -119,6 +119,8 @@ class BrokerServer:
                 replicas=self.replicas,
             )
             self.metrics.set_gauge_source(self._gauges)
+            if self.replicas is not None:
+                self.replicas.on_isr_change = self.metrics.isr_changed
             self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
             self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()
@@ -178,6 +180,37 @@ class BrokerServer:
             yield ("logbroker_log_end_offset", labels, part_log.end_offset, "end of the log")
             yield ("logbroker_log_start_offset", labels, part_log.start_offset, "first offset kept")
             yield ("logbroker_log_size_bytes", labels, part_log.size_in_bytes, "bytes on disk")
+        yield from self._replication_gauges()
+
+    def _replication_gauges(self) -> Iterable[tuple[str, dict[str, str], float, str]]:
+        """What docs/replication.md ("Metrics") lists; read on the event loop, like the
+        followers' ends (a state is replaced whole by the replicas' worker)."""
+        controller = self.controller
+        active = 1 if controller is not None and controller.active else 0
+        yield ("logbroker_active_controller_count", {}, active, "1 on the controller, else 0")
+        leading = [r for r in self.replicas.replicas() if r.leading] if self.replicas else []
+        yield ("logbroker_leader_count", {}, len(leading), "replicated partitions led here")
+        short = sum(1 for r in leading if len(r.isr) < len(r.replicas))
+        yield (
+            "logbroker_under_replicated_partitions",
+            {},
+            short,
+            "partitions led here whose ISR is short of their replicas",
+        )
+        for replica in leading:
+            end = replica.log.end_offset
+            for follower, fetched in sorted(replica.follower_end.items()):
+                labels = {
+                    "topic": replica.topic,
+                    "partition": str(replica.partition),
+                    "follower": str(follower),
+                }
+                yield (
+                    "logbroker_follower_lag_bytes",
+                    labels,
+                    max(0, end - fetched),
+                    "leader's log end minus the offset the follower last fetched from",
+                )
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.brokerid)
