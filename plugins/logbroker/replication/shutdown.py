@@ -8,8 +8,9 @@ it leads no partition that another live in-sync replica could lead, or until
 `controlled.shutdown.timeout.ms`; then it stops as usual, and the node goes with its session.
 A partition whose only live ISR member is this broker stays led by it until it stops.
 
-Runs in a thread of its own (ZooKeeper reads block): the replicas' states it reads are
-replaced whole by their worker, never changed in place (replicas.py).
+Runs in a thread of its own (ZooKeeper calls block; each waits at most until the timeout, so
+a ZooKeeper that is away cannot hold the stop): the replicas' states it reads are replaced
+whole by their worker, never changed in place (replicas.py).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.interfaces import IAsyncResult
 
 from ..coordination import paths
 from . import state as zk
@@ -38,16 +42,22 @@ def hand_over_leaderships(
     broker_id = replicas.broker_id
     started = time.monotonic()
     deadline = started + timeout_ms / 1000
+
+    def wait(pending: IAsyncResult) -> Any:
+        return pending.get(timeout=max(0.1, deadline - time.monotonic()))
+
     try:
         with contextlib.suppress(NodeExistsError):  # asked already, in this session
-            client.create(zk.shutdown_path(broker_id), b"", ephemeral=True, makepath=True)
+            path = zk.shutdown_path(broker_id)
+            wait(client.create_async(path, b"", ephemeral=True, makepath=True))
         while True:
-            live = {int(c) for c in client.get_children(paths.BROKER_IDS) if c.isdigit()}
+            children = wait(client.get_children_async(paths.BROKER_IDS))
+            live = {int(c) for c in children if c.isdigit()}
             waiting = [r.name for r in replicas.leaderships_to_move(live)]
             if not waiting or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
-    except KazooException as exc:
+    except (KazooException, KazooTimeoutError) as exc:
         log.warning(
             "controlled shutdown of broker %d: ZooKeeper failed (%s): stopping without it",
             broker_id,
