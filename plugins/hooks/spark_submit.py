@@ -1,7 +1,7 @@
 """`SparkAppOperator`: spark-submit of our PySpark apps through Airflow's Spark provider.
 
 The provider's `SparkSubmitOperator` (apache-airflow-providers-apache-spark) does the submit:
-the command, its log (secrets masked), driver tracking in standalone cluster mode, `on_kill`.
+the command, its log (secrets masked), tracking a cluster-mode application, `on_kill`.
 This thin subclass adds what our apps need and what the pipeline relies on:
 
     the connection   type `spark` (the provider's); read strictly: a connection that is
@@ -18,9 +18,14 @@ This thin subclass adds what our apps need and what the pipeline relies on:
                      PATH, which may lack pyarrow and our code); on local masters the driver
                      binds 127.0.0.1 only and has no UI
     --py-files       the archive of `logbroker` and `spark_apps` (spark_apps.pyfiles), for
-                     executors on hosts where the project is not installed
-    on_kill          the provider kills spark-submit (SIGKILL) and, in standalone cluster mode,
-                     the driver on the cluster; then every process spark-submit had started is
+                     executors on hosts where the project is not installed; in cluster deploy
+                     mode only when LOGBROKER_PYFILES_DIR (where the archive is built) is a
+                     directory the workers see too, since the driver starts on a worker
+    deploy mode      client on a standalone master (Spark refuses Python apps in its cluster
+                     mode): spark-submit runs the driver, so the task ends when the app does;
+                     cluster mode on YARN or Kubernetes, where the provider tracks the app
+    on_kill          the provider kills spark-submit (SIGKILL) and, in cluster mode, the
+                     application on the cluster; then every process spark-submit had started is
                      killed too: its Python driver, and pyspark's worker daemon, which runs in a
                      process group of its own that a kill of the task's group does not reach
 
@@ -116,8 +121,22 @@ class SparkAppOperator(SparkSubmitOperator):
         from spark_apps.pyfiles import build_archive
 
         settings = spark_connection(self.spark_conn_id)
+        if settings["master"].startswith("spark://") and settings["deploy_mode"] == "cluster":
+            raise SparkConnectionError(
+                f"Spark connection {self.spark_conn_id!r}: Spark runs no Python application in "
+                "cluster deploy mode on a standalone master; use client (the driver in this "
+                "task), or YARN or Kubernetes for cluster mode"
+            )
         self.conf = {**default_conf(settings["master"]), **settings["conf"], **(self.conf or {})}
-        if not self.py_files:
+        if self.py_files:
+            pass
+        elif settings["deploy_mode"] == "cluster" and not os.environ.get("LOGBROKER_PYFILES_DIR"):
+            # The driver starts on a worker, which reads --py-files from its own disk.
+            self.log.info(
+                "cluster deploy mode: no --py-files (set LOGBROKER_PYFILES_DIR to a directory "
+                "the Spark workers see to ship the archive of logbroker and spark_apps)"
+            )
+        else:
             self.py_files = str(build_archive())
         if settings["master"].startswith("local"):
             # The JVM's other sockets (block manager) bind to loopback too.

@@ -90,6 +90,12 @@ def test_a_connection_that_cannot_be_read_is_an_error_naming_it(
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_EMPTY", json.dumps({"conn_type": "spark"}))
     with pytest.raises(SparkConnectionError, match="'spark_empty' has no host"):
         prepare("spark_empty")
+    # Spark itself refuses Python apps in a standalone master's cluster mode: said up front.
+    cluster = {"conn_type": "spark", "host": "spark://127.0.0.1:7077",
+               "extra": {"deploy-mode": "cluster"}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(cluster))
+    with pytest.raises(SparkConnectionError, match="'spark_cluster': Spark runs no Python app"):
+        prepare("spark_cluster")
 
 
 @pytest.mark.slow
