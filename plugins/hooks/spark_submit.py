@@ -128,16 +128,14 @@ class SparkAppOperator(SparkSubmitOperator):
                 "task), or YARN or Kubernetes for cluster mode"
             )
         self.conf = {**default_conf(settings["master"]), **settings["conf"], **(self.conf or {})}
-        if self.py_files:
-            pass
-        elif settings["deploy_mode"] == "cluster" and not os.environ.get("LOGBROKER_PYFILES_DIR"):
-            # The driver starts on a worker, which reads --py-files from its own disk.
+        shared = settings["deploy_mode"] != "cluster" or os.environ.get("LOGBROKER_PYFILES_DIR")
+        if not self.py_files and shared:
+            self.py_files = str(build_archive())
+        elif not self.py_files:  # cluster mode: the driver reads --py-files on a worker's disk
             self.log.info(
                 "cluster deploy mode: no --py-files (set LOGBROKER_PYFILES_DIR to a directory "
                 "the Spark workers see to ship the archive of logbroker and spark_apps)"
             )
-        else:
-            self.py_files = str(build_archive())
         if settings["master"].startswith("local"):
             # The JVM's other sockets (block manager) bind to loopback too.
             self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", **(self.env_vars or {})}
