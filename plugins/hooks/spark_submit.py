@@ -20,7 +20,11 @@ This thin subclass adds what our apps need and what the pipeline relies on:
     --py-files       the archive of `logbroker` and `spark_apps` (spark_apps.pyfiles), for
                      executors on hosts where the project is not installed; in cluster deploy
                      mode only when LOGBROKER_PYFILES_DIR (where the archive is built) is a
-                     directory the workers see too, since the driver starts on a worker
+                     directory the workers see too, since the driver starts on a worker. Not
+                     on a local master: it has no executors, its Python workers run here, where
+                     the project is installed, and an archive would only make every application
+                     compile the readers' numba code again (numba keys its cache for code in an
+                     archive by the archive's path, which Spark copies anew per application)
     deploy mode      client on a standalone master (Spark refuses Python apps in its cluster
                      mode): spark-submit runs the driver, so the task ends when the app does;
                      cluster mode on YARN or Kubernetes, where the provider tracks the app
@@ -129,7 +133,9 @@ class SparkAppOperator(SparkSubmitOperator):
             )
         self.conf = {**default_conf(settings["master"]), **settings["conf"], **(self.conf or {})}
         shared = settings["deploy_mode"] != "cluster" or os.environ.get("LOGBROKER_PYFILES_DIR")
-        if not self.py_files and shared:
+        if settings["master"].startswith("local"):
+            pass  # no executors: the installed packages serve the local Python workers
+        elif not self.py_files and shared:
             self.py_files = str(build_archive())
         elif not self.py_files:  # cluster mode: the driver reads --py-files on a worker's disk
             self.log.info(

@@ -36,6 +36,7 @@ seen = {key: conf.get(key, None) for key in (
 seen["driver_python"] = sys.executable
 seen["worker_python"] = spark.sparkContext.parallelize([0], 1).map(
     lambda _: __import__("sys").executable).collect()[0]
+
 open(sys.argv[1], "w").write(json.dumps(seen))
 spark.stop()
 """
@@ -98,6 +99,27 @@ def test_a_connection_that_cannot_be_read_is_an_error_naming_it(
         prepare("spark_cluster")
 
 
+def test_the_archive_goes_to_executors_not_to_a_local_master(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--py-files for a master with executors elsewhere; none for a local master, whose
+    Python workers run where the project is installed (an archive would only make every
+    application compile the readers' numba code again)."""
+    from hooks.spark_submit import SparkAppOperator
+
+    for name, master in (("spark_local", "local[2]"), ("spark_standalone", "spark://h:7077")):
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{name.upper()}", json.dumps({"conn_type": "spark", "host": master})
+        )
+    local = SparkAppOperator(task_id="t", application="app.py", conn_id="spark_local")
+    local.prepare_submit()
+    assert not local.py_files
+    standalone = SparkAppOperator(task_id="t", application="app.py", conn_id="spark_standalone")
+    standalone.prepare_submit()
+    assert Path(standalone.py_files).name.startswith("pyfiles-")
+    assert Path(standalone.py_files).exists()
+
+
 @pytest.mark.slow
 def test_submit_runs_the_app_with_our_settings_and_masks_secrets(
     spark_conn: dict[str, Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
@@ -107,12 +129,16 @@ def test_submit_runs_the_app_with_our_settings_and_masks_secrets(
     app = tmp_path / "settings_app.py"
     app.write_text(SETTINGS_APP)
     out = tmp_path / "seen.json"
-    operator = SparkAppOperator(
+    from spark_apps.pyfiles import build_archive
+
+    archive = build_archive()
+    operator = SparkAppOperator(  # an archive given explicitly is shipped, master or not
         task_id="settings",
         application=str(app),
         application_args=[str(out)],
         conn_id=spark_conn["conn_id"],
         name="settings-app",
+        py_files=str(archive),
     )
     operator.execute({})
     logged = "".join(capfd.readouterr())  # the task log: Airflow's logging writes it here
@@ -123,7 +149,7 @@ def test_submit_runs_the_app_with_our_settings_and_masks_secrets(
     assert seen["spark.pyspark.python"] == seen["spark.pyspark.driver.python"] == sys.executable
     assert seen["driver_python"] == seen["worker_python"] == sys.executable
     assert seen["spark.driver.host"] == "127.0.0.1"  # a local master binds loopback only
-    assert Path(seen["spark.submit.pyFiles"].removeprefix("file:")).name.startswith("pyfiles-")
+    assert Path(seen["spark.submit.pyFiles"].removeprefix("file:")).name == archive.name
     # The whole command is in the task log, the secret's value masked.
     [command] = [line for line in logged.splitlines() if "Spark-Submit cmd" in line]
     assert "spark.hadoop.fs.s3a.secret.key=******" in command
