@@ -328,16 +328,17 @@ class Host:
         return process
 
     def zookeeper(
-        self, port: int = ZOOKEEPER_PORT, *, start: bool = True, **kwargs: object
+        self, port: int = ZOOKEEPER_PORT, *, tick_time_ms: int = 500, start: bool = True
     ) -> ZooKeeperServer:
-        """A ZooKeeperServer on this host's address, data in ``<host dir>/zookeeper``."""
+        """A ZooKeeperServer on this host's address, data in ``<host dir>/zookeeper``
+        (sessions of 2 to 20 ticks)."""
         self.network._check_open()
         server = ZooKeeperServer(
             self.directory / "zookeeper",
             port,
             host=self.address,
+            tick_time_ms=tick_time_ms,
             command_prefix=self.command_prefix,
-            **kwargs,  # type: ignore[arg-type]
         )
         self.network._own(lambda: server.stop(5.0))
         return server.start() if start else server
