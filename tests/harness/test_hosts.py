@@ -275,6 +275,16 @@ def test_faults_are_undone_once_and_recorded(network_factory: NetworkFactory) ->
     ]
 
 
+def test_a_process_is_on_its_host_when_run_returns(network_factory: NetworkFactory) -> None:
+    """Else a kill right after the start misses it, and it runs on in a deleted namespace."""
+    net = network_factory(1)
+    (host,) = net.hosts
+    for i in range(5):
+        process = host.run(["sleep", "600"], name=f"sleeper-{i}")
+        assert net.kill(host) == [process.pid]
+        assert process.wait(10) == -signal.SIGKILL
+
+
 def test_close_stops_every_process_and_removes_every_name(
     network_factory: NetworkFactory,
 ) -> None:

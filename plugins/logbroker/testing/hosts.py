@@ -32,7 +32,8 @@ address (`addrgenmode none`). The machine's firewall must let bridged IPv4 throu
 `br_netfilter` loaded, a FORWARD policy of DROP, as Docker sets it, would cut every host off).
 
 Processes: `Host.run` starts a command under `ip netns exec <netns>` (which execs it: `pid` is
-the command's own) in its own process group, output appended to `<host dir>/<name>.log`;
+the command's own) in its own process group, output appended to `<host dir>/<name>.log`, and
+returns once the process is in the host's namespace (a kill right after it finds it);
 `Host.zookeeper` and `Host.broker` start the ZooKeeperServer and BrokerProcess of this package
 bound to the host's address. The processes "on a host" are every process whose network namespace
 is the host's (found in /proc), whoever started them.
@@ -218,6 +219,24 @@ def _kill_all(namespace: str, timeout: float = 10.0) -> list[int]:
     return sorted(killed)
 
 
+def _wait_in_namespace(
+    proc: subprocess.Popen[bytes], namespace: str, timeout: float = 10.0
+) -> None:
+    """Wait until ``proc`` is in the network namespace (or has exited)."""
+    target = os.stat(NETNS_DIR / namespace)
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        with contextlib.suppress(OSError):
+            ns = os.stat(f"/proc/{proc.pid}/ns/net")
+            if (ns.st_dev, ns.st_ino) == (target.st_dev, target.st_ino):
+                return
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise HostsError(f"pid {proc.pid} did not enter {namespace} within {timeout:g} s")
+        time.sleep(0.001)
+
+
 def _process_start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): a PID
     and its start time name one process, even after the PID is reused."""
@@ -256,6 +275,10 @@ class HostProcess:
                 env=dict(env) if env is not None else None,
                 start_new_session=True,  # its own process group
             )
+        # Popen returns once `ip` runs, still in the root namespace; until it has entered the
+        # host's, a kill(host) or a sweep would not find it, and it would enter a namespace
+        # nobody lists any more and run on there. So return only once it is on the host.
+        _wait_in_namespace(self.proc, host.namespace)
 
     @property
     def pid(self) -> int:
