@@ -57,8 +57,8 @@ Faults, each one call, undone by its pair, recorded in `history` (wall and monot
 
 Cleanup cannot be forgotten: `close()` (the context manager's exit, or the pytest fixture's
 teardown) heals, resumes, stops every process it started (SIGTERM, then SIGKILL by PID), kills
-whatever else is left on its hosts, deletes the namespaces (which takes the veths with them) and
-the bridge, then the state file. At interpreter exit a network not closed is removed the same
+whatever else is left on its hosts, deletes the veths, the namespaces and the bridge, then the
+state file; nothing of it is left when it returns. At interpreter exit a network not closed is removed the same
 way (without the graceful stop). A run that died before either (SIGKILL, a crash) leaves its state
 file, with a dead owner: `sweep()` (run by every `Network.start()`, or
 `python -m logbroker.testing.hosts sweep`) removes what such files name, and never touches a
