@@ -30,8 +30,8 @@ from typing import Any
 from airflow.sdk import AssetAll, dag, task
 
 from hooks.assets import COMPLETE_ALIAS, complete_asset, warehouse_asset
-from hooks.operators import SparkAppOperator
 from hooks.pipeline import load_pipeline
+from hooks.spark_submit import SparkAppOperator
 
 PIPELINE = load_pipeline()
 log = logging.getLogger(__name__)
@@ -91,7 +91,8 @@ def logbroker_audit() -> None:
             "--fail-on",
             "lost,unaccounted",
         ],
-        spark_conn_id=PIPELINE.spark_conn_id,
+        conn_id=PIPELINE.spark_conn_id,
+        name="audit",
         retries=0,  # a red audit is a finding, not a flake
         on_failure_callback=summarize_failure,
     )

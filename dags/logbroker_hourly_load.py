@@ -7,7 +7,8 @@ warehouse, one Spark load per topic (the event topics and `_audit`):
 1. **wait_for_mirror_<live>**: deferrable; waits (in the triggerer, holding no worker slot)
    until the mirror has copied everything each live cluster held when the hour ended.
 2. **topics**: the topics to load (the pipeline's topics and `_audit`).
-3. **load**: mapped per topic: `spark-submit spark_apps/jobs/hourly_load.py --hour <hour>`.
+3. **load**: mapped per topic (`HourlyLoadOperator`, the Spark provider's operator):
+   `spark-submit spark_apps/jobs/hourly_load.py --topics <topic> --hour <hour>`.
    Reads each partition from the previous hour's checkpoint to the end it finds, writes
    Parquet under `<warehouse>/<topic>/load_hour=<hour>/` and then the checkpoint
    `<warehouse>/_checkpoints/<topic>/<hour>.json`: the commit record (DESIGN.md §3.6).
@@ -15,6 +16,9 @@ warehouse, one Spark load per topic (the event topics and `_audit`):
 
 Runs one at a time and in order: an hour loads only after the previous hour committed
 (`depends_on_past`, and the load itself refuses to skip an hour, naming the missing one).
+A killed load task stops its spark-submit and everything it started before a retry runs;
+any two loads of one topic that still meet (a run triggered by hand, a worker that lost its
+scheduler) take turns on the topic's lock in ZooKeeper (docs/airflow.md).
 
 **Backfill** re-runs hours from their stored offsets, with identical rows and
 `rows_sha256`: `airflow backfill create --dag-id logbroker_hourly_load --from-date
@@ -25,11 +29,11 @@ Runs one at a time and in order: an hour loads only after the previous hour comm
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, dag, task
 
-from hooks.assets import WAREHOUSE_ALIAS, warehouse_asset
+from hooks.assets import WAREHOUSE_ALIAS
+from hooks.operators import HourlyLoadOperator
 from hooks.pipeline import load_pipeline
 from hooks.sensors import MirrorCaughtUpSensor
 
@@ -72,31 +76,16 @@ def logbroker_hourly_load() -> None:
     def topics() -> list[str]:
         return list(PIPELINE.loaded_topics)
 
-    @task(outlets=[WAREHOUSE_ALIAS], max_active_tis_per_dagrun=2)
-    def load(
-        topic: str, data_interval_start: Any = None, outlet_events: Any = None
-    ) -> dict[str, Any]:
-        from hooks.logbroker_hook import LogbrokerHook
-        from hooks.spark_submit import LogbrokerSparkSubmitHook
-
-        hour = data_interval_start.strftime("%Y-%m-%dT%H")
-        analysis = LogbrokerHook(PIPELINE.analysis_conn_id)
-        args = [
-            "--zookeeper", analysis.zk_connect,
-            "--schema-registry", analysis.schema_registry or "",
-            "--topics", topic,
-            "--hour", hour,
-            "--warehouse", PIPELINE.warehouse,
-            "--max-bad-fraction", str(PIPELINE.max_bad_fraction),
-            "--parquet-writer", PIPELINE.parquet_writer,
-        ]  # fmt: skip
-        LogbrokerSparkSubmitHook(PIPELINE.spark_conn_id).submit(
-            str(PIPELINE.spark_jobs / "hourly_load.py"), args, name=f"hourly_load {topic} {hour}"
-        )
-        outlet_events[WAREHOUSE_ALIAS].add(
-            warehouse_asset(PIPELINE, topic), extra={"load_hour": hour}
-        )
-        return {"topic": topic, "load_hour": hour}
+    load = HourlyLoadOperator.partial(
+        task_id="load",
+        conn_id=PIPELINE.spark_conn_id,
+        analysis_conn_id=PIPELINE.analysis_conn_id,
+        warehouse=PIPELINE.warehouse,
+        max_bad_fraction=PIPELINE.max_bad_fraction,
+        parquet_writer=PIPELINE.parquet_writer,
+        outlets=[WAREHOUSE_ALIAS],
+        max_active_tis_per_dagrun=2,
+    )
 
     waits >> load.expand(topic=topics())
 

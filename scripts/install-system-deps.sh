@@ -2,8 +2,8 @@
 # Installs the Debian packages logbroker needs when they are missing: ZooKeeper (the
 # coordination service brokers and consumer groups use), a Java runtime to run it and Spark,
 # Python's venv module (Debian ships it apart from python3), headless Chromium (the UI and
-# Data Docs tests render pages in it) and docker-compose v1 (it validates docker-compose.yaml
-# without a Docker engine).
+# Data Docs tests render pages in it), docker-compose v1 (it validates docker-compose.yaml
+# without a Docker engine) and iproute2 (`ip`: the tests' separate hosts, network namespaces).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail
 
@@ -13,6 +13,7 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 "${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 SUDO=""

@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 
 from logbroker.testing import zookeeper as zk
 
-pytest_plugins = ["fixtures_brokers", "fixtures_spark"]
+pytest_plugins = ["fixtures_brokers", "fixtures_hosts", "fixtures_spark"]
 
 # One Airflow home for the whole session, set before any test imports airflow (Airflow reads
 # its configuration at import). Never the developer's own home: tests write its database.

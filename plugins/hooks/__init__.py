@@ -2,9 +2,10 @@
 
     logbroker_hook.LogbrokerHook          conn type `logbroker`: a cluster (ZooKeeper connect
                                           string with chroot) and its schema registry
-    spark_submit.LogbrokerSparkSubmitHook conn type `logbroker_spark`: spark-submit with the
-                                          PYSPARK_PYTHON and PYTHONPATH our apps need
-    operators                             MirrorOperator, SparkAppOperator
+    spark_submit.SparkAppOperator         the Spark provider's SparkSubmitOperator (conn type
+                                          `spark`) with what our apps need, and a kill that
+                                          leaves no process behind
+    operators                             MirrorOperator, HourlyLoadOperator (one topic's hour)
     triggers, sensors                     MirrorCaughtUpTrigger, MirrorCaughtUpSensor (deferrable)
     provider_info                         registers the connection types and their form fields
 

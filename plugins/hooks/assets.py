@@ -21,7 +21,12 @@ COMPLETE_ALIAS = AssetAlias("logbroker-complete")
 
 
 def warehouse_asset(pipeline: Pipeline, topic: str) -> Asset:
-    return Asset(name=f"logbroker-warehouse/{topic}", uri=f"{pipeline.warehouse}/{topic}")
+    return warehouse_topic_asset(pipeline.warehouse, topic)
+
+
+def warehouse_topic_asset(warehouse: str, topic: str) -> Asset:
+    """The same asset from the warehouse's URI (what the load operator is given)."""
+    return Asset(name=f"logbroker-warehouse/{topic}", uri=f"{warehouse}/{topic}")
 
 
 def complete_asset(pipeline: Pipeline, topic: str) -> Asset:

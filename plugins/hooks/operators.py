@@ -1,9 +1,9 @@
-"""Thin operators over the hooks: run the mirror until caught up; run a Spark app.
+"""Thin operators over the hooks: run the mirror until caught up; load one topic's hour.
 
 They check their arguments when the DAG is parsed and build hooks only when they run, as
 Airflow's providers do; what they run is the same command a user runs by hand
-(`logbroker mirror ...`, `spark-submit spark_apps/...`), so a task's log reads like a
-terminal session and a failure can be replayed outside Airflow.
+(`logbroker mirror ...`, `spark-submit spark_apps/jobs/hourly_load.py ...`), so a task's log
+reads like a terminal session and a failure can be replayed outside Airflow.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
+from .assets import WAREHOUSE_ALIAS, warehouse_topic_asset
 from .logbroker_hook import LogbrokerHook
-from .spark_submit import LogbrokerSparkSubmitHook
+from .spark_submit import SparkAppOperator
 from .streamed_process import StreamedProcess
 
 
@@ -111,37 +112,56 @@ class MirrorOperator(BaseOperator):
             self._process.stop()
 
 
-class SparkAppOperator(BaseOperator):
-    """spark-submit one of our PySpark apps (or any) through LogbrokerSparkSubmitHook."""
+class HourlyLoadOperator(SparkAppOperator):
+    """`spark-submit spark_apps/jobs/hourly_load.py` of one topic for the run's hour (the start
+    of its data interval), from the analysis cluster into the warehouse; after the load
+    committed, the asset event `logbroker-warehouse/<topic>` with `{"load_hour": hour}`.
 
-    template_fields = ("application", "application_args", "conf")
+    An operator (not a @task calling a hook) so that killing the task reaches `on_kill`,
+    which stops the spark-submit and everything it started. Map it over the topics with
+    `.partial(...).expand(topic=...)`, with `outlets=[WAREHOUSE_ALIAS]`.
+    """
+
     ui_color = "#fde8c8"
 
     def __init__(
         self,
         *,
-        application: str,
-        application_args: Sequence[str] = (),
-        conf: Mapping[str, str] | None = None,
-        spark_conn_id: str = LogbrokerSparkSubmitHook.default_conn_name,
+        topic: str,
+        analysis_conn_id: str,
+        warehouse: str,
+        max_bad_fraction: float = 0.01,
+        parquet_writer: str = "auto",
         **kwargs: Any,
     ) -> None:
+        from .pipeline import REPO_ROOT
+
+        kwargs.setdefault("application", str(REPO_ROOT / "spark_apps" / "jobs" / "hourly_load.py"))
         super().__init__(**kwargs)
-        self.application = application
-        self.application_args = list(application_args)
-        self.conf = dict(conf or {})
-        self.spark_conn_id = spark_conn_id
-        self._hook: LogbrokerSparkSubmitHook | None = None
+        self.topic = topic
+        self.analysis_conn_id = analysis_conn_id
+        self.warehouse = warehouse
+        self.max_bad_fraction = max_bad_fraction
+        self.parquet_writer = parquet_writer
 
-    def execute(self, context: Context) -> None:
-        self._hook = LogbrokerSparkSubmitHook(self.spark_conn_id)
-        self._hook.submit(
-            self.application,
-            [str(a) for a in self.application_args],
-            conf=self.conf,
-            name=f"{self.dag_id}.{self.task_id}",
+    def execute(self, context: Context) -> dict[str, str]:
+        from spark_apps.warehouse.topics import check_topic
+
+        topic = check_topic(self.topic)
+        hour = context["data_interval_start"].strftime("%Y-%m-%dT%H")
+        analysis = LogbrokerHook(self.analysis_conn_id)
+        self.application_args = [
+            "--zookeeper", analysis.zk_connect,
+            "--schema-registry", analysis.schema_registry or "",
+            "--topics", topic,
+            "--hour", hour,
+            "--warehouse", self.warehouse,
+            "--max-bad-fraction", str(self.max_bad_fraction),
+            "--parquet-writer", self.parquet_writer,
+        ]  # fmt: skip
+        self.name = f"hourly_load {topic} {hour}"
+        super().execute(context)  # returns once the load committed (or raises)
+        context["outlet_events"][WAREHOUSE_ALIAS].add(
+            warehouse_topic_asset(self.warehouse, topic), extra={"load_hour": hour}
         )
-
-    def on_kill(self) -> None:
-        if self._hook is not None:
-            self._hook.on_kill()
+        return {"topic": topic, "load_hour": hour}

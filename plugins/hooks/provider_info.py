@@ -3,7 +3,8 @@
 Airflow discovers connection types from installed packages' `apache_airflow_provider`
 entry point (pyproject.toml points it here); this is the runtime form of a provider.yaml:
 the hook classes by connection type, the extra fields the form shows, and how it relabels
-or hides the standard ones. Nothing here imports Airflow, so discovery stays cheap.
+or hides the standard ones. Nothing here imports Airflow, so discovery stays cheap. Spark is
+submitted through Airflow's Spark provider and its connection type `spark` (spark_submit.py).
 """
 
 from __future__ import annotations
@@ -63,32 +64,6 @@ def get_provider_info() -> dict[str, Any]:
                     "hidden-fields": ["schema", "login", "password", "port", "extra"],
                     "relabeling": {"host": "ZooKeeper connect (with chroot)"},
                     "placeholders": {"host": "127.0.0.1:2181/live"},
-                },
-            },
-            {
-                "connection-type": "logbroker_spark",
-                "hook-class-name": "hooks.spark_submit.LogbrokerSparkSubmitHook",
-                "hook-name": "Spark (logbroker)",
-                "conn-fields": {
-                    "deploy_mode": {
-                        "label": "Deploy mode",
-                        "description": "client or cluster",
-                        "schema": {
-                            "type": ["string", "null"],
-                            "enum": ["client", "cluster", None],
-                        },
-                    },
-                    "spark_submit": _text(
-                        "spark-submit", "path of spark-submit (default: beside Airflow's Python)"
-                    ),
-                },
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "login", "password", "port"],
-                    "relabeling": {"host": "Master", "extra": "Extra (conf, env as JSON)"},
-                    "placeholders": {
-                        "host": "local[2] or spark://host:7077",
-                        "extra": '{"conf": {"spark.executor.memory": "2g"}}',
-                    },
                 },
             },
         ],

@@ -73,7 +73,7 @@ class MirrorCaughtUpSensor(BaseSensorOperator):
             return None
         self.defer(
             trigger=MirrorCaughtUpTrigger(
-                zk_connect=self._hook().zk_connect,
+                logbroker_conn_id=self.live_conn_id,
                 group=self.mirror_group,
                 targets=self.targets(),
                 poll_interval=self.poll_interval,

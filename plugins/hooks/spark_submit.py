@@ -1,139 +1,203 @@
-"""`LogbrokerSparkSubmitHook`: spark-submit of our PySpark apps, its log in the task log.
+"""`SparkAppOperator`: spark-submit of our PySpark apps through Airflow's Spark provider.
 
-A connection of type `logbroker_spark` (not `spark`, so that the Spark provider can be
-installed beside us without a clash; we do not use the provider, see STACK.md P1):
+The provider's `SparkSubmitOperator` (apache-airflow-providers-apache-spark) does the submit:
+the command, its log (secrets masked), tracking a cluster-mode application, `on_kill`.
+This thin subclass adds what our apps need and what the pipeline relies on:
 
-    host     the master: `local[2]`, `spark://10.0.0.5:7077`, `yarn`, `k8s://...`
-    extra    {"conf": {"spark.executor.memory": "2g"}, "deploy_mode": "client",
-              "spark_submit": "/opt/spark/bin/spark-submit",      # default: the one beside
-              "env": {"JAVA_HOME": "..."}}                          # this Python
+    the connection   type `spark` (the provider's); read strictly: a connection that is
+                     missing, of another type or without a master is an error naming it (the
+                     provider alone would log a line and submit to `yarn`)
+    its fields       host: the master (`local[2]`, `spark://10.0.0.5:7077`, `yarn`, ...)
+                     extra: {"deploy-mode": "client" | "cluster",     # the provider's keys
+                             "spark-binary": "spark-submit", "rest-port": 6066,
+                             "conf": {"spark.executor.memory": "2g"}}  # ours: the deployment's
+                                                                       # Spark settings
+    --conf           the deployment's (extra.conf) under the task's, over our defaults: Python
+                     workers and the Python driver run this interpreter (`spark.pyspark.python`,
+                     `spark.pyspark.driver.python`: Spark would otherwise run the `python3` on
+                     PATH, which may lack pyarrow and our code); on local masters the driver
+                     binds 127.0.0.1 only and has no UI
+    --py-files       the archive of `logbroker` and `spark_apps` (spark_apps.pyfiles), for
+                     executors on hosts where the project is not installed; in cluster deploy
+                     mode only when LOGBROKER_PYFILES_DIR (where the archive is built) is a
+                     directory the workers see too, since the driver starts on a worker. Not
+                     on a local master: it has no executors, its Python workers run here, where
+                     the project is installed, and an archive would only make every application
+                     compile the readers' numba code again (numba keys its cache for code in an
+                     archive by the archive's path, which Spark copies anew per application)
+    deploy mode      client on a standalone master (Spark refuses Python apps in its cluster
+                     mode): spark-submit runs the driver, so the task ends when the app does;
+                     cluster mode on YARN or Kubernetes, where the provider tracks the app
+    on_kill          the provider kills spark-submit (SIGKILL) and, in cluster mode, the
+                     application on the cluster; then every process spark-submit had started is
+                     killed too: its Python driver, and pyspark's worker daemon, which runs in a
+                     process group of its own that a kill of the task's group does not reach
 
-What our apps need and the hook always provides: `PYSPARK_PYTHON` (Spark otherwise starts
-its Python workers with whatever `python3` is on PATH, which lacks pyarrow and our code),
-plus 127.0.0.1 binding for local masters. Workers import `logbroker` and `spark_apps` (Spark
-pickles the data source classes by reference): both are installed with the project.
-spark-submit's output is streamed line by line into the task log as it comes.
+The provider runs `spark-submit` from PATH (it refuses other paths), and pyspark's
+`spark-submit` script runs `python3` from PATH to find its Spark: the processes that run tasks
+need the project's virtualenv `bin/` first on PATH (docs/airflow.md).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import signal
 import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+import time
+from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import BaseHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException
 
-from .streamed_process import StreamedProcess
+DEFAULT_CONN_ID = "logbroker_spark_default"
 
 
-class LogbrokerSparkSubmitHook(BaseHook):
-    """Run a PySpark application with spark-submit on the connection's master."""
-
-    conn_name_attr = "spark_conn_id"
-    default_conn_name = "logbroker_spark_default"
-    conn_type = "logbroker_spark"
-    hook_name = "Spark (logbroker)"
-
-    def __init__(self, spark_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.spark_conn_id = spark_conn_id
-        self._process: StreamedProcess | None = None
-
-    def settings(self) -> dict[str, Any]:
-        try:
-            conn = self.get_connection(self.spark_conn_id)
-        except Exception:  # no such connection: local mode on this machine
-            if self.spark_conn_id != self.default_conn_name:
-                raise
-            return {"master": "local[2]", "conf": {}, "deploy_mode": None, "env": {}}
-        extra = conn.extra_dejson
-        return {
-            "master": conn.host or "local[2]",
-            "conf": dict(extra.get("conf", {})),
-            "deploy_mode": extra.get("deploy_mode"),
-            "spark_submit": extra.get("spark_submit"),
-            "env": dict(extra.get("env", {})),
-        }
-
-    def get_conn(self) -> dict[str, Any]:
-        return self.settings()
-
-    def command(
-        self,
-        application: str,
-        application_args: Sequence[str] = (),
-        *,
-        conf: Mapping[str, str] | None = None,
-        name: str | None = None,
-    ) -> list[str]:
-        """The spark-submit command line (what the task log shows first)."""
-        settings = self.settings()
-        cmd = [
-            settings.get("spark_submit") or spark_submit_binary(),
-            "--master",
-            settings["master"],
-        ]
-        if settings.get("deploy_mode"):
-            cmd += ["--deploy-mode", settings["deploy_mode"]]
-        if name:
-            cmd += ["--name", name]
-        merged = {**default_conf(settings["master"]), **settings["conf"], **dict(conf or {})}
-        for key, value in sorted(merged.items()):
-            cmd += ["--conf", f"{key}={value}"]
-        return [*cmd, application, *application_args]
-
-    def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.settings()["env"])
-        env.setdefault("PYSPARK_PYTHON", sys.executable)
-        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        return env
-
-    def submit(
-        self,
-        application: str,
-        application_args: Sequence[str] = (),
-        *,
-        conf: Mapping[str, str] | None = None,
-        name: str | None = None,
-    ) -> None:
-        """Run the app; its output goes to the task log; a non-zero exit raises with the
-        last lines of that output, so the failure reads in the task's summary."""
-        cmd = self.command(application, application_args, conf=conf, name=name)
-        self.log.info("spark-submit: %s", " ".join(cmd))
-        self._process = StreamedProcess(cmd, self.environment(), self.log)
-        returncode = self._process.run()
-        if returncode != 0:
-            raise AirflowException(
-                f"spark-submit {Path(application).name} exited with {returncode}; "
-                f"last lines:\n{self._process.last_lines()}"
-            )
-
-    def on_kill(self) -> None:
-        if self._process is not None:
-            self._process.stop()
+class SparkConnectionError(AirflowException):
+    pass
 
 
-def spark_submit_binary() -> str:
-    """spark-submit beside this Python (pyspark installs it into the venv), else on PATH."""
-    beside = Path(sys.executable).with_name("spark-submit")
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("spark-submit")
-    if found is None:
-        raise AirflowException("spark-submit not found beside this Python or on PATH")
-    return found
+def spark_connection(conn_id: str) -> dict[str, Any]:
+    """The master, deploy mode and Spark settings of a `spark` connection; any problem reading
+    it is a SparkConnectionError that names the connection."""
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as exc:  # not found, secrets backend down, bad URI: all the same to us
+        raise SparkConnectionError(
+            f"Spark connection {conn_id!r} could not be read: {type(exc).__name__}: {exc}"
+        ) from exc
+    if conn.conn_type != "spark":
+        raise SparkConnectionError(
+            f"Spark connection {conn_id!r} is of type {conn.conn_type!r}, not 'spark'"
+        )
+    if not conn.host:
+        raise SparkConnectionError(
+            f"Spark connection {conn_id!r} has no host: set it to the master, e.g. local[2] or "
+            "spark://host:7077"
+        )
+    extra = conn.extra_dejson
+    conf = extra.get("conf", {})
+    if not isinstance(conf, dict):
+        raise SparkConnectionError(
+            f"Spark connection {conn_id!r}: extra 'conf' must be an object of Spark settings"
+        )
+    master = conn.host if ("://" in conn.host or not conn.port) else f"{conn.host}:{conn.port}"
+    return {
+        "master": master,
+        "deploy_mode": extra.get("deploy-mode"),
+        "conf": {str(k): str(v) for k, v in conf.items()},
+    }
 
 
 def default_conf(master: str) -> dict[str, str]:
-    """What every submit gets unless the connection or the call says otherwise."""
-    conf = {"spark.ui.showConsoleProgress": "false"}
+    """What every submit gets unless the connection or the task says otherwise."""
+    conf = {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.ui.showConsoleProgress": "false",
+    }
     if master.startswith("local"):  # this machine only: bind nothing beyond loopback
         conf.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
         conf["spark.ui.enabled"] = "false"
     return conf
+
+
+class SparkAppOperator(SparkSubmitOperator):
+    """The provider's SparkSubmitOperator on a strictly read `spark` connection, with our apps'
+    defaults, the `--py-files` archive, and a kill that leaves no process behind."""
+
+    ui_color = "#fde8c8"
+
+    def __init__(
+        self,
+        *,
+        conn_id: str = DEFAULT_CONN_ID,
+        conf: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(conn_id=conn_id, conf=dict(conf or {}), **kwargs)
+        self.spark_conn_id = conn_id
+
+    def prepare_submit(self) -> dict[str, Any]:
+        """Read the connection and set conf, --py-files and the environment; the connection's
+        settings (master, deploy_mode, conf) for the caller."""
+        from spark_apps.pyfiles import build_archive
+
+        settings = spark_connection(self.spark_conn_id)
+        if settings["master"].startswith("spark://") and settings["deploy_mode"] == "cluster":
+            raise SparkConnectionError(
+                f"Spark connection {self.spark_conn_id!r}: Spark runs no Python application in "
+                "cluster deploy mode on a standalone master; use client (the driver in this "
+                "task), or YARN or Kubernetes for cluster mode"
+            )
+        self.conf = {**default_conf(settings["master"]), **settings["conf"], **(self.conf or {})}
+        shared = settings["deploy_mode"] != "cluster" or os.environ.get("LOGBROKER_PYFILES_DIR")
+        if settings["master"].startswith("local"):
+            pass  # no executors: the installed packages serve the local Python workers
+        elif not self.py_files and shared:
+            self.py_files = str(build_archive())
+        elif not self.py_files:  # cluster mode: the driver reads --py-files on a worker's disk
+            self.log.info(
+                "cluster deploy mode: no --py-files (set LOGBROKER_PYFILES_DIR to a directory "
+                "the Spark workers see to ship the archive of logbroker and spark_apps)"
+            )
+        if settings["master"].startswith("local"):
+            # The JVM's other sockets (block manager) bind to loopback too.
+            self.env_vars = {"SPARK_LOCAL_IP": "127.0.0.1", **(self.env_vars or {})}
+        return settings
+
+    def execute(self, context: Context) -> None:
+        self.prepare_submit()
+        super().execute(context)
+        # A reprocessing backfill clears this task instance and must submit again: the provider
+        # keeps the cluster driver's id across tries so a retry can reconnect to a live driver;
+        # once the task succeeded, that id must not make the next try skip its submit.
+        store = context.get("task_state_store")
+        if store is not None:
+            store.delete(self.external_id_key)
+
+    def on_kill(self) -> None:
+        hook = self._hook
+        process = getattr(hook, "_submit_sp", None)  # the provider's spark-submit Popen
+        started = descendants(process.pid) if process is not None else []
+        super().on_kill()
+        stopped = kill_all(started)
+        if stopped:
+            self.log.info("killed the processes spark-submit had started: %s", stopped)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid` (children, their children, ...), now."""
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def kill_all(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """SIGKILL each process still running, and wait until they are gone; the PIDs killed.
+
+    SIGKILL at once: the load is safe to kill at any moment (its commit is a checkpoint
+    switch), and Airflow escalates a killed task to SIGKILL after 5 s anyway."""
+    killed = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return killed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return b") Z " not in stat.read()  # a zombie is gone, only not yet reaped
+    except OSError:
+        return False

@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from .logbroker_hook import Offsets, group_committed_offsets
+from .logbroker_hook import LogbrokerHook, Offsets, connection_settings, group_committed_offsets
 
 
 def partitions_behind(targets: Offsets, committed: Offsets) -> dict[str, int]:
@@ -39,12 +39,19 @@ def read_committed(zk_connect: str, group: str) -> Offsets:
         return group_committed_offsets(cluster, group)
 
 
+async def zk_connect_of(conn_id: str) -> str:
+    """The ZooKeeper connect string of a `logbroker` connection, read without blocking."""
+    conn = await LogbrokerHook.aget_connection(conn_id)
+    extra = await conn.aextra_dejson()
+    return str(connection_settings(conn.host, conn.port, conn.schema, extra, conn_id)["zk_connect"])
+
+
 class MirrorCaughtUpTrigger(BaseTrigger):
     def __init__(
-        self, zk_connect: str, group: str, targets: Offsets, poll_interval: float = 10.0
+        self, logbroker_conn_id: str, group: str, targets: Offsets, poll_interval: float = 10.0
     ) -> None:
         super().__init__()
-        self.zk_connect = zk_connect
+        self.logbroker_conn_id = logbroker_conn_id
         self.group = group
         self.targets = targets
         self.poll_interval = poll_interval
@@ -53,7 +60,7 @@ class MirrorCaughtUpTrigger(BaseTrigger):
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
-                "zk_connect": self.zk_connect,
+                "logbroker_conn_id": self.logbroker_conn_id,
                 "group": self.group,
                 "targets": self.targets,
                 "poll_interval": self.poll_interval,
@@ -63,7 +70,18 @@ class MirrorCaughtUpTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
             try:
-                committed = await asyncio.to_thread(read_committed, self.zk_connect, self.group)
+                zk_connect = await zk_connect_of(self.logbroker_conn_id)
+            except Exception as exc:  # missing, or no host: waiting will not fix it
+                yield TriggerEvent(
+                    {
+                        "status": "error",
+                        "group": self.group,
+                        "message": f"connection {self.logbroker_conn_id!r}: {exc}",
+                    }
+                )
+                return
+            try:
+                committed = await asyncio.to_thread(read_committed, zk_connect, self.group)
             except Exception as exc:  # ZooKeeper away: say so and keep polling
                 self.log.warning("could not read the offsets of group %s: %s", self.group, exc)
             else:

@@ -16,6 +16,7 @@ from .commands import (
     lag,
     mirror,
     offsets,
+    preferred_replica_election,
     produce,
     schemas,
     topics,
@@ -29,6 +30,7 @@ examples:
   logbroker consume --zookeeper 127.0.0.1:2181/live --topic page-views --from-beginning
   logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 --time -1
   logbroker lag --zookeeper 127.0.0.1:2181/live --group my-group
+  logbroker preferred-replica-election --zookeeper 127.0.0.1:2181/live
   logbroker schemas register --zookeeper 127.0.0.1:2181/registry \\
       --subject page_views --file include/schemas/page_views.avsc
   logbroker mirror --consumer.config live.properties --producer.config analysis.properties --whitelist ".*"
@@ -36,7 +38,18 @@ examples:
 Every subcommand has its own --help with examples.
 """
 
-SUBCOMMANDS = (broker, topics, produce, consume, offsets, lag, schemas, mirror, bench)
+SUBCOMMANDS = (
+    broker,
+    topics,
+    produce,
+    consume,
+    offsets,
+    lag,
+    preferred_replica_election,
+    schemas,
+    mirror,
+    bench,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,8 @@
-"""What the Cluster page shows, read from each cluster of the pipeline through its hook."""
+"""What the Cluster page shows, read from each cluster of the pipeline through its hook.
+
+0.7's topics (a partition per broker: offsets and sizes from the brokers) and replicated
+topics (docs/replication.md: each partition's leader, replicas and ISR, from ZooKeeper).
+"""
 
 from __future__ import annotations
 
@@ -27,6 +31,28 @@ class TopicRow:
 
 
 @dataclass
+class ReplicatedPartitionRow:
+    partition: int
+    leader: int | None  # None: offline (no live in-sync replica) or not elected yet
+    replicas: list[int]
+    isr: list[int]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+@dataclass
+class ReplicatedTopicRow:
+    topic: str
+    partitions: list[ReplicatedPartitionRow]
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(p.under_replicated for p in self.partitions)
+
+
+@dataclass
 class GroupRow:
     group: str
     partitions: int
@@ -40,6 +66,7 @@ class ClusterView:
     zk_connect: str = ""
     brokers: list[str] = field(default_factory=list)  # "0 at 127.0.0.1:9092"
     topics: list[TopicRow] = field(default_factory=list)
+    replicated: list[ReplicatedTopicRow] = field(default_factory=list)
     groups: list[GroupRow] = field(default_factory=list)
     error: str | None = None  # why the cluster could not be read
 
@@ -58,6 +85,17 @@ def read_cluster(name: str, conn_id: str, groups: list[str]) -> ClusterView:
                     for p in cluster.describe(topic)
                 ]
                 view.topics.append(TopicRow(topic, rows))
+            for topic in cluster.replicated_topics():
+                partitions = [
+                    ReplicatedPartitionRow(
+                        p.partition,
+                        p.leader if p.state is not None and p.state.online else None,
+                        list(p.replicas),
+                        list(p.isr),
+                    )
+                    for p in cluster.describe_replicated(topic)
+                ]
+                view.replicated.append(ReplicatedTopicRow(topic, partitions))
             for group in groups:
                 try:
                     parts = cluster.group_partitions(group)

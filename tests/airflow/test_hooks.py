@@ -83,9 +83,12 @@ def test_end_offsets_lag_and_the_mirror_trigger(cluster) -> None:  # type: ignor
     assert total == 20 * (10 + 4)  # 10 bytes of header per message
     assert hook.committed_offsets("mirror-x") == {}
 
-    trigger = MirrorCaughtUpTrigger(cluster.connect, "mirror-x", targets, poll_interval=0.2)
+    trigger = MirrorCaughtUpTrigger("lb_test", "mirror-x", targets, poll_interval=0.2)
     path, kwargs = trigger.serialize()
     assert path == "hooks.triggers.MirrorCaughtUpTrigger" and kwargs["targets"] == targets
+    # What the trigger table stores names the connection; the address stays in the connection.
+    assert kwargs["logbroker_conn_id"] == "lb_test"
+    assert cluster.connect not in json.dumps(kwargs)
 
     async def first_event():  # type: ignore[no-untyped-def]
         async for event in trigger.run():
@@ -113,6 +116,20 @@ def test_end_offsets_lag_and_the_mirror_trigger(cluster) -> None:  # type: ignor
     assert asyncio.run(consume_then_wait()) == {"status": "caught_up", "group": "mirror-x"}
     assert partitions_behind(targets, hook.committed_offsets("mirror-x")) == {}
     assert hook.lag("mirror-x") == 0
+
+
+def test_mirror_trigger_ends_with_an_error_naming_a_missing_connection() -> None:
+    from hooks.triggers import MirrorCaughtUpTrigger
+
+    async def first_event():  # type: ignore[no-untyped-def]
+        trigger = MirrorCaughtUpTrigger("lb_nowhere", "mirror-x", {"t": {"0-0": 1}}, 0.1)
+        async for event in trigger.run():
+            return event.payload
+        return None
+
+    payload = asyncio.run(asyncio.wait_for(first_event(), 30))
+    assert payload["status"] == "error"
+    assert "connection 'lb_nowhere'" in payload["message"]
 
 
 def test_pipeline_settings_parquet_writer(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -117,6 +117,46 @@ def test_cluster_page_lists_brokers_topics_and_sizes(  # type: ignore[no-untyped
     assert "could not read analysis" in analysis  # a dead cluster is a message, not a 500
 
 
+def test_cluster_page_shows_replicated_partitions_and_marks_the_under_replicated(  # type: ignore[no-untyped-def]
+    tmp_path: Path, zk_chroot, broker_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from logbroker.client.cluster import Cluster
+    from pipeline_ui.app import create_app
+
+    brokers = [broker_factory(i, zk=zk_chroot, zk_sessiontimeout_ms=2000) for i in (0, 1)]
+    with Cluster(zk_chroot.connect) as cluster:
+        created = cluster.create_replicated_topic("orders", 2, 2)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LB_LIVE", json.dumps({"conn_type": "logbroker", "host": zk_chroot.connect})
+    )
+    client = TestClient(create_app(pipeline_settings(tmp_path), require_login=False))
+
+    def rows() -> list[tuple[str, ...]]:
+        html = client.get("/cluster").text.split('data-cluster="analysis"')[0]
+        return re.findall(
+            r'data-partition="(\d)" data-under-replicated="(\w+)">.*?<td class="num">\d</td>\s*'
+            r"<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>",
+            html,
+            re.S,
+        )
+
+    def ids(members: tuple[int, ...]) -> str:
+        return ",".join(map(str, members))
+
+    assert rows() == [
+        (str(p.partition), "false", str(p.leader), ids(p.replicas), ids(p.isr)) for p in created
+    ]
+    brokers[1].kill()
+    deadline = time.monotonic() + 30
+    while any(r[1] == "false" for r in rows()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    after = rows()  # broker 0 leads both, alone in their ISR
+    assert [(under, leader) for _, under, leader, _, _ in after] == [("true", "0")] * 2
+    assert all(isr.startswith("0 <span") and "under-replicated" in isr for *_, isr in after)
+
+
 def test_the_pages_read_a_warehouse_through_a_non_file_fsspec_uri(warehouse: Path) -> None:
     """The same warehouse behind `memory://` (any fsspec filesystem: WebHDFS for an hdfs://
     warehouse, s3://, ...): the same states, the same hour page, the same reports."""

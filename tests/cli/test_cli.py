@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -26,8 +27,8 @@ def test_help_teaches_by_example():
     top = logbroker("--help")
     assert top.returncode == 0
     for module in SUBCOMMANDS:
-        name = module.__name__.rsplit(".", 1)[-1]
-        assert f"\n    {name} " in top.stdout.decode()
+        name = module.__name__.rsplit(".", 1)[-1].replace("_", "-")
+        assert re.search(rf"\n    {name}[ \n]", top.stdout.decode()), name
         sub = logbroker(name, "--help")
         assert sub.returncode == 0, sub.stderr
         assert b"examples:" in sub.stdout and f"logbroker {name}".encode() in sub.stdout
@@ -363,3 +364,15 @@ def test_a_bad_name_is_refused_with_the_rule_it_breaks():
         result.returncode == 2
         and "is 250 characters, over the limit of 249" in result.stderr.decode()
     )
+
+
+def test_create_if_not_exists_leaves_a_replicated_topic_as_it_is(cluster):
+    zk, _ = cluster
+    create = ("topics", "--zookeeper", zk, "create", "orders", "--replication-factor", "2")
+    first = logbroker(*create, "--partitions", "2", "--if-not-exists")
+    assert first.returncode == 0 and b"created orders: 2 partitions" in first.stdout, first.stderr
+    again = logbroker(*create, "--partitions", "4", "--if-not-exists")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == b"orders exists already: 2 partitions, 2 replicas each\n"
+    refused = logbroker(*create, "--partitions", "2")
+    assert refused.returncode == 1 and b"exists already" in refused.stderr

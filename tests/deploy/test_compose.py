@@ -48,8 +48,8 @@ def test_docker_compose_validates_it() -> None:
 def test_every_service_has_what_it_needs(compose: dict[str, Any]) -> None:
     services = compose["services"]
     expected = {
-        "zk1", "zk2", "zk3", "live-broker-0", "live-broker-1", "analysis-broker-0",
-        "analysis-broker-1", "mirror", "postgres", "airflow-api-server", "airflow-scheduler",
+        "zk1", "zk2", "zk3", "live-broker-0", "live-broker-1", "live-broker-2",
+        "analysis-broker-0", "analysis-broker-1", "analysis-broker-2", "topics", "mirror", "postgres", "airflow-api-server", "airflow-scheduler",
         "airflow-dag-processor", "airflow-triggerer", "spark-master", "spark-worker-1",
         "spark-worker-2", "namenode", "datanode-1", "datanode-2",
     }  # fmt: skip
@@ -99,6 +99,65 @@ def test_logbroker_commands_exist(compose: dict[str, Any]) -> None:
         command = service.get("command") or []
         if command[:1] == ["logbroker"]:
             assert command[1] in subcommands, f"{name}: logbroker {command[1]} does not exist"
+        for script in command[2:] if command[:1] == ["sh"] else []:
+            for called in re.findall(r"\blogbroker (\S+)", script):
+                assert called in subcommands, f"{name}: logbroker {called} does not exist"
+
+
+# -- replication: three brokers per cluster, topics with three copies ------------------------
+
+
+def test_each_cluster_has_three_brokers_that_replicate(compose: dict[str, Any]) -> None:
+    from logbroker.config import load_config
+
+    services = compose["services"]
+    for cluster in ("live", "analysis"):
+        brokers = sorted(n for n in services if n.startswith(f"{cluster}-broker-"))
+        assert brokers == [f"{cluster}-broker-{i}" for i in range(3)]
+        ids = set()
+        for name in brokers:
+            command = services[name]["command"]
+            overrides = dict(a.split("=", 1) for a in command[command.index("--override") + 1 :: 2])
+            config = load_config(ROOT / command[3].removeprefix("/app/"), overrides)
+            assert config.zk_connect.endswith(f"/{cluster}")
+            assert (config.default_replication_factor, config.min_insync_replicas) == (3, 2)
+            assert config.controlled_shutdown_enable
+            grace = int(services[name]["stop_grace_period"].removesuffix("s"))
+            assert grace > config.controlled_shutdown_timeout_ms / 1000, name
+            ids.add(config.brokerid)
+        assert ids == {0, 1, 2}, cluster
+
+
+def test_the_pipelines_topics_are_created_replicated_before_anything_writes(
+    compose: dict[str, Any],
+) -> None:
+    from hooks.pipeline import load_pipeline
+    from logbroker.cli import build_parser
+
+    services = compose["services"]
+    topics = services["topics"]
+    [script] = topics["command"][2:]
+    # run the script's loops here, with the real parser: what each `logbroker` call asks
+    loops = dict(re.findall(r"for (\w+) in ([^;]+);", script))
+    [line] = re.findall(r"logbroker topics .*?--if-not-exists", script.replace("\\\n", " "))
+    asked = set()
+    for cluster in loops["cluster"].split():
+        for topic in loops["topic"].split():
+            argv = line.replace("$$cluster", cluster).replace("$$topic", topic).split()[1:]
+            args = build_parser().parse_args(argv)
+            assert (args.replication_factor, args.if_not_exists) == (3, True)
+            asked.add((args.zookeeper.rsplit("/", 1)[1], args.topic))
+    environment = compose["x-airflow"]["environment"]
+    pipeline = load_pipeline(ROOT / environment["LOGBROKER_PIPELINE"].removeprefix("/app/"))
+    mirrored = services["mirror"]["command"][services["mirror"]["command"].index("--whitelist") + 1]
+    for topic in {*pipeline.topics, *mirrored.split("|")}:
+        assert {("live", topic), ("analysis", topic)} <= asked, topic
+    done = {"condition": "service_completed_successfully"}
+    assert services["mirror"]["depends_on"]["topics"] == done
+    assert compose["x-airflow"]["depends_on"]["topics"] == done
+    assert {f"{c}-broker-{i}" for c in ("live", "analysis") for i in range(3)} <= set(
+        topics["depends_on"]
+    )
 
 
 def test_dockerfile_copies_what_exists() -> None:

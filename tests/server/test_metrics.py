@@ -36,6 +36,8 @@ BUILTIN_TYPES = {
     "logbroker_connections_open": "gauge",
     "logbroker_connections_total": "counter",
     "logbroker_start_time_seconds": "gauge",
+    "logbroker_isr_shrinks_total": "counter",
+    "logbroker_isr_expands_total": "counter",
 }
 
 
@@ -58,6 +60,8 @@ def busy_metrics() -> BrokerMetrics:
     m.connection_opened()
     m.connection_opened()
     m.connection_closed()
+    m.isr_changed(True, False)
+    m.isr_changed(True, True)
     return m
 
 
@@ -76,6 +80,8 @@ def test_snapshot_counts_every_call() -> None:
         "errors": {"offset_out_of_range": {"clicks": 2}, "invalid_request": {"": 1}},
         "connections_open": 1,
         "connections_total": 2,
+        "isr_shrinks": 2,
+        "isr_expands": 1,
     }
     json.dumps(snap)  # plain data, for the CLI
 
@@ -142,6 +148,8 @@ def test_rendered_lines_exactly() -> None:
         'logbroker_connections_open{broker="7"} 1.0',
         'logbroker_connections_total{broker="7"} 2.0',
         'logbroker_start_time_seconds{broker="7"} 1.7000000005e+09',
+        'logbroker_isr_shrinks_total{broker="7"} 2.0',
+        'logbroker_isr_expands_total{broker="7"} 1.0',
         "# TYPE logbroker_messages_in_total counter",
         "# TYPE logbroker_connections_open gauge",
     ]:

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog="examples:\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live create page-views --partitions 4\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live create orders --partitions 6 \\\n"
-        "      --replication-factor 3\n"
+        "      --replication-factor 3 --if-not-exists\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live list\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live describe page-views\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live describe --under-replicated-partitions\n\n"
@@ -45,6 +45,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="R",
         help="replicas of each partition (default: the cluster's default.replication.factor)",
     )
+    create.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="a replicated topic that exists already is left as it is (exit 0): for scripts",
+    )
     actions.add_parser("list", help="list topics and their partition counts per broker")
     describe = actions.add_parser("describe", help="partitions with offsets and sizes")
     describe.add_argument("topic", type=topic_name, nargs="?", help="default: every topic")
@@ -65,6 +70,13 @@ def run(args: argparse.Namespace) -> int:
         with Cluster(args.zookeeper) as cluster:
             if args.action == "create":
                 factor = args.replication_factor or cluster.default_replication_factor()
+                existing = cluster.assignment(args.topic) if args.if_not_exists else None
+                if existing is not None:
+                    print(
+                        f"{args.topic} exists already: {existing.partitions} partitions, "
+                        f"{existing.replication_factor} replicas each"
+                    )
+                    return 0
                 if factor > 1:
                     described = cluster.create_replicated_topic(args.topic, args.partitions, factor)
                     print(

@@ -18,7 +18,16 @@ at the version it read (a leader's ISR change in between is never overwritten):
   replicas, and only one of those, can lead it when it comes back (unless
   `unclean.leader.election.enable`: then any live replica leads, with an ISR of itself,
   and what only the lost ISR had is gone: that is what "unclean" means);
-- a broker that comes back: partitions without a leader whose ISR names it get it as leader.
+- a broker that comes back: partitions without a leader whose ISR names it get it as leader;
+- a broker asking to shut down (`/replication/admin/shutdown/<id>`, controlled shutdown): every
+  partition it leads gets the next live ISR member as leader (epoch + 1), and it leaves every
+  ISR but those where it is the only live member: such a partition keeps it as leader until it
+  stops (the log says so). While it is there, it is nobody's choice as a new leader when
+  another ISR member can lead;
+- a preferred replica election (`/replication/admin/preferred_replica_election`, written by
+  `logbroker preferred-replica-election`): each named partition whose first replica is alive,
+  in the ISR and not shutting down, but not the leader, gets it as leader (epoch + 1); then the
+  node is deleted, which is how the command knows it is done.
 
 Threads: kazoo's callbacks only enqueue; one worker thread does every read and write in order.
 """
@@ -75,6 +84,8 @@ class Controller:
         self._epoch_version = -1  # the version of /replication/controller_epoch we wrote
         self._active = False
         self._live: set[int] = set()
+        self._shutting: set[int] = set()  # brokers asking for a controlled shutdown
+        self._kept: set[str] = set()  # led by a shutting broker alone: said once
         self._known_topics: set[str] = set()
         self._tasks: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
@@ -126,6 +137,21 @@ class Controller:
         self._tasks.put(("topics", children))
         return True
 
+    def _shutdowns_changed(self, children: list[str]) -> bool:
+        if self._stopped.is_set() or not self._active:
+            return False
+        self._tasks.put(("shutdown", children))
+        return True
+
+    def _election_changed(
+        self, data: bytes | None, stat: ZnodeStat | None, event: object = None
+    ) -> bool:
+        if self._stopped.is_set() or not self._active:
+            return False
+        if stat is not None:
+            self._tasks.put(("election", data))
+        return True
+
     # -- the worker ---------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -141,6 +167,10 @@ class Controller:
                     self._on_brokers({int(c) for c in value if c.isdigit()})
                 elif kind == "topics" and self._active:
                     self._on_topics(set(value))
+                elif kind == "shutdown" and self._active:
+                    self._on_shutdowns({int(c) for c in value if c.isdigit()})
+                elif kind == "election" and self._active:
+                    self._on_election(value)
             except _Deposed:
                 self._deposed()
             except KazooException as exc:
@@ -182,6 +212,8 @@ class Controller:
                 self.client.create(zk.CONFIG, self.defaults.encode(), makepath=True)
         self.client.ChildrenWatch(paths.BROKER_IDS, self._brokers_changed)
         self.client.ChildrenWatch(zk.TOPICS, self._topics_changed)
+        self.client.ChildrenWatch(zk.SHUTDOWN, self._shutdowns_changed)
+        self.client.DataWatch(zk.PREFERRED_REPLICA_ELECTION, self._election_changed)
 
     def _epoch(self) -> tuple[bytes, ZnodeStat]:
         try:
@@ -201,6 +233,40 @@ class Controller:
             log.info("controller: broker(s) %s live", sorted(back))
         self._elect_everywhere()
 
+    def _on_shutdowns(self, shutting: set[int]) -> None:
+        new = shutting - self._shutting
+        self._shutting = shutting
+        self._kept.clear()
+        if new:
+            log.info(
+                "controller: broker(s) %s shutting down: moving their leaderships", sorted(new)
+            )
+            self._elect_everywhere()
+
+    def _on_election(self, data: bytes | None) -> None:
+        """A preferred replica election: move each named partition's leadership to its first
+        replica where it may lead, then delete the node (the command waits for that)."""
+        try:
+            named = zk.decode_election(data or b"")
+        except ValueError as exc:
+            log.warning("controller: %s ignored: %s", zk.PREFERRED_REPLICA_ELECTION, exc)
+            named = []
+        self._ensure_live()
+        assignments: dict[str, Assignment | None] = {}
+        for topic, partition in named:
+            if topic not in assignments:
+                try:
+                    data, _ = self.client.get(zk.topic_path(topic))
+                    assignments[topic] = Assignment.decode(topic, data)
+                except (NoNodeError, ValueError) as exc:
+                    log.warning("controller: preferred election of %s skipped: %s", topic, exc)
+                    assignments[topic] = None
+            assignment = assignments[topic]
+            if assignment is not None and partition < assignment.partitions:
+                self._settle(topic, partition, assignment.replicas[partition], preferred=True)
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(zk.PREFERRED_REPLICA_ELECTION)
+
     def _on_topics(self, topics: set[str]) -> None:
         new = topics - self._known_topics
         self._known_topics = topics
@@ -209,10 +275,13 @@ class Controller:
 
     # -- elections ------------------------------------------------------------------------
 
-    def _elect_everywhere(self, only: set[str] | None = None) -> None:
-        """Bring every partition's state in line with the live brokers (see the module doc)."""
+    def _ensure_live(self) -> None:
         if not self._live:
             self._live = {int(c) for c in self.client.get_children(paths.BROKER_IDS) if c.isdigit()}
+
+    def _elect_everywhere(self, only: set[str] | None = None) -> None:
+        """Bring every partition's state in line with the live brokers (see the module doc)."""
+        self._ensure_live()
         topics = only if only is not None else set(self.client.get_children(zk.TOPICS))
         for topic in sorted(topics):
             try:
@@ -224,7 +293,9 @@ class Controller:
             for partition, replicas in enumerate(assignment.replicas):
                 self._settle(topic, partition, replicas)
 
-    def _settle(self, topic: str, partition: int, replicas: tuple[int, ...]) -> None:
+    def _settle(
+        self, topic: str, partition: int, replicas: tuple[int, ...], preferred: bool = False
+    ) -> None:
         path = zk.partition_path(topic, partition)
         for _attempt in range(5):
             try:
@@ -234,25 +305,44 @@ class Controller:
                     return
                 continue  # created meanwhile: read it
             current = PartitionState.decode(data, stat.version, path)
-            wanted = self._decide(current, replicas)
+            if preferred:
+                wanted = self._prefer(current, replicas)
+            else:
+                wanted = self._decide(current, replicas, f"{topic}-{partition}")
             if wanted is None or self._write(path, wanted, stat.version):
                 if wanted is not None:
                     self._announce(topic, partition, wanted, current)
                 return
         log.warning("controller: could not settle %s (its state kept changing)", path)
 
-    def _decide(self, current: PartitionState, replicas: tuple[int, ...]) -> PartitionState | None:
+    def _decide(
+        self, current: PartitionState, replicas: tuple[int, ...], name: str
+    ) -> PartitionState | None:
         live = self._live
+        shutting = self._shutting & live
         isr_live = tuple(r for r in current.isr if r in live)
-        if current.leader in live:
-            if isr_live == current.isr:
+        ready = [r for r in replicas if r in isr_live and r not in shutting]  # may lead
+        if current.leader in live and (current.leader not in shutting or not ready):
+            if current.leader in shutting and name not in self._kept:
+                self._kept.add(name)
+                log.warning(
+                    "controller: %s stays led by broker %d, which is shutting down, until it "
+                    "stops: no other live in-sync replica (ISR %s)",
+                    name,
+                    current.leader,
+                    list(current.isr),
+                )
+            # followers that died or are shutting down leave the ISR; the leader and its epoch
+            # stay
+            isr = tuple(r for r in isr_live if r == current.leader or r not in shutting)
+            if isr == current.isr:
                 return None  # nothing to do
-            # followers that died leave the ISR; the leader and its epoch stay
-            return PartitionState(current.leader, current.leader_epoch, isr_live, self.epoch)
-        candidates = [r for r in replicas if r in isr_live]
+            return PartitionState(current.leader, current.leader_epoch, isr, self.epoch)
+        candidates = ready or [r for r in replicas if r in isr_live]
         if candidates:
             leader = candidates[0]
-            return PartitionState(leader, current.leader_epoch + 1, isr_live, self.epoch)
+            isr = tuple(r for r in isr_live if r == leader or r not in shutting)
+            return PartitionState(leader, current.leader_epoch + 1, isr, self.epoch)
         if self.unclean:
             alive = [r for r in replicas if r in live]
             if alive:
@@ -268,9 +358,22 @@ class Controller:
         # offline: no leader, and the last ISR kept so that only one of them can lead later
         return PartitionState(zk.NO_LEADER, current.leader_epoch + 1, current.isr, self.epoch)
 
+    def _prefer(self, current: PartitionState, replicas: tuple[int, ...]) -> PartitionState | None:
+        """The preferred replica as leader, when it is not already and may lead."""
+        first = replicas[0]
+        if (
+            current.leader == first
+            or first not in current.isr
+            or first not in self._live
+            or first in self._shutting
+        ):
+            return None
+        return PartitionState(first, current.leader_epoch + 1, current.isr, self.epoch)
+
     def _create_first(self, topic: str, partition: int, replicas: tuple[int, ...]) -> bool:
         """Write a new partition's first state; False when it exists already (read it)."""
-        live = [r for r in replicas if r in self._live]
+        # a broker shutting down leads a new partition only when no other replica is alive
+        live = sorted((r for r in replicas if r in self._live), key=lambda r: r in self._shutting)
         first = PartitionState(
             live[0] if live else zk.NO_LEADER, 0, tuple(live) or replicas, self.epoch
         )

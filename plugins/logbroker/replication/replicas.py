@@ -10,8 +10,9 @@ partition's state. The role follows the state (docs/replication.md, "Leaders and
   follower fetches (`record_fetch`); the high watermark is the smallest log end in the ISR,
   and consumers see only what is below it. A follower that has not caught up to the leader's
   end for `replica.lag.time.max.ms` leaves the ISR; one whose end reaches the high watermark
-  rejoins it. The leader writes those ISR changes itself, as a conditional write of the
-  state (the version it read, its leader and epoch kept): a stale leader's write fails.
+  rejoins it, unless it is shutting down (`/replication/admin/shutdown/<id>`: the controller
+  took it out for good). The leader writes those ISR changes itself, as a conditional write of
+  the state (the version it read, its leader and epoch kept): a stale leader's write fails.
   acks=-1 produces wait here (`wait_in_sync`) until the high watermark passes them;
 - follower: a ReplicaFetcher (fetcher.py) copies the leader's bytes into the log;
 - offline: nobody takes produces; every request about it says so.
@@ -240,6 +241,9 @@ class ReplicaManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.clock_ms = clock_ms
         self.on_high_watermark: Callable[[Replica], None] | None = None  # the handlers' hook
+        # the metrics' hook, on the event loop: (shrank, expanded) for a change of the ISR of a
+        # partition this broker leads, whoever wrote it
+        self.on_isr_change: Callable[[bool, bool], None] | None = None
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._replicas: dict[tuple[str, int], Replica] = {}
@@ -261,6 +265,15 @@ class ReplicaManager:
 
     def replicas(self) -> list[Replica]:
         return list(self._replicas.values())
+
+    def leaderships_to_move(self, live: set[int]) -> list[Replica]:
+        """The partitions this broker leads that another live in-sync replica could lead: what
+        a controlled shutdown waits for the controller to move."""
+        return [
+            r
+            for r in self.replicas()
+            if r.leading and any(m != self.broker_id and m in live for m in r.isr)
+        ]
 
     def refusal(self, topic: str, partition: int) -> LogbrokerError:
         """Why a request about replicated `topic`'s `partition` cannot be served here."""
@@ -404,6 +417,15 @@ class ReplicaManager:
             and (not new.online or new.leader != old.leader)
         ):
             self._fetcher(old.leader).remove(replica)
+        if (
+            self.on_isr_change is not None
+            and old is not None
+            and leads
+            and (old.leader, old.leader_epoch) == (new.leader, new.leader_epoch)
+        ):
+            shrank, expanded = bool(set(old.isr) - set(new.isr)), bool(set(new.isr) - set(old.isr))
+            if shrank or expanded:
+                self._in_loop(self.on_isr_change, shrank, expanded)
         role = replica.become(new, self.clock_ms())
         if not leads and new.online:
             self._fetcher(new.leader).add(replica, new_epoch=new_epoch)
@@ -491,6 +513,8 @@ class ReplicaManager:
             return
         isr = [m for m in current.isr if m not in (remove or ())]
         if add is not None and add not in isr:
+            if self._client.exists(zk.shutdown_path(add)):
+                return  # shutting down: the controller took it out, and it stays out
             isr.append(add)
         if tuple(isr) == current.isr or not isr:
             return

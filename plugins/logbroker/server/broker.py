@@ -3,9 +3,10 @@
 Start order: load (and recover) the logs, start flushing and retention, bind the socket,
 register in ZooKeeper with the bound port, take the roles of its replicas and join the
 controller election (replication/, in the registration's session), open the metrics port.
-Stop order (SIGTERM or SIGINT): stop accepting, finish the requests in flight, leave the
-election and the replicas, leave ZooKeeper, flush every log and write the clean-shutdown
-marker. A broker whose id is taken in ZooKeeper does not start.
+Stop order (SIGTERM or SIGINT): hand the leaderships of replicated partitions over while
+still serving (controlled shutdown, replication/shutdown.py), stop accepting, finish the
+requests in flight, leave the election and the replicas, leave ZooKeeper, flush every log and
+write the clean-shutdown marker. A broker whose id is taken in ZooKeeper does not start.
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ class BrokerServer:
                 replicas=self.replicas,
             )
             self.metrics.set_gauge_source(self._gauges)
+            if self.replicas is not None:
+                self.replicas.on_isr_change = self.metrics.isr_changed
             self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
             self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()
@@ -177,12 +180,60 @@ class BrokerServer:
             yield ("logbroker_log_end_offset", labels, part_log.end_offset, "end of the log")
             yield ("logbroker_log_start_offset", labels, part_log.start_offset, "first offset kept")
             yield ("logbroker_log_size_bytes", labels, part_log.size_in_bytes, "bytes on disk")
+        yield from self._replication_gauges()
+
+    def _replication_gauges(self) -> Iterable[tuple[str, dict[str, str], float, str]]:
+        """What docs/replication.md ("Metrics") lists; read on the event loop, like the
+        followers' ends (a state is replaced whole by the replicas' worker)."""
+        controller = self.controller
+        active = 1 if controller is not None and controller.active else 0
+        yield ("logbroker_active_controller_count", {}, active, "1 on the controller, else 0")
+        leading = [r for r in self.replicas.replicas() if r.leading] if self.replicas else []
+        yield ("logbroker_leader_count", {}, len(leading), "replicated partitions led here")
+        short = sum(1 for r in leading if len(r.isr) < len(r.replicas))
+        yield (
+            "logbroker_under_replicated_partitions",
+            {},
+            short,
+            "partitions led here whose ISR is short of their replicas",
+        )
+        for replica in leading:
+            end = replica.log.end_offset
+            for follower, fetched in sorted(replica.follower_end.items()):
+                labels = {
+                    "topic": replica.topic,
+                    "partition": str(replica.partition),
+                    "follower": str(follower),
+                }
+                yield (
+                    "logbroker_follower_lag_bytes",
+                    labels,
+                    max(0, end - fetched),
+                    "leader's log end minus the offset the follower last fetched from",
+                )
 
     async def stop(self) -> None:
         log.info("broker %d shutting down", self.config.brokerid)
+        await self._controlled_shutdown()
         self.waiters.wake_all()
         await self._stop_parts()
         log.info("broker %d stopped cleanly", self.config.brokerid)
+
+    async def _controlled_shutdown(self) -> None:
+        """Wait, serving, for the controller to move this broker's leaderships elsewhere."""
+        config = self.config
+        client = self.registration.client if self.registration is not None else None
+        if not config.controlled_shutdown_enable or client is None or self.replicas is None:
+            return
+        from ..replication.shutdown import hand_over_leaderships
+
+        await asyncio.get_running_loop().run_in_executor(
+            None,
+            hand_over_leaderships,
+            client,
+            self.replicas,
+            config.controlled_shutdown_timeout_ms,
+        )
 
     async def _stop_parts(self) -> None:
         loop = asyncio.get_running_loop()

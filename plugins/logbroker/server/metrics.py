@@ -8,6 +8,8 @@
     logbroker_connections_open{broker}              gauge: client connections open now
     logbroker_connections_total{broker}             client connections accepted
     logbroker_start_time_seconds{broker}            gauge: when the broker started (Unix time)
+    logbroker_isr_shrinks_total{broker}             ISR shrinks of partitions led here
+    logbroker_isr_expands_total{broker}             ISR expansions of partitions led here
     ...                                             gauges of `set_gauge_source`, at scrape time
 
 `BrokerMetrics` counts in plain dicts and is itself a prometheus_client collector: `collect()`
@@ -84,6 +86,14 @@ _BUILTIN = {
     "logbroker_connections_open": ("gauge", "Client connections open now."),
     "logbroker_connections_total": ("counter", "Client connections accepted."),
     "logbroker_start_time_seconds": ("gauge", "Start time of the broker, in Unix seconds."),
+    "logbroker_isr_shrinks_total": (
+        "counter",
+        "Times the ISR of a partition this broker leads lost members.",
+    ),
+    "logbroker_isr_expands_total": (
+        "counter",
+        "Times the ISR of a partition this broker leads gained members.",
+    ),
 }
 
 
@@ -110,6 +120,8 @@ class BrokerMetrics:
         self._errors: dict[tuple[str, str], int] = {}
         self._connections_open = 0
         self._connections_total = 0
+        self._isr_shrinks = 0
+        self._isr_expands = 0
         self._gauge_source: Callable[[], Iterable[GaugeSample]] | None = None
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(self)
@@ -155,6 +167,10 @@ class BrokerMetrics:
     def connection_closed(self) -> None:
         self._connections_open -= 1
 
+    def isr_changed(self, shrank: bool, expanded: bool) -> None:
+        self._isr_shrinks += shrank
+        self._isr_expands += expanded
+
     def _add_new(self, counts: dict[Any, int], key: Any, n: int, overflow: Any) -> None:
         if len(counts) >= self.max_series:
             key = overflow
@@ -188,6 +204,8 @@ class BrokerMetrics:
             "errors": errors,
             "connections_open": self._connections_open,
             "connections_total": self._connections_total,
+            "isr_shrinks": self._isr_shrinks,
+            "isr_expands": self._isr_expands,
         }
 
     def render(self) -> str:
@@ -225,6 +243,8 @@ class BrokerMetrics:
         yield family("logbroker_connections_open", None, [(None, self._connections_open)])
         yield family("logbroker_connections_total", None, [(None, self._connections_total)])
         yield family("logbroker_start_time_seconds", None, [(None, self.start_time)])
+        yield family("logbroker_isr_shrinks_total", None, [(None, self._isr_shrinks)])
+        yield family("logbroker_isr_expands_total", None, [(None, self._isr_expands)])
         yield from self._collect_gauges()
 
     def _collect_gauges(self) -> list[Metric]:

@@ -6,6 +6,12 @@
     stack.api(...)                                  the REST API (v2) with a JWT
     stack.stop()                                    SIGTERM each group, SIGKILL stragglers
 
+The home is the stack's private state (its SQLite database holds the connections and
+variables; passwords.json the admin's password): the directory is 0700 and every Airflow
+process runs with umask 077, so whatever it creates there (airflow.db, airflow.cfg, logs) is
+the user's only. The virtualenv's `bin/` comes first on every process's PATH: the Spark
+provider runs `spark-submit` from PATH, and pyspark's launcher runs `python3` from PATH.
+
 Not `airflow standalone`: it starts log servers bound to 0.0.0.0 (STACK.md P2). Here the
 scheduler and triggerer skip their log servers (the api-server reads task logs from the
 local files), the executor is LocalExecutor with `parallelism` workers on SQLite, and the
@@ -35,6 +41,7 @@ from typing import Any
 from .zookeeper import find_free_port
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+UMASK = 0o077  # what Airflow creates in its home (airflow.db, airflow.cfg, logs): ours only
 
 
 class AirflowStackError(RuntimeError):
@@ -77,19 +84,22 @@ class AirflowStack:
 
     def _password(self) -> str:
         """The admin's password, kept in the home so `make up` can print it again."""
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.home.chmod(0o700)  # also when an older run made it readable to others
         path = self.home / "passwords.json"
         if path.exists():
+            path.chmod(0o600)
             return str(json.loads(path.read_text())[self.username])
         password = secrets.token_urlsafe(12)
-        path.write_text(json.dumps({self.username: password}))
-        path.chmod(0o600)
+        write_private(path, json.dumps({self.username: password}))
         return password
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        venv_bin = str(Path(sys.executable).parent)  # not resolved: a venv's python is a link
         env.update(
             {
+                "PATH": os.pathsep.join([venv_bin, env.get("PATH", os.defpath)]),
                 "AIRFLOW_HOME": str(self.home),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.plugins_folder),
@@ -123,7 +133,13 @@ class AirflowStack:
         """Run one `airflow` CLI command in this home; its output, or an error with it."""
         cmd = [str(Path(sys.executable).with_name("airflow")), *args]
         done = subprocess.run(
-            cmd, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+            cmd,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            umask=UMASK,
         )
         if done.returncode != 0:
             raise AirflowStackError(
@@ -134,7 +150,16 @@ class AirflowStack:
 
     def migrate(self) -> AirflowStack:
         self.airflow("db", "migrate")
+        self.make_private()
         return self
+
+    def make_private(self) -> None:
+        """The home 0700 and the files directly in it 0600: also those an older run (before
+        the umask) left readable to others, such as airflow.db with its connections."""
+        self.home.chmod(0o700)
+        for path in self.home.iterdir():
+            if path.is_file():
+                path.chmod(0o600)
 
     def write_env_file(self) -> Path:
         """<home>/env.sh: `. env.sh` gives a shell the settings of this stack, so that the
@@ -145,12 +170,12 @@ class AirflowStack:
             for key, value in sorted(self.env().items())
             if key.startswith(("AIRFLOW", "LOGBROKER_"))
         ]
-        path.write_text("# written by logbroker.testing.airflow_stack\n" + "".join(lines))
+        write_private(path, "# written by logbroker.testing.airflow_stack\n" + "".join(lines))
         return path
 
     def start(self, components: tuple[str, ...] = COMPONENTS, timeout: float = 180) -> AirflowStack:
         logs = self.home / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.write_env_file()
         binary = str(Path(sys.executable).with_name("airflow"))
         for name in components:
@@ -159,7 +184,7 @@ class AirflowStack:
                 args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
             elif name in ("scheduler", "triggerer"):
                 args += ["--skip-serve-logs"]
-            with open(logs / f"{name}.out", "ab") as out:
+            with open(logs / f"{name}.out", "ab", opener=_private) as out:
                 self.processes[name] = subprocess.Popen(
                     args,
                     env=self.env(),
@@ -167,6 +192,7 @@ class AirflowStack:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
+                    umask=UMASK,
                 )
         if "api-server" in components:
             self.wait_healthy(timeout)
@@ -332,6 +358,18 @@ class AirflowStack:
             ):
                 return backfill
         return None
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `path` readable by its owner only, from its first byte."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    path.chmod(0o600)  # O_CREAT's mode applies only to a new file
 
 
 def _instant(value: Any) -> datetime:

@@ -8,7 +8,9 @@
 
 The process runs in its own process group with its log in `<directory>/broker.log`;
 `stop()` sends SIGTERM and waits for exit code 0, `kill()` sends SIGKILL. Ports are picked
-free on 127.0.0.1 unless given. `rlimits` starts it under resource limits (a descriptor
+free on 127.0.0.1 unless given. `host` is the address it binds and registers in ZooKeeper, and
+`command_prefix` a launcher it runs under: a host of `logbroker.testing.hosts` passes its
+address and `["ip", "netns", "exec", NAME]` (see `Host.broker`). `rlimits` starts it under resource limits (a descriptor
 limit, a file size limit), set by a small launcher that then execs the broker, so the
 limits hold from its first instruction and `pid` is the broker's own:
 
@@ -24,7 +26,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -54,19 +56,20 @@ class BrokerProcess:
         port: int | None = None,
         overrides: Mapping[str, str] | None = None,
         rlimits: Mapping[int, tuple[int, int]] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory)
+        self.host = host
+        self.command_prefix = list(command_prefix)  # execs the rest: `pid` stays the broker's
         self.rlimits = dict(rlimits or {})
         self.broker_id = broker_id
         self.zk_connect = zk_connect
-        self.port = port or find_free_port()
+        self.port = port or find_free_port(host)
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = self.directory / "logs"
-
-    @property
-    def host(self) -> str:
-        return "127.0.0.1"
 
     @property
     def address(self) -> tuple[str, int]:
@@ -102,7 +105,7 @@ class BrokerProcess:
         if self.rlimits:
             limits = ",".join(f"{r}:{soft}:{hard}" for r, (soft, hard) in self.rlimits.items())
             cmd = [sys.executable, "-c", _WITH_RLIMITS, limits, *cmd]
-        return cmd
+        return [*self.command_prefix, *cmd]
 
     def start(self, timeout: float = 30.0) -> Self:
         if self.proc is not None and self.proc.poll() is None:

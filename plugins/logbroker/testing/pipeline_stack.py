@@ -78,9 +78,11 @@ class PipelineStack:
         all_admins: bool = False,
         spark_master: str = "local[2]",
         extra_airflow_env: dict[str, str] | None = None,
+        topics: tuple[str, ...] = TOPICS,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
+        self.topics = topics  # the pipeline's topics (a subset of the demo's: traffic.TOPICS)
         self.brokers_per_cluster = brokers_per_cluster
         self.partitions = partitions
         self.grace_hours = grace_hours
@@ -130,9 +132,11 @@ class PipelineStack:
             "LOGBROKER_PIPELINE": str(self.workdir / "pipeline.json"),
             "AIRFLOW_CONN_LOGBROKER_LIVE": conn(self.live),
             "AIRFLOW_CONN_LOGBROKER_ANALYSIS": conn(self.analysis),
+            # Spark through Airflow's Spark provider: a connection of its type `spark`, given
+            # explicitly (a missing one fails the task, never a silent default master).
             "AIRFLOW_CONN_LOGBROKER_SPARK_DEFAULT": json.dumps(
                 {
-                    "conn_type": "logbroker_spark",
+                    "conn_type": "spark",
                     "host": self.spark_master,
                     "extra": {"conf": SMALL_JOB_CONF}
                     if self.spark_master.startswith("local")
@@ -198,7 +202,7 @@ class PipelineStack:
             "live_clusters": [{"name": "live", "conn_id": "logbroker_live"}],
             "analysis_conn_id": "logbroker_analysis",
             "spark_conn_id": "logbroker_spark_default",
-            "topics": list(TOPICS),
+            "topics": list(self.topics),
             "warehouse": self.warehouse_uri,
             "reports": None,
             "grace_hours": self.grace_hours,
@@ -309,7 +313,14 @@ class PipelineStack:
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
         return str(self.airflow.trigger_dag_run(dag_id, conf)["dag_run_id"])
 
-    def backfill(self, dag_id: str, first_hour: str, last_hour: str, reprocess: bool) -> int:
+    def backfill(
+        self,
+        dag_id: str,
+        first_hour: str,
+        last_hour: str,
+        reprocess: bool,
+        max_active_runs: int = 1,
+    ) -> int:
         """Backfill the hours [first_hour, last_hour] (logical dates are interval starts).
 
         Without `reprocess`, hours that already ran successfully are skipped ("failed": a
@@ -319,7 +330,7 @@ class PipelineStack:
             "from_date": f"{first_hour}:00:00Z",
             "to_date": f"{last_hour}:00:00Z",
             "reprocess_behavior": "completed" if reprocess else "failed",
-            "max_active_runs": 1,
+            "max_active_runs": max_active_runs,
         }
         return int(self.airflow.create_backfill(body)["id"])
 

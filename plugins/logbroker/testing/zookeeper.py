@@ -6,8 +6,10 @@ It runs Debian's ZooKeeper (package ``zookeeper``, ``/usr/share/java/zookeeper.j
         org.apache.zookeeper.server.ZooKeeperServerMain <data_dir>/zoo.cfg
 
 (not through ``zkServer.sh``, which hard-codes /etc/zookeeper and /var/log/zookeeper), standalone,
-listening on 127.0.0.1 only, on a free port unless one is given. The server is ready in well under
-a second. Everything lives in the given directory:
+listening on 127.0.0.1 only (or on ``host``), on a free port unless one is given. The server is
+ready in well under a second. ``command_prefix`` runs it under another command, e.g.
+``["ip", "netns", "exec", NAME]`` for a host of ``logbroker.testing.hosts`` (which then gives the
+host's address as ``host`` and a port). Everything lives in the given directory:
 
     <data_dir>/zoo.cfg          generated configuration (tickTime 500 ms: sessions 1 s .. 10 s)
     <data_dir>/zookeeper.log    the server's stdout and stderr (INFO), appended to on restart
@@ -38,6 +40,7 @@ import subprocess
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -110,6 +113,7 @@ class ZooKeeperServer:
         tick_time_ms: int = 500,
         java: str | None = None,
         heap: str = "256m",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.host = host
@@ -118,6 +122,7 @@ class ZooKeeperServer:
         self._port_given = port is not None
         self._java = java
         self._heap = heap
+        self.command_prefix = list(command_prefix)  # a launcher that then execs java (same PID)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._finalizer: weakref.finalize[..., ZooKeeperServer] | None = None
@@ -234,7 +239,7 @@ class ZooKeeperServer:
 
     def _launch(self, timeout: float) -> None:
         self._write_config()
-        argv = self._command_line()
+        argv = [*self.command_prefix, *self._command_line()]
         self._log = self.log_path.open("ab")
         log_start = self._log.tell()
         self._log.write(f"==== starting on {self.connect_string}: {' '.join(argv)}\n".encode())
