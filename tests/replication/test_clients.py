@@ -37,8 +37,7 @@ from logbroker.client.producer import ProduceError, Producer
 from logbroker.coordination import paths
 from logbroker.protocol.errors import LeaderNotAvailableError, RequestTimedOutError
 from logbroker.protocol.message_set import build_message_set
-from logbroker.replication.state import NO_LEADER, PartitionState
-from logbroker.replication.state import partition_path as state_path
+from logbroker.replication.state import NO_LEADER
 from logbroker.testing.broker import BrokerProcess
 
 SESSION_MS = 2000
@@ -254,18 +253,6 @@ def test_a_producer_follows_a_new_leader_and_gives_up_without_one(three, zk_chro
         reader.close()
 
 
-def hand_over(cluster: Cluster, topic: str, partition: int) -> int:
-    """Move a partition's leadership to another in-sync replica, as the controller does for
-    a preferred-replica election: the next leader epoch, a conditional write of the state."""
-    path = state_path(topic, partition)
-    data, stat = cluster.zk.get(path)
-    state = PartitionState.decode(data)
-    [new, *_] = [b for b in state.isr if b != state.leader]
-    moved = PartitionState(new, state.leader_epoch + 1, state.isr, state.controller_epoch)
-    cluster.zk.set(path, moved.encode(), version=stat.version)
-    return new
-
-
 def test_a_group_consumer_reads_everything_across_a_leader_failover(three, zk_chroot) -> None:
     zk = zk_chroot.connect
     first = [f"click {i:04d}".encode() for i in range(600)]
@@ -301,14 +288,28 @@ def test_a_group_consumer_reads_everything_across_a_leader_failover(three, zk_ch
             while more := stream.next_chunk(1.0):  # a set a retry stored twice, if any
                 got += more
 
-            # a leader that moves while every broker lives (what the controller writes for a
-            # preferred-replica election): no rebalance, the partition's fetch moves along
+            # the killed broker comes back and a preferred-replica election gives it its
+            # partition back: a leader that moves while every broker lives. The broker's
+            # return rebalances the group (0.7's rule); the election must not
             rebalances = consumer.stats.rebalances
+            three[victim].start()
+            wait_until(
+                "the returned broker in sync",
+                lambda: victim in cluster.describe_replicated("clicks")[0].isr,
+            )
+            wait_until("its rebalance", lambda: consumer.stats.rebalances > rebalances)
+            rebalances = consumer.stats.rebalances
+            election = logbroker(
+                "preferred-replica-election", "--zookeeper", zk, "--topic", "clicks",
+                "--partition", "0",
+            )  # fmt: skip
+            out, err = election.communicate(timeout=60)
+            assert election.returncode == 0, err
+            assert b"moved 1 of 1 partitions" in out, out
+            assert cluster.describe_replicated("clicks")[0].leader == victim
             third = [f"click {i:04d}".encode() for i in range(1200, 1300)]
-            hand_over(cluster, "clicks", 1)
-            producer.send_batch([("clicks", None, m) for m in third])  # one random partition
-            producer.send_batch([("clicks", "1", m) for m in third])  # hashed to partition 1
-            while not set(third) <= {m.payload for m in got if m.partition == "1"}:
+            producer.send_batch([("clicks", "0", m) for m in third])  # "0" hashes to 0
+            while not set(third) <= {m.payload for m in got if m.partition == "0"}:
                 got.append(next(stream))
             assert consumer.stats.rebalances == rebalances
             while more := stream.next_chunk(1.0):
