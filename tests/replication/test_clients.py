@@ -21,13 +21,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from three_brokers import three as three_brokers
+from three_brokers import wait_until
 
 from logbroker.client.cluster import Cluster
 from logbroker.client.group_consumer import GroupConsumer
@@ -40,28 +41,12 @@ from logbroker.protocol.message_set import build_message_set
 from logbroker.replication.state import NO_LEADER
 from logbroker.testing.broker import BrokerProcess
 
-SESSION_MS = 2000
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
 
 @pytest.fixture
 def three(broker_factory, zk_chroot) -> dict[int, BrokerProcess]:
-    return {
-        i: broker_factory(
-            broker_id=i,
-            zk=zk_chroot,
-            zk_sessiontimeout_ms=SESSION_MS,
-            replica_lag_time_max_ms=1500,
-            replica_fetch_wait_max_ms=200,
-        )
-        for i in range(3)
-    }
+    return three_brokers(
+        broker_factory, zk_chroot, replica_lag_time_max_ms=1500, replica_fetch_wait_max_ms=200
+    )
 
 
 def logbroker(*args: str, **kwargs: object) -> subprocess.Popen[bytes]:
