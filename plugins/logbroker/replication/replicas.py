@@ -515,6 +515,8 @@ class ReplicaManager:
         if add is not None and add not in isr:
             if self._client.exists(zk.shutdown_path(add)):
                 return  # shutting down: the controller took it out, and it stays out
+            if not self._client.exists(paths.broker_id_path(add)):
+                return  # died since its fetch was queued: a dead broker never rejoins the ISR
             isr.append(add)
         if tuple(isr) == current.isr or not isr:
             return
