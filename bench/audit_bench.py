@@ -1,4 +1,4 @@
-"""Benchmark: the audit of one day of 10-minute windows (DESIGN §3.5), and where its time goes.
+"""Benchmark: the audit of one day of 10-minute windows (docs/design.md §3.5), and where its time goes.
 
     .venv/bin/python bench/audit_bench.py                                  # 20 topics, 10M events
     .venv/bin/python bench/audit_bench.py --events 1000000 --topics 20      # a quick run

@@ -11,7 +11,7 @@ warehouse, one Spark load per topic (the event topics and `_audit`):
    `spark-submit spark_apps/jobs/hourly_load.py --topics <topic> --hour <hour>`.
    Reads each partition from the previous hour's checkpoint to the end it finds, writes
    Parquet under `<warehouse>/<topic>/load_hour=<hour>/` and then the checkpoint
-   `<warehouse>/_checkpoints/<topic>/<hour>.json`: the commit record (DESIGN.md §3.6).
+   `<warehouse>/_checkpoints/<topic>/<hour>.json`: the commit record (docs/design.md §3.6).
    Emits the asset `logbroker-warehouse/<topic>` with the hour in the event's extra.
 
 Runs one at a time and in order: an hour loads only after the previous hour committed

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Vendor the CSS/JS/fonts that Great Expectations' Data Docs load from CDNs (STACK.md P8).
+"""Vendor the CSS/JS/fonts that Great Expectations' Data Docs load from CDNs (docs/design.md §7 P8).
 
 Reads include/report_assets/MANIFEST.json (package, version, files, the CDN URLs each file
 replaces), downloads each package with `npm pack` from the npm registry, copies the listed files
@@ -116,11 +116,11 @@ def write_sources(manifest: dict) -> None:
         "# Vendored report assets",
         "",
         "What Great Expectations 1.24.1's Data Docs load from CDNs, vendored so that the audit's",
-        "reports render styled without a network (STACK.md P8). Downloaded from the npm registry with",
+        "reports render styled without a network (docs/design.md §7 P8). Downloaded from the npm registry with",
         "`npm pack` by `scripts/vendor_report_assets.py`; each file's SHA-256 is in MANIFEST.json, and",
         "the Subresource Integrity hashes GX pins (bootstrap.min.js, popper.min.js) were checked.",
         "The reports copy this directory to `<reports>/assets/` and rewrite the CDN links to it",
-        "(`spark_apps/report_assets.py`). Only the files below are kept (e.g. Font Awesome's woff2",
+        "(`spark_apps/audit/report_assets.py`). Only the files below are kept (e.g. Font Awesome's woff2",
         "fonts, not its ttf fallbacks, which Chromium and every current browser do not need).",
         "",
         "| package | version | licence | files | replaces |",

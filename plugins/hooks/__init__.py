@@ -10,5 +10,5 @@
     provider_info                         registers the connection types and their form fields
 
 Airflow finds these files through `plugins/`; `pip install -e .` makes `hooks` importable
-everywhere else. Nothing here is imported by the library (DESIGN.md §2: library <- hooks <- dags).
+everywhere else. Nothing here is imported by the library (docs/design.md §2: library <- hooks <- dags).
 """

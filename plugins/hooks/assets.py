@@ -6,7 +6,7 @@
                                   re-closed it (extra: load_hour and the hour's counts)
 
 A downstream DAG that needs complete data schedules on `complete_asset(topic)`, not on the
-clock (DESIGN.md §3.7).
+clock (docs/design.md §3.7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hours that closed since they were last announced: the audit DAG's asset events (DESIGN §3.7).
+"""Hours that closed since they were last announced: the audit DAG's asset events (docs/design.md §3.7).
 
     <warehouse>/_audit_results/_announced/<topic>/<YYYY-MM-DDTHH>.json
         {"topic": ..., "load_hour": ..., "fingerprint": "<hex>", "announced_at": "...Z"}

@@ -1,6 +1,6 @@
 """spark-submit spark_apps/jobs/audit.py: reconcile producer counts with the warehouse, per window.
 
-The paper's audit (section 4; DESIGN §3.5, §3.6): producers publish how many events they sent
+The paper's audit (section 4; docs/design.md §3.5, §3.6): producers publish how many events they sent
 per topic and 10-minute window (the `_audit` topic); this application compares those counts
 with what the warehouse holds, writes one row per topic and window to
 `<warehouse>/_audit_results/`, checks the hour with Great Expectations and builds the reports.
@@ -27,7 +27,7 @@ EXIT_FAILED_CHECKS = 3
 
 EPILOG = """\
 what it reads:
-  the warehouse of the hourly load (DESIGN §3.6): committed hours only (those with a checkpoint
+  the warehouse of the hourly load (docs/design.md §3.6): committed hours only (those with a checkpoint
   under _checkpoints/<topic>/), for every topic and for `_audit` (the AuditCount events). An
   hour's events may arrive late, so the audit of hour H reads the loads of H and of the hours
   after it up to the grace, and any later load whose index says it holds events of H.

@@ -6,7 +6,7 @@ seq range), not from the rows:
 
 - the profile of a load is its summary's groups; it gives each load's index (the event hours it
   holds), the data-quality profile of each loaded topic hour, and the producers;
-- an event is named by (`producer_id`, `seq`) (DESIGN §3.4), so per topic and window
+- an event is named by (`producer_id`, `seq`) (docs/design.md §3.4), so per topic and window
   `loaded_rows` counts rows and `loaded_unique` distinct names. Within one load the summary
   has both. Two loads can share a name in a window only where their seq ranges for that
   producer overlap, and not if the later one certifies (its summary's `previous`) that it

@@ -1,4 +1,4 @@
-"""Offline styling of the reports: the vendored CSS/JS in place of the CDNs (STACK.md P8).
+"""Offline styling of the reports: the vendored CSS/JS in place of the CDNs (docs/design.md §7 P8).
 
 Great Expectations' Data Docs load bootstrap, bootstrap-table, jQuery, popper, Font Awesome and
 vega from CDNs, and their logo from GX's S3 bucket; without a network the pages render unstyled.

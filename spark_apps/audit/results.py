@@ -1,6 +1,6 @@
 """The audit's result table: one row per topic and 10-minute window, and its status.
 
-Per topic and window (DESIGN §3.5; issue 12):
+Per topic and window (docs/design.md §3.5; issue 12):
 
     produced       sum of the `producer` tier's counts (deduplicated AuditCount deltas)
     mirrored       sum of the `mirror` tier's counts

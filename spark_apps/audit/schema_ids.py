@@ -1,4 +1,4 @@
-"""The schema ids registered for each topic's subject (DESIGN §3.4), for the load checks.
+"""The schema ids registered for each topic's subject (docs/design.md §3.4), for the load checks.
 
 The registry lives in ZooKeeper under its own connect string: `/subjects/<subject>/<version,
 10 digits>` holds a schema id, and by convention a topic's subject is the topic's name. An

@@ -2,7 +2,7 @@
 
 Run by spark-submit on any master (see --help); `verify` re-reads committed hours from the
 brokers. The work is in loading.py (one topic's load), commit.py (staging and the atomic
-commit) and warehouse.py (the files); DESIGN.md §3.6 is the contract.
+commit) and warehouse.py (the files); docs/design.md §3.6 is the contract.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exactly once within an hour and across hours: which rows of a load are repeats.
 
-An event is named by (producer_id, seq) (DESIGN §3.4). The first row of a name in
+An event is named by (producer_id, seq) (docs/design.md §3.4). The first row of a name in
 (broker_id, partition, offset, index) order stays; every later one goes, and so does every
 name the previous hour's load already holds. Nearly every hour has none, and that is proved
 without Spark when it can be (`names_proved_distinct`, from the names the rows_sha256 thread

@@ -1,6 +1,6 @@
 """Event names, (producer_id, seq), read from fetched log bytes: proving a load holds no repeat.
 
-Every event's record starts with its header (DESIGN.md §3.4: byte 0 magic 0, bytes 1-4 the
+Every event's record starts with its header (docs/design.md §3.4: byte 0 magic 0, bytes 1-4 the
 schema id, then the record in Avro binary, whose first field is the one shared EventHeader):
 
     timestamp   long (zigzag varint)

@@ -105,7 +105,7 @@ def use_arrow_writer(choice: str, uri: str, spark_codec: str) -> bool:
 
 def written_schema(source_schema: Any) -> Any:
     """The rows' Spark schema: the source's columns without PERMISSIVE's two, and load_hour
-    (a non-null string, as Spark's lit() makes it) after the header (DESIGN.md §3.6)."""
+    (a non-null string, as Spark's lit() makes it) after the header (docs/design.md §3.6)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     fields = [f for f in source_schema.fields if f.name not in (ERROR_COLUMN, VALUE_COLUMN)]

@@ -11,7 +11,7 @@ from spark_apps.source.options import offsets_json, parse_options
 from spark_apps.source.ranges import PartitionRange
 
 POSITION = ["broker_id", "partition", "offset", "index"]  # a row's place in the log
-KEY = ["producer_id", "seq"]  # an event's name (DESIGN §3.4)
+KEY = ["producer_id", "seq"]  # an event's name (docs/design.md §3.4)
 
 
 def source_options(
@@ -50,7 +50,7 @@ def read_ranges(
 
 
 def with_load_hour(df: Any, hour: str) -> Any:
-    """load_hour after the header columns (DESIGN §3.6's column order)."""
+    """load_hour after the header columns (docs/design.md §3.6's column order)."""
     from pyspark.sql import functions as F
 
     columns = df.columns

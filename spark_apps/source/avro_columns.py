@@ -15,7 +15,7 @@
                              payload itself; null on good rows (whose other columns are null
                              on bad rows)
 
-The reader schema of a topic is the latest version of the subject named after it (DESIGN.md
+The reader schema of a topic is the latest version of the subject named after it (docs/design.md
 §3.4); each event is decoded with its writer's schema (by id) resolved to it, so old
 versions read as the new one. Several topics: the union of their fields by name (a field
 name with two types is an error). A batch whose payloads all carry the reader's schema id

@@ -1,6 +1,6 @@
 """Events for the source, through logbroker.serde: reader schemas and bulk decoding.
 
-A topic's reader schema is the latest version of the subject named after it (DESIGN.md
+A topic's reader schema is the latest version of the subject named after it (docs/design.md
 §3.4), pinned by id when the query is planned; each payload is read with its writer's schema
 (by the id in its framing) resolved to the reader's, by serde's `EventCodec.decode_many`,
 which reads logical types as their base types (timestamps stay epoch integers: cheap to turn

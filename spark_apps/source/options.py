@@ -11,7 +11,7 @@ endingOffsets        'latest' (default) or JSON as above (-1 latest); batch only
 failOnDataLoss       'true' (default): a range retention deleted is an error naming topic,
                      partition and the missing offsets; 'false': a warning, then the
                      earliest offset still there
-valueFormat          'raw' (default) or 'avro' (framed events, DESIGN.md §3.4)
+valueFormat          'raw' (default) or 'avro' (framed events, docs/design.md §3.4)
 schemaRegistry       the registry's connect string (valueFormat avro)
 mode                 avro payloads that are not events: FAILFAST (default, an error naming
                      the place), PERMISSIVE (kept, with `_error` and `_value` columns),

@@ -9,7 +9,7 @@ decoding) up to the first entry it owns; the entry that straddles `owned_to` is 
 `entries_end` walks the same way to where a range's first N entries end (a stream's cap on a
 micro-batch, admission.py).
 
-`rows_sha256` (DESIGN.md §3.6) is SHA-256 over every message of the ranges, in
+`rows_sha256` (docs/design.md §3.6) is SHA-256 over every message of the ranges, in
 (broker_id, partition, offset, index) order, of:
 
     offset   8 bytes, big-endian    the top-level entry's offset (a compressed wrapper's own)

@@ -1,4 +1,4 @@
-"""The state of each topic's hour, derived from the warehouse's files, never stored (DESIGN §3.6).
+"""The state of each topic's hour, derived from the warehouse's files, never stored (docs/design.md §3.6).
 
     open       no checkpoint: the hour is not loaded (or not committed)
     loaded     a checkpoint, no audit of the hour that covers the topic

@@ -1,4 +1,4 @@
-"""Hours, windows and durations as the warehouse names them (DESIGN §3.5, §3.6).
+"""Hours, windows and durations as the warehouse names them (docs/design.md §3.5, §3.6).
 
 An hour is named `YYYY-MM-DDTHH` (UTC), as in `load_hour=2026-11-22T10` and
 `_checkpoints/<topic>/2026-11-22T10.json`. Audit windows are 10 minutes of event time, aligned
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 HOUR_FORMAT = "%Y-%m-%dT%H"
 HOUR_MS = 3_600_000
-WINDOW_MS = 600_000  # DESIGN §3.5: the audit window, 10 minutes
+WINDOW_MS = 600_000  # docs/design.md §3.5: the audit window, 10 minutes
 WINDOWS_PER_HOUR = HOUR_MS // WINDOW_MS
 
 _HOUR_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$")

@@ -24,7 +24,7 @@ one, the audit reads the rows once and keeps the summary in its own area (audit_
   profile of a loaded topic hour, and its index, come from these.
 - names: one per window and producer: `rows` with a name (producer_id and seq not null),
   `distinct` names among them, `min_seq`, `max_seq`. An event is named by (producer_id, seq)
-  (DESIGN §3.4), so `rows - distinct` are repeats inside the load (0 for what the hourly load
+  (docs/design.md §3.4), so `rows - distinct` are repeats inside the load (0 for what the hourly load
   writes: it drops them), and two loads can share a name in a window only where their seq
   ranges overlap.
 - previous: the load certifies that no name of it is in the previous hour's load, as that

@@ -9,7 +9,7 @@ DAGs' params. A legal name is
   '_' and '-'; not '.' or '..'), so no name can climb out of or alias a directory, and
 - not one of the warehouse's own names: a name that starts with '_' is reserved
   (`_checkpoints`, `_errors`, `_staging`, `_audit_results`, `_reports`, ... and whatever
-  the layout adds later), except `_audit`, the producers' counts (DESIGN §3.5), which the
+  the layout adds later), except `_audit`, the producers' counts (docs/design.md §3.5), which the
   pipeline loads like any topic.
 
 Names starting with '.' are hidden from Hadoop's and Spark's listings, so a topic named so

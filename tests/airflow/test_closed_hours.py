@@ -1,4 +1,4 @@
-"""The audit DAG's announcements of closed hours, on a warehouse of DESIGN §3.6's files."""
+"""The audit DAG's announcements of closed hours, on a warehouse of docs/design.md §3.6's files."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def test_hourly_load_has_hour_long_data_intervals(dagbag) -> None:  # type: igno
     interval = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(
         run_after=pendulum.datetime(2026, 11, 22, 11, 0, tz="UTC")
     )
-    # @hourly would give start == end in Airflow 3 (STACK.md P4): the load needs [10:00, 11:00)
+    # @hourly would give start == end in Airflow 3 (docs/design.md §7 P4): the load needs [10:00, 11:00)
     assert (interval.start, interval.end) == (
         pendulum.datetime(2026, 11, 22, 10, tz="UTC"),
         pendulum.datetime(2026, 11, 22, 11, tz="UTC"),

@@ -1,6 +1,6 @@
 """The Pipeline and Cluster pages, rendered by the plugin's FastAPI app.
 
-The warehouse is written here in the exact layout of DESIGN.md §3.6 (checkpoints as JSON,
+The warehouse is written here in the exact layout of docs/design.md §3.6 (checkpoints as JSON,
 audit results as Parquet); the cluster is a real ZooKeeper and real broker processes. The
 pages are asserted on their rendered HTML (data-* attributes carry each cell's state).
 """

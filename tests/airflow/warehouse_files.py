@@ -1,4 +1,4 @@
-"""A warehouse written file by file in the layout of DESIGN.md §3.6, for the UI's tests.
+"""A warehouse written file by file in the layout of docs/design.md §3.6, for the UI's tests.
 
 make_warehouse(root)   hours 11-14 of 2026-11-22 for page_views and searches:
                        11 closed (audited complete, grace passed at NOW),

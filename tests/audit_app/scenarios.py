@@ -1,4 +1,4 @@
-"""The warehouses the audit's tests read: synthetic events in the exact layout of DESIGN §3.6.
+"""The warehouses the audit's tests read: synthetic events in the exact layout of docs/design.md §3.6.
 
 clean()   3 topics x hours 10, 11, 12 of 2026-11-22 (and the 13:00 load, which holds the
           counts of 12:50's window): producers p-a (10 events per window and topic) and p-b

@@ -121,7 +121,7 @@ def read_log(address: Address, topic: str, partition: int = 0) -> bytes:
 def parse_entries(data: bytes) -> list[tuple[int, int, int, int, bytes]]:
     """(offset, magic, attributes, crc, payload) of every whole entry, by hand.
 
-    Written from the format table (KAFKA07_PROTOCOL.md §4), independently of
+    Written from 0.7.2's `message/Message.scala` format, independently of
     logbroker.protocol, and strict: a bad magic, a CRC mismatch or trailing bytes fail.
     """
     entries = []

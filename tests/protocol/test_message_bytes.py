@@ -1,6 +1,7 @@
 """Messages, message sets and compression of Kafka 0.7, checked byte by byte.
 
-Reference: KAFKA07_PROTOCOL.md §4 (and §5 for offsets). Every expected buffer is written out
+Reference: 0.7.2's `message/Message.scala` and `ByteBufferMessageSet.scala`, as the layout
+atop logbroker.protocol.message writes them out (offsets: docs/design.md §3.2). Every expected buffer is written out
 one field per line. CRC values are literals computed independently of the code under test
 (a bitwise CRC-32 in this file, `_crc32_reference`, checks the literals themselves).
 """

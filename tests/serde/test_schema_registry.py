@@ -41,7 +41,7 @@ def test_round_trip_and_the_layout_in_zookeeper(registry, zk_client):
     audit = registry.register("_audit", audit_count_schema())
     assert (audit.version, audit.id) == (1, 3)
 
-    # the layout of DESIGN §3.4, read with a plain ZooKeeper client
+    # the layout of docs/design.md §3.4, read with a plain ZooKeeper client
     assert sorted(zk_client.get_children("/registry/ids")) == ["1", "2", "3"]
     stored, _ = zk_client.get("/registry/ids/2")
     assert stored.decode() == parse_event_schema(V2).canonical

@@ -1,4 +1,4 @@
-"""Event schemas: the shared types as DESIGN §3.4/§3.5 wrote them, canonical JSON, bad files,
+"""Event schemas: the shared types as docs/design.md §3.4/§3.5 wrote them, canonical JSON, bad files,
 and Avro's resolution rules as the backward-compatibility check. No servers needed."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from logbroker.serde.schemas import (
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "include" / "schemas"
 
-# Copied from DESIGN §3.4 and §3.5 by hand, not from the code under test.
+# Copied from docs/design.md §3.4 and §3.5 by hand, not from the code under test.
 DESIGN_HEADER = """
 {"type": "record", "name": "EventHeader", "namespace": "logbroker", "fields": [
   {"name": "timestamp",   "type": {"type": "long", "logicalType": "timestamp-millis"}},

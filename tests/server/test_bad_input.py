@@ -1,7 +1,8 @@
 """Hostile and broken input to a real broker subprocess, over raw sockets.
 
-Reference: KAFKA07_PROTOCOL.md §1 (bad sizes, unknown types close the connection), §3 (what
-closes a connection and what is an error code), §4 (damaged message sets), §6 (topic names).
+Reference: docs/protocol.md's Framing (bad sizes, unknown types close the connection), Errors,
+by request (what closes a connection and what is an error code) and Topic names; damaged
+message sets as logbroker.protocol.message_set's layout (0.7.2's `ByteBufferMessageSet`).
 For every case three things are checked: the client gets 0.7's answer (the connection is
 closed, with a broker log line naming the client's address, or an error code on a kept
 connection); the broker goes on serving other clients (one connected before, one after);

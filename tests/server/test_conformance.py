@@ -1,6 +1,7 @@
 """Kafka 0.7 wire conformance of a real broker subprocess, over raw sockets.
 
-Reference: /work/shared/reference/KAFKA07_PROTOCOL.md, §1-§6 and the checklist in §8,
+Reference: docs/protocol.md (framing, 0.7's five requests, error codes, visibility) and
+the layouts atop logbroker.protocol.message and message_set (0.7.2's `api/` and `message/`),
 plus our extensions PRODUCE_ACK (5), FETCH_WAIT (6) and METADATA (7). Every frame under
 test is packed here field by field (one struct.pack and one comment per field), never with
 logbroker's own encoder, so a symmetric bug in encoder and decoder cannot hide.

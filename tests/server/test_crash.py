@@ -1,6 +1,6 @@
 """kill -9 and SIGTERM of a real broker subprocess in the middle of a produce stream.
 
-Reference: KAFKA07_PROTOCOL.md §6 (recovery of the last segment on an unclean start: walk
+Reference: docs/design.md §3.2 and 0.7.2's `log/Log.scala` (recovery of the last segment on an unclean start: walk
 the entries and cut at the first that is short, runs past the end of the file or fails its
 CRC; a clean shutdown leaves `.kafka_cleanshutdown` in log.dir and the next start recovers
 nothing). Frames are packed here field by field; every byte fetched back is validated with

@@ -1,5 +1,5 @@
 """Test support for the Spark tests: a small two-broker analysis cluster with a registry,
-framed Avro events (DESIGN.md §3.4), and an independent rows_sha256.
+framed Avro events (docs/design.md §3.4), and an independent rows_sha256.
 
 Schemas are registered and events encoded by logbroker.serde (SchemaRegistry, EventCodec).
 """
@@ -124,7 +124,7 @@ def start_cluster(
 
 
 def independent_sha256(cluster: AnalysisCluster, checkpoint: dict[str, Any]) -> tuple[str, int]:
-    """rows_sha256 of a checkpoint's ranges, by DESIGN.md §3.6, with the plain consumer."""
+    """rows_sha256 of a checkpoint's ranges, by docs/design.md §3.6, with the plain consumer."""
     sha = hashlib.sha256()
     count = 0
     by_id = {b.broker_id: b for b in cluster.brokers}

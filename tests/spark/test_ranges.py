@@ -3,7 +3,7 @@
 The digest thread of every load walks fetched log bytes with `digest_input` instead of
 decoding them into columns first; these buffers mix what a log holds (plain magic-1
 entries, compressed wrappers, magic-0 entries, a cut-off last entry) and compare the bytes
-with DESIGN.md §3.6 computed from iter_messages, message by message.
+with docs/design.md §3.6 computed from iter_messages, message by message.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ RANGE = PartitionRange("clicks", 0, 0, 0, 1 << 40)
 
 
 def _contract_bytes(buffer: bytes, base: int) -> tuple[bytes, int]:
-    """offset | index | length | payload of every message, as DESIGN.md §3.6 says."""
+    """offset | index | length | payload of every message, as docs/design.md §3.6 says."""
     out, previous, index, count = [], None, 0, 0
     for m in iter_messages(buffer, base):
         index = index + 1 if m.offset == previous else 0

@@ -1,4 +1,4 @@
-"""Warehouses of synthetic events in the exact layout of DESIGN §3.6, for tests and benchmarks.
+"""Warehouses of synthetic events in the exact layout of docs/design.md §3.6, for tests and benchmarks.
 
 The audit reads what the hourly load writes; this module writes the same files directly (Parquet
 rows with the documented columns, checkpoint JSON files, bad records under `_errors/`), so that
@@ -8,7 +8,7 @@ a row deleted, a count never published, an event loaded twice or late.
 `Traffic` models producers and the mirror: every event has its header (`producer_id`, `seq`,
 event time), an arrival (the load hour that holds it) and is counted per 10-minute window by its
 producer, which publishes its counts as AuditCount deltas on `_audit`, the way an audited
-producer does (DESIGN §3.5). `write()` lays it all out as committed loads.
+producer does (docs/design.md §3.5). `write()` lays it all out as committed loads.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ HEADER_FIELDS = [
 EVENT_SCHEMA = pa.schema(
     [*HEADER_FIELDS, pa.field("page", pa.string()), pa.field("user_id", pa.int64())]
 )
-# AuditCount (DESIGN §3.5); its `topic` field is `event_topic` in rows (the row's `topic` is `_audit`).
+# AuditCount (docs/design.md §3.5); its `topic` field is `event_topic` in rows (the row's `topic` is `_audit`).
 AUDIT_SCHEMA = pa.schema(
     [
         *HEADER_FIELDS,

@@ -1,5 +1,5 @@
 """The audit's side in the library: counting events per topic and event-time window and
-publishing the counts (DESIGN §3.5). The reconciliation itself is spark_apps/jobs/audit.py.
+publishing the counts (docs/design.md §3.5). The reconciliation itself is spark_apps/jobs/audit.py.
 
     windows.py    10-minute windows aligned to the epoch: window_start, window_end
     counter.py    WindowCounter: counts per (topic, window), batch by batch, taken as deltas

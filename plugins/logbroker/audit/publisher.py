@@ -1,4 +1,4 @@
-"""Publishing counts: `AuditCount` deltas on the topic `_audit` (DESIGN §3.5).
+"""Publishing counts: `AuditCount` deltas on the topic `_audit` (docs/design.md §3.5).
 
 An `AuditPublisher` owns a WindowCounter. Whoever forwards events (a producer: tier
 "producer"; the mirror: tier "mirror") calls `count(topic, timestamps)` after each batch it

@@ -1,4 +1,4 @@
-"""Event-time windows of the audit (DESIGN §3.5): fixed, 10 minutes, aligned to the epoch.
+"""Event-time windows of the audit (docs/design.md §3.5): fixed, 10 minutes, aligned to the epoch.
 
 The window of an event with timestamp `ts` (UTC ms) is `[ts - ts % W, ts - ts % W + W)`, so
 every producer, mirror and warehouse agrees on the windows without talking to each other; a

@@ -8,7 +8,7 @@
 
 The members of a group share the partitions of the topics they subscribe to: each partition
 is consumed by exactly one member thread (stream), and the members agree on who owns what
-through ZooKeeper alone (KAFKA07_PROTOCOL.md §7, §7.1; the 0.7 design doc's consumer
+through ZooKeeper alone (docs/design.md §3.3; the 0.7 design doc's consumer
 registration and rebalancing algorithms; the paper's §3.2-3.3), in 0.7's layout
 (`/consumers/<group>/{ids,owners,offsets}`: the table heads `group/membership.py`). Tools
 written for 0.7 read these nodes as they are.

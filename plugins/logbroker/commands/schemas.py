@@ -1,4 +1,4 @@
-"""`logbroker schemas`: register, list and show event schemas in the registry (DESIGN §3.4)."""
+"""`logbroker schemas`: register, list and show event schemas in the registry (docs/design.md §3.4)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Every path below is relative to the cluster's chroot, if its connect string has one
 (`127.0.0.1:2181/live` puts `/brokers/ids/0` at `/live/brokers/ids/0` on the server). All
 values are UTF-8 strings, as 0.7's `ZKStringSerializer` wrote them. Parents are persistent
-nodes, created as needed. (KAFKA07_PROTOCOL.md §7; 0.7.2's `ZkUtils`, `KafkaZooKeeper`,
+nodes, created as needed. (docs/design.md §3.3; 0.7.2's `ZkUtils`, `KafkaZooKeeper`,
 `ZookeeperConsumerConnector`.)
 
 | path                                                       | kind       | value (writer)                                        |

@@ -2,7 +2,7 @@
 
 Pure functions only: nothing here talks to ZooKeeper (the group consumer,
 `logbroker.client.group_consumer`, reads the znodes and calls these).
-(KAFKA07_PROTOCOL.md §7 and §7.1; 0.7.2's `ZookeeperConsumerConnector.rebalance`,
+(docs/design.md §3.3; 0.7.2's `ZookeeperConsumerConnector.rebalance`,
 `TopicCount.scala`, `TopicFilter.scala`.)
 
 Range assignment (`assign`), done by every member of a group for every topic it subscribes to:

@@ -1,4 +1,4 @@
-"""Counting the events the mirror forwards, for the audit (tier "mirror", DESIGN §3.5).
+"""Counting the events the mirror forwards, for the audit (tier "mirror", docs/design.md §3.5).
 
 For each partition's batch (its entries as stored) the mirror reads every payload's event time
 with `serde.header.read_timestamp` (the header's first varint, no schema needed); a

@@ -27,7 +27,7 @@ import re
 from .errors import InvalidTopicError
 
 MAX_TOPIC_LENGTH = 249  # characters, which are bytes: the name is ASCII
-AUDIT_TOPIC = "_audit"  # the producers' counts (DESIGN §3.5): published, mirrored, loaded
+AUDIT_TOPIC = "_audit"  # the producers' counts (docs/design.md §3.5): published, mirrored, loaded
 LEGAL_CHARACTERS = "ASCII letters, digits, '.', '_' and '-'"
 
 _ILLEGAL = re.compile(r"[^A-Za-z0-9._-]")

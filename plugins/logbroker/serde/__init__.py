@@ -1,4 +1,4 @@
-"""Events: Avro records with a schema id, and the schema registry (DESIGN §3.4).
+"""Events: Avro records with a schema id, and the schema registry (docs/design.md §3.4).
 
 One concept per module, from the bytes up:
 

@@ -1,4 +1,4 @@
-"""The framing of an event payload (DESIGN §3.4; LinkedIn's and later Confluent's):
+"""The framing of an event payload (docs/design.md §3.4; LinkedIn's and later Confluent's):
 
     byte 0      format magic, 0
     bytes 1-4   schema id, unsigned 32-bit big-endian (the registry's /ids/<id>)

@@ -41,7 +41,7 @@ _HEADER_READER = event_header_schema().reader  # timestamps as ints
 
 
 class EventHeader(NamedTuple):
-    """The first field of every event (DESIGN §3.4)."""
+    """The first field of every event (docs/design.md §3.4)."""
 
     timestamp: int  # event time, UTC epoch ms
     server: str  # the host that made the event

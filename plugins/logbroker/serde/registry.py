@@ -1,4 +1,4 @@
-"""The schema registry, in ZooKeeper (DESIGN §3.4).
+"""The schema registry, in ZooKeeper (docs/design.md §3.4).
 
 It lives under its own connect string (config key `schema.registry.zk`, e.g.
 `127.0.0.1:2181/registry`), shared by every cluster so that an id means the same everywhere.
@@ -134,7 +134,7 @@ class SchemaRegistry:
     def from_properties(
         cls, props: Mapping[str, str], where: str = "the config", **kwargs: Any
     ) -> SchemaRegistry:
-        """From a .properties mapping's `schema.registry.zk` (DESIGN §3.7)."""
+        """From a .properties mapping's `schema.registry.zk` (docs/design.md §3.7)."""
         connect = props.get(CONFIG_KEY)
         if not connect:
             raise RegistryError(

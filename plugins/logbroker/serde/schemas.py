@@ -1,7 +1,7 @@
 """Event schemas: the shared `EventHeader` and `AuditCount`, loading, canonical JSON, compatibility.
 
 Every event schema is an Avro record whose first field is `header`, of the one shared type
-(DESIGN §3.4)::
+(docs/design.md §3.4)::
 
     {"type": "record", "name": "EventHeader", "namespace": "logbroker", "fields": [
       {"name": "timestamp",   "type": {"type": "long", "logicalType": "timestamp-millis"}},
@@ -10,7 +10,7 @@ Every event schema is an Avro record whose first field is `header`, of the one s
       {"name": "seq",         "type": "long"}]}
 
 A schema file may define it inline or name it (`"type": "logbroker.EventHeader"`): the name is
-known everywhere. The audit's counts are events too, `logbroker.AuditCount` (DESIGN §3.5).
+known everywhere. The audit's counts are events too, `logbroker.AuditCount` (docs/design.md §3.5).
 
 Canonical JSON (what the registry stores at `/ids/<id>`, and what "the same schema" means) is
 the schema made self-contained and written one way: every named type's name fully qualified
@@ -45,7 +45,7 @@ HEADER_FIELD = "header"
 EVENT_HEADER_NAME = "logbroker.EventHeader"
 AUDIT_COUNT_NAME = "logbroker.AuditCount"
 
-# DESIGN §3.4, exactly.
+# docs/design.md §3.4, exactly.
 EVENT_HEADER_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "EventHeader",
@@ -59,7 +59,7 @@ EVENT_HEADER_SCHEMA: dict[str, Any] = {
 }
 HEADER_FIELDS = ("timestamp", "server", "producer_id", "seq")
 
-# DESIGN §3.5, exactly.
+# docs/design.md §3.5, exactly.
 AUDIT_COUNT_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "AuditCount",

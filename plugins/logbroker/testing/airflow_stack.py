@@ -12,7 +12,7 @@ process runs with umask 077, so whatever it creates there (airflow.db, airflow.c
 the user's only. The virtualenv's `bin/` comes first on every process's PATH: the Spark
 provider runs `spark-submit` from PATH, and pyspark's launcher runs `python3` from PATH.
 
-Not `airflow standalone`: it starts log servers bound to 0.0.0.0 (STACK.md P2). Here the
+Not `airflow standalone`: it starts log servers bound to 0.0.0.0 (docs/design.md §7 P2). Here the
 scheduler and triggerer skip their log servers (the api-server reads task logs from the
 local files), the executor is LocalExecutor with `parallelism` workers on SQLite, and the
 dag-processor rescans often so a new DAG file shows up in seconds. This module runs the

@@ -1,6 +1,6 @@
 """One rebalance of a group consumer, and the partitions and fetchers that it leaves running.
 
-A rebalance, exactly as 0.7.2's `rebalance` (KAFKA07_PROTOCOL.md §7.1): read the group and
+A rebalance, exactly as 0.7.2's `rebalance` (`ZookeeperConsumerConnector.scala`): read the group and
 the cluster; stop the fetchers and clear the stream queues; commit the offsets (when
 autocommit is on); release (delete) the owner nodes this consumer holds; compute the range
 assignment of every topic (`logbroker.coordination.rebalance.assign`); create the owner nodes
