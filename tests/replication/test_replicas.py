@@ -1,7 +1,7 @@
 """Followers copy their leader's bytes; consumers see what the ISR has; acks=-1 means it.
 
-Three real brokers and a real ZooKeeper on this machine (the faults between hosts, network
-cuts included, are in tests/replication/test_hosts.py). What a user relies on:
+Three real brokers and a real ZooKeeper on this machine (faults between separate hosts,
+network cuts included, are the network-namespace suite's; docs/chaos.md). What a user relies on:
 
 - an acks=-1 produce is answered only once every in-sync replica holds it, and every replica
   then holds the same bytes at the same offsets;
