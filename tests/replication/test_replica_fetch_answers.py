@@ -1,5 +1,6 @@
-"""A leader answers each of a follower's fetches once (found by a fault run of
-logbroker.testing.jepsen, seed 1 for 120 s: docs/chaos.md, "Replication under faults").
+"""A leader answers each of a follower's fetches once, and a follower appends a leader's bytes
+only where they were read (found by a fault run of logbroker.testing.jepsen, seed 1 for 120 s:
+docs/chaos.md, "Replication under faults").
 
 The fault run's history: while a killed broker was out, its leader shrank the ISR of two
 partitions that one follower fetched together; the next append to one of them woke that
@@ -20,6 +21,9 @@ manager's worker applies the shrink.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+import threading
 import time
 from pathlib import Path
 
@@ -27,10 +31,16 @@ from kazoo.client import KazooClient
 
 from logbroker.config import BrokerConfig
 from logbroker.protocol.message_set import build_message_set
-from logbroker.protocol.replication import ReplicaFetch, ReplicaFetchRequest
-from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest
+from logbroker.protocol.replication import (
+    ReplicaFetch,
+    ReplicaFetchRequest,
+    ReplicaSet,
+    encode_replica_fetch_response,
+)
+from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest, decode_request
 from logbroker.replication import state as zk
-from logbroker.replication.replicas import ReplicaManager
+from logbroker.replication.fetcher import ReplicaFetcher
+from logbroker.replication.replicas import Replica, ReplicaManager
 from logbroker.replication.state import Assignment, PartitionState
 from logbroker.server.handlers import RequestHandlers
 from logbroker.server.metrics import BrokerMetrics
@@ -119,3 +129,59 @@ def test_a_followers_fetch_gets_one_answer_when_its_look_moves_another_high_wate
     finally:
         manager.stop()
     assert not isinstance(answers[0], BaseException), answers[0]
+
+
+def _serve_twice_then_truly(server: socket.socket, leader_log: bytes, first: bytes) -> None:
+    """A leader (on `server`) whose log is `leader_log`, and which answers the first fetch
+    twice: with `first`, then with the whole log from the same offset (what broker 2 did)."""
+    answered = 0
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:  # the test is over
+            return
+        with conn, conn.makefile("rb") as stream:
+            while header := stream.read(4):
+                (size,) = struct.unpack(">i", header)
+                request = decode_request(stream.read(size))
+                assert isinstance(request, ReplicaFetchRequest)
+                [fetch] = request.fetches
+                data = [first, leader_log] if answered == 0 else [leader_log[fetch.offset :]]
+                for chunk in data:  # the log's end as the broker sends it: after the read
+                    sets = [
+                        ReplicaSet(TOPIC, 0, 0, 0, len(leader_log), ((0, 0),), len(chunk), chunk)
+                    ]
+                    conn.sendall(b"".join(encode_replica_fetch_response(sets)))
+                answered += 1
+
+
+def test_a_follower_appends_a_leaders_bytes_only_at_the_offset_they_were_read_from(
+    tmp_path: Path,
+) -> None:
+    """The follower's side of the same run: whatever a leader sends, bytes read at one offset
+    are never appended at another (the second answer is dropped with the connection)."""
+    one, two = build_message_set([b"first"]), build_message_set([b"second"])
+    logs = LogManager(BrokerConfig(log_dir=str(tmp_path)))
+    replica = Replica(TOPIC, 0, (9, 1), logs.create_replica(TOPIC, 0), broker_id=1)
+    replica.become(PartitionState(9, 0, (9, 1), 1), now_ms=0)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        leader = threading.Thread(
+            target=_serve_twice_then_truly, args=(server, one + two, one), daemon=True
+        )
+        leader.start()
+        fetcher = ReplicaFetcher(
+            1, 9, lambda broker: server.getsockname(), max_bytes=65536, max_wait_ms=100
+        )
+        fetcher.add(replica)
+        fetcher.start()
+        try:
+            deadline = time.monotonic() + 30
+            while replica.log.end_offset < len(one + two):
+                assert time.monotonic() < deadline, f"the follower ends at {replica.log.end_offset}"
+                time.sleep(0.01)
+            time.sleep(0.3)  # a few more fetches: nothing is added twice
+        finally:
+            fetcher.stop()
+            fetcher.join(10)
+    stored = b"".join(p.read_bytes() for p in sorted(replica.log.directory.glob("*.kafka")))
+    assert stored == one + two
