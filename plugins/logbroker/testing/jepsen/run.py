@@ -4,7 +4,7 @@
         outcome = run(net, Settings(seed=1), results_dir)
     outcome.verdict["valid"]
 
-    python -m logbroker.testing.jepsen.run --seed 1 --duration 120 --results DIR
+    python -m logbroker.testing.jepsen.run --seeds 1,2,3 --duration 120 --results DIR
 
 What a run does, in order:
 
@@ -44,6 +44,7 @@ import json
 import shutil
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ from typing import Any
 
 from ...client.leaders import Leaders
 from ...client.partition_reader import PartitionReader
+from ...protocol.errors import describe_exception
 from ..hosts import HostProcess, Network
 from . import checker, timeline
 from .cluster import BROKER_SETTINGS, ReplCluster, host_names, is_running
@@ -331,27 +333,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--duration", type=float, default=120.0, help="seconds of faults per seed (0: one round)"
     )
-    parser.add_argument("--results", type=Path, default=Path("results/chaos-replication"))
+    parser.add_argument("--results", type=Path, default=Path("var/chaos-replication"))
     parser.add_argument("--rate", type=float, default=Settings.rate)
     parser.add_argument("--partitions", type=int, default=Settings.partitions)
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.replace(",", " ").split()]
     if not seeds:
         parser.error("--seeds names no seed")
-    verdicts = {}
+    verdicts: dict[int, str] = {}
     for seed in seeds:
         settings = Settings(
             seed=seed, duration_s=args.duration, rate=args.rate, partitions=args.partitions
         )
         results = (args.results / f"seed-{seed}").resolve()
         shutil.rmtree(results, ignore_errors=True)  # a seed's results are its last run's
-        with Network(results / "hosts", settings.hosts()) as net:
-            outcome = run(net, settings, results)
-        verdicts[seed] = outcome.verdict["valid"]
-        print(f"seed {seed}: {'VALID' if outcome.verdict['valid'] else 'INVALID'} ({results})")
-    for seed, valid in verdicts.items():
-        print(f"seed {seed}: {'VALID' if valid else 'INVALID'}")
-    return 0 if all(verdicts.values()) else 1
+        try:
+            with Network(results / "hosts", settings.hosts()) as net:
+                outcome = run(net, settings, results)
+        except Exception as exc:  # the harness failed: no verdict; the next seed runs all the same
+            verdicts[seed] = f"NO VERDICT: the run failed: {describe_exception(exc)}"
+            traceback.print_exc()
+        else:
+            verdicts[seed] = "VALID" if outcome.verdict["valid"] else "INVALID"
+        print(f"seed {seed}: {verdicts[seed]} ({results})", flush=True)
+    for seed, verdict in verdicts.items():
+        print(f"seed {seed}: {verdict}")
+    return 0 if all(v == "VALID" for v in verdicts.values()) else 1
 
 
 if __name__ == "__main__":
