@@ -78,6 +78,16 @@ up: setup
 chaos: setup
 	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
+# Replicated topics under kills, pauses and network cuts, each broker on a host of its own
+# (network namespaces: needs root), checked Jepsen-style (docs/chaos.md): DURATION seconds of
+# faults at each of SEEDS; the verdict per seed, results in var/chaos-replication/seed-N/.
+SEEDS ?= 1 2 3
+DURATION ?= 120
+.PHONY: chaos-replication
+chaos-replication: setup
+	$(BIN)/python -m logbroker.testing.jepsen.run --seeds "$(SEEDS)" --duration $(DURATION) \
+		--results var/chaos-replication
+
 down:
 	@test -x $(BIN)/python && $(BIN)/python scripts/up.py down || echo "nothing to stop (no .venv)"
 

@@ -6,7 +6,9 @@ holds the request until it has something new (or `replica.fetch.wait.max.ms`), a
 with its bytes from there: the follower records the leader's epochs that start in them
 (epochs.py) and appends the whole messages verbatim (Log.append_verbatim: no per-message work
 beyond walking the sizes); a cut-off last message is fetched again from the new end. Its next
-fetch, from its new end, is how the leader learns that the follower has the data.
+fetch, from its new end, is how the leader learns that the follower has the data. Bytes are
+appended only at the offset they were fetched from: an answer that cannot be this fetch's
+(see `_take`) is dropped with the connection, and the fetch is made again from the log's end.
 
 The follower's high watermark is the leader's, capped at its own end: never above what it
 holds. A partition whose leader answers that it does not lead it (codes 8, 9, 13) waits for
@@ -183,11 +185,12 @@ class ReplicaFetcher(threading.Thread):
         body = self._connection.request(
             ReplicaFetchRequest(self.broker_id, self.max_wait_ms, 1, tuple(fetches))
         )
+        asked = {(f.topic, f.partition): f.offset for f in fetches}
         for answer in decode_replica_fetch_response(body):
             with self._lock:  # the manager's remove() waits for this append to finish
                 replica = self._partitions.get((answer.topic, answer.partition))
                 if replica is not None:
-                    self._take(replica, answer)
+                    self._take(replica, answer, asked.get((answer.topic, answer.partition)))
 
     def _truncate(self, r: Follower) -> None:
         """Cut `r`'s log to where it agrees with the leader's (see the module doc)."""
@@ -236,7 +239,14 @@ class ReplicaFetcher(threading.Thread):
                     return
         raise LogbrokerError(f"{r.name}: no agreement with leader {self.leader_id} in 64 rounds")
 
-    def _take(self, r: Follower, answer: ReplicaSet[memoryview]) -> None:
+    def _take(self, r: Follower, answer: ReplicaSet[memoryview], asked: int | None) -> None:
+        """Append an answer's bytes, which the leader read at `asked` (the offset this fetch
+        asked from), there and nowhere else. REPLICA_FETCH has no correlation id, so what
+        shows that an answer is not this fetch's, or that the log moved meanwhile, drops
+        the connection instead: a log that no longer ends at `asked`, or bytes that would
+        end past the leader's log end sent with them (the leader reads that end after the
+        bytes: an answer read at `asked` never does; one read at an earlier offset, for an
+        earlier fetch, does unless it was cut short by max bytes or a segment's end)."""
         key = (answer.topic, answer.partition)
         if answer.error:
             if answer.error in (8, 9, 13):  # not the leader (any more): wait for the new state
@@ -244,6 +254,12 @@ class ReplicaFetcher(threading.Thread):
             raise LogbrokerError(
                 f"leader {self.leader_id} refused to copy {answer.topic}-{answer.partition} "
                 f"to broker {self.broker_id}: error {answer.error}"
+            )
+        if asked != r.log.end_offset or asked + len(answer.data) > answer.log_end:
+            raise LogbrokerError(
+                f"{r.name}: {len(answer.data)} bytes from leader {self.leader_id} (its log "
+                f"ending at {answer.log_end}) for a fetch from offset {asked}, with this log "
+                f"ending at {r.log.end_offset}: not this fetch's answer, not appended"
             )
         data = answer.data
         end, count = whole_entries(data)

@@ -91,6 +91,10 @@ class Replica:
         # leader only: each follower's log end, and when it last reached the leader's end
         self.follower_end: dict[int, int] = {}
         self.caught_up_ms: dict[int, int] = {}
+        # followers whose addition to the ISR this leader is writing -> the state version the
+        # write makes: counted in the high watermark from before the write (from then on the
+        # controller may elect them) until a state that new is applied (replaced whole)
+        self.joining: dict[int, int] = {}
         self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # acks=-1: (offset, answer)
         part_log.replica = self
 
@@ -140,6 +144,8 @@ class Replica:
         for member in current.isr:
             if member != self.broker_id:
                 mark = min(mark, self.follower_end.get(member, -1))
+        for member in self.joining:
+            mark = min(mark, self.follower_end.get(member, -1))
         if mark <= self.high_watermark:
             return False
         self.high_watermark = mark
@@ -205,6 +211,10 @@ class Replica:
             self.epochs.assign(new.leader_epoch, self.log.end_offset)
             self.follower_end = {}
             self.caught_up_ms = {f: now_ms for f in new.isr}  # a grace for every member
+        if self.joining:  # the additions this state (or a later one) settled
+            self.joining = (
+                {} if changed else {f: v for f, v in self.joining.items() if v > new.version}
+            )
         self.state = new
         self.log.leading = leads
         if not changed:
@@ -523,8 +533,20 @@ class ReplicaManager:
         wanted = PartitionState(
             current.leader, current.leader_epoch, tuple(isr), current.controller_epoch
         )
+        joining = add if add is not None and add in isr else None
+        if joining is not None:
+            # Counted in the high watermark before ZooKeeper says it is in sync: from the write
+            # on, the controller may elect it, so nothing it lacks may be acknowledged, also
+            # before this broker's watch brings the new state back (a shrink needs no such
+            # care: the old, larger ISR counts until then).
+            replica.joining = {**replica.joining, joining: stat.version + 1}
+        written = False
         try:
             self._client.set(path, wanted.encode(), version=stat.version)
+            written = True
         except BadVersionError:
             return  # changed meanwhile (by the controller): the watch brings the new state
+        finally:
+            if joining is not None and not written:  # it counts as the ISR says again
+                replica.joining = {f: v for f, v in replica.joining.items() if f != joining}
         log.info("replica %s: ISR %s -> %s", replica.name, list(current.isr), isr)

@@ -82,6 +82,7 @@ class WaitingFetch(Generic[Answer]):
         self._look = look
         self._loop = loop
         self._deliver: Deliver | None = None
+        self._looking = False  # in `look`: a call from inside it (another key woken) returns
         self._outcome: tuple[Answer | None, BaseException | None] | None = None
         self._future: asyncio.Future[Answer] | None = None
         self._timer: asyncio.TimerHandle | None = loop.call_later(timeout, self._expire)
@@ -100,14 +101,24 @@ class WaitingFetch(Generic[Answer]):
     def appended(self, final: bool = False) -> None:
         """An append to one of the keys (AppendWaiters has already taken us off it), or with
         `final` the timer: look at the logs and answer, or wait again. The look is made here
-        and not in a helper: this runs inside the append, on the answer's way."""
-        if self._outcome is not None:
+        and not in a helper: this runs inside the append, on the answer's way.
+
+        A look may wake the waiters of another of our keys (a leader's look at a follower's
+        fetch records the follower's offset, which can move a high watermark, and that wakes
+        the partition's waiters): that call finds us looking and returns, since the look in
+        progress sees the logs as they are. Answering from it too would send the client two
+        answers to one request, and the second would be taken for the answer to its next
+        one (a follower appended bytes read at one offset at another)."""
+        if self._outcome is not None or self._looking:
             return
+        self._looking = True
         try:
             answer = self._look(final or self._waiters.closed)
         except Exception as exc:  # the owner reports it; the append that called us goes on
+            self._looking = False
             self._finish(None, exc)
             return
+        self._looking = False
         if answer is None:
             self._waiters.add(self._keys, self)  # not enough yet: wait again
         else:
@@ -126,6 +137,8 @@ class WaitingFetch(Generic[Answer]):
         self.appended(final=True)
 
     def _finish(self, answer: Answer | None, error: BaseException | None) -> None:
+        if self._outcome is not None:  # one answer per request, whatever calls twice
+            return
         self._outcome = (answer, error)  # from here on nothing calls or times us out again
         if self._deliver is not None:
             try:

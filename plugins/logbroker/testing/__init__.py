@@ -6,6 +6,8 @@
     hosts       Network: separate hosts on one machine (network namespaces on a private bridge),
                 ZooKeeper and brokers on them, and faults: cut, cut_between, pause, kill
     fuzz        a mutation fuzzer for a live broker and the checks of its stored data
+    jepsen      a Jepsen-style fault run for replicated topics on such hosts: clients,
+                nemesis, history, checker (`make chaos-replication`)
 
 Plain library code: it imports kazoo but never pytest; the fixtures live in tests/conftest.py.
 """

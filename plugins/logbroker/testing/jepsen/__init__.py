@@ -1,0 +1,19 @@
+"""A Jepsen-style fault suite for replicated topics, on separate hosts (testing/hosts.py).
+
+    cluster    ZooKeeper and three brokers, each on a host of its own, their settings, and a
+               watcher of ZooKeeper's states (who led what, in which epoch, when)
+    workload   the clients, processes on hosts of their own: producers (acks=-1, unique
+               values, every outcome written down) and readers (every partition from its
+               leader, every message with its offset); their history files
+    nemesis    the faults on a seeded schedule: kill -9 a leader or the controller, pause a
+               leader past its ZooKeeper session, cut a follower from its leader, cut a
+               leader from ZooKeeper only; each undone (killed brokers started again)
+    history    the run's history (history.json): the checker's only input
+    checker    the checks (no acknowledged write lost, nothing seen lost, replicas
+               byte-identical, one leader per epoch, no unexplained copies) and the verdict
+    timeline   a PNG of faults, leaders and throughput (with matplotlib)
+    run        a run from start to verdict; `python -m logbroker.testing.jepsen.run`
+
+docs/chaos.md ("Replication under faults") says how to run it and read its verdict. Library
+code: no pytest here (tests/replication/test_faults.py runs it).
+"""
