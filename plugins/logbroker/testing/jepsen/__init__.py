@@ -15,5 +15,5 @@
     run        a run from start to verdict; `python -m logbroker.testing.jepsen.run`
 
 docs/chaos.md ("Replication under faults") says how to run it and read its verdict. Library
-code: no pytest here (tests/replication/test_faults.py runs it).
+code: no pytest here (tests/replication/test_jepsen_faults.py runs it).
 """
