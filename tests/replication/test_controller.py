@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from logbroker.client.cluster import Cluster, ReplicatedPartition
 from logbroker.client.connection import BrokerConnection
@@ -146,9 +147,11 @@ def test_the_controller_fails_over_in_a_new_epoch(broker_factory, zk_chroot, zk_
     running = brokers(broker_factory, zk_chroot)
 
     def controller() -> replication.ControllerInfo | None:
-        if not zk_client.exists(replication.CONTROLLER):
+        try:  # the node may go between an exists() and a get(): read it once
+            data, _ = zk_client.get(replication.CONTROLLER)
+        except NoNodeError:
             return None
-        return replication.ControllerInfo.decode(zk_client.get(replication.CONTROLLER)[0])
+        return replication.ControllerInfo.decode(data)
 
     wait_until("a controller", lambda: controller() is not None)
     first = controller()
