@@ -383,7 +383,7 @@ def count_names(rows: DataFrame, by_string: bool) -> tuple[pd.DataFrame, pd.Data
         )
     )
     names = names.withColumn("keys", F.lit(None).cast("long"))
-    both = names.unionByName(shared).toPandas()
+    both: pd.DataFrame = names.unionByName(shared).toPandas()
     found = both[both["kind"] == "names"].drop(columns=["kind", "loads", "keys"])
     found = found.astype({"rows": "int64", "distinct": "int64"}).reset_index(drop=True)
     return found, both[both["kind"] == "shared"][["topic", "loads", "keys"]].reset_index(drop=True)
