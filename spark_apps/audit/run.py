@@ -104,6 +104,8 @@ def run_audit(
         hours,
         warehouse_topics(fs, wh),
         audit_hour_of_bad_records(audit_loads, inputs_read),
+        opts.now,
+        opts.skew_ms,
     )
     for load in audit_loads:
         held = events.index.get(load.hour_name, {})

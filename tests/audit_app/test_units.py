@@ -1,4 +1,5 @@
-"""The audit's pure parts, without Spark: statuses, hours, the plan, the vendored assets."""
+"""The audit's pure parts, without Spark: statuses, hours, the plan, the vendored assets, and
+the checks of AuditCount events (events._check_and_sum) on forged values."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (
     UnvendoredAssetError,
     external_assets,
@@ -15,7 +18,13 @@ from spark_apps.audit.report_assets import (
     url_map,
 )
 from spark_apps.audit.results import window_status
-from spark_apps.warehouse.hours import HOUR_MS, parse_duration_ms, parse_hour, parse_hour_range
+from spark_apps.warehouse.hours import (
+    HOUR_MS,
+    hour_ms,
+    parse_duration_ms,
+    parse_hour,
+    parse_hour_range,
+)
 from spark_apps.warehouse.loads import can_hold
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +116,93 @@ def test_the_gx_variables_template_goes_and_a_users_file_stays(tmp_path: Path) -
     ctx = open_context(tmp_path / "b")
     assert users.read_text().endswith("warehouse_bucket: s3a://bucket\n")
     assert ctx.config_variables["warehouse_bucket"] == "s3a://bucket"
+
+
+def _events(*rows: dict[str, object]) -> pd.DataFrame:
+    base = {"producer_id": "p", "a_topic": "page_views", "tier": "producer", "wms": 600_000,
+            "broker_id": 0, "partition": 0, "index": 0, "load_hour": "2026-11-22T10"}  # fmt: skip
+    return pd.DataFrame([{**base, "offset": i, **r} for i, r in enumerate(rows)])
+
+
+def _check(ev: pd.DataFrame, now: str = "2026-11-22T16") -> tuple[pd.DataFrame, dict]:
+    bad: dict[str, dict[str, int]] = {}
+    out = _check_and_sum(
+        ev,
+        [parse_hour("2026-11-22T10")],
+        ["page_views"],
+        ["load_hour", "broker_id", "partition", "offset", "index"],
+        bad,
+        {},
+        hour_ms(parse_hour(now)),
+        600_000,
+    )
+    return out.sums, bad.get("2026-11-22T10", {})
+
+
+TEN = hour_ms(parse_hour("2026-11-22T10"))
+
+
+def test_counts_at_the_ends_of_64_bits_are_bad_never_summed() -> None:
+    sums, bad = _check(
+        _events(
+            {"seq": 1, "ws": TEN, "cnt": 2**63 - 1},
+            {"seq": 2, "ws": TEN, "cnt": -(2**63)},
+            {"seq": 3, "ws": TEN, "cnt": MAX_COUNT},  # the bound itself is a count
+            {"seq": 4, "ws": TEN + 600_000, "cnt": MAX_COUNT},  # ... but not with another
+            {"seq": 5, "ws": TEN + 600_000, "cnt": 1},
+            {"seq": 6, "ws": TEN + 1_200_000, "cnt": 7},
+        )
+    )
+    assert bad == {
+        f"count above {MAX_COUNT:,}: more than any window holds": 1,
+        "negative or missing count": 1,
+        f"counts of one topic, tier and window sum above {MAX_COUNT:,}": 2,
+    }
+    assert sums["count"].tolist() == [MAX_COUNT, 7]
+
+
+def test_windows_far_off_are_bad_and_belong_to_their_load_hour() -> None:
+    # 2**62 ms is past what pandas' timestamps hold: it must not be turned into an hour
+    sums, bad = _check(
+        _events(
+            {"seq": 1, "ws": 2**62, "cnt": 1},
+            {"seq": 2, "ws": -(2**62), "cnt": 1},
+            {"seq": 3, "ws": TEN + HOUR_MS + 600_000, "cnt": 1},  # 11:10, in the 10:00 load
+            {"seq": 4, "ws": TEN + HOUR_MS, "cnt": 1},  # 11:00: published at the hour's end
+        )
+    )
+    future = (
+        "window starts in the future: after its load's hour (or the audit's clock) and the "
+        "skew allowed"
+    )
+    assert bad == {future: 1, "window starts before 1970 (the epoch)": 1}
+    assert sums.empty  # 11:00 is the next hour's, not audited here
+    # the audit's clock bounds too: a window after it has not been counted yet
+    _, early = _check(_events({"seq": 1, "ws": TEN + 1_800_000, "cnt": 1}), now="2026-11-22T10")
+    assert early == {future: 1}
+
+
+def test_one_header_two_counts_neither_summed() -> None:
+    sums, bad = _check(
+        _events(
+            {"seq": 1, "ws": TEN, "cnt": 9},
+            {"seq": 1, "ws": TEN, "cnt": 9, "offset": 50},  # an exact re-send: one event
+            {"seq": 1, "ws": TEN, "cnt": 3, "load_hour": "2026-11-22T11", "dropped": True},
+            {"seq": 2, "ws": TEN, "cnt": 4},
+        )
+    )
+    assert bad == {"events with one header (producer_id, seq) and different counts: 3 and 9": 2}
+    assert sums["count"].tolist() == [4]
+
+
+def test_dropped_duplicates_a_load_did_not_compare_are_reported(tmp_path: Path) -> None:
+    from spark_apps.audit.events import _recorded_conflicts
+    from spark_apps.warehouse.filesystem import FsspecFS, as_uri
+    from spark_apps.warehouse.loads import CommittedLoad
+
+    ten = parse_hour("2026-11-22T10")
+    load = CommittedLoad("_audit", ten, 10, 0, 2, "2026-11-22T11:05:00Z", "ab" * 32)
+    bad: dict[str, dict[str, int]] = {}
+    assert _recorded_conflicts(FsspecFS(), as_uri(str(tmp_path)), [load], {ten: ten}, bad) == []
+    assert list(bad["2026-11-22T10"].values()) == [2]
+    assert "not compared" in next(iter(bad["2026-11-22T10"]))
