@@ -82,8 +82,9 @@ def run_audit(
     clock.step("count warehouse rows")
     counts = count_warehouse(spark, fs, wh, event_loads, hours)
     indexes: list[LoadIndex] = []
+    held_by_load = event_hours(counts.profile)
     for load in event_loads:
-        held, untimed = event_hours(counts.profile, load.topic, load.load_hour)
+        held, untimed = held_by_load.get((load.topic, load.hour_name), ({}, 0))
         add_found_inputs(plan, load.topic, load.load_hour, held)
         indexes.append(
             LoadIndex(
