@@ -3,6 +3,7 @@ the checks of AuditCount events (events._check_and_sum) on forged values."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,112 @@ def test_dropped_duplicates_a_load_did_not_compare_are_reported(tmp_path: Path) 
     assert _recorded_conflicts(FsspecFS(), as_uri(str(tmp_path)), [load], {ten: ten}, bad) == []
     assert list(bad["2026-11-22T10"].values()) == [2]
     assert "not compared" in next(iter(bad["2026-11-22T10"]))
+
+
+def _validate_hours(ctx: object, cps: dict, hours: int) -> list:
+    """Run the audit's three checkpoints on small batches for `hours` hours (one failing)."""
+    from datetime import UTC, datetime
+
+    from spark_apps.audit.load_profile import PROFILE_COLUMNS
+    from spark_apps.audit.quality import _gx
+    from spark_apps.warehouse.layout import RESULT_COLUMNS
+
+    gx = _gx()
+    keys = []
+    for h in range(hours):
+        status = "lost" if h == 1 else "complete"
+        frames = {
+            "audit_results": pd.DataFrame(
+                [
+                    {c: 0 for c in RESULT_COLUMNS}
+                    | {
+                        "topic": "page_views",
+                        "status": status,
+                        "window_start": f"2026-11-22T{h:02d}:00Z",
+                        "window_end": "-",
+                        "audited_at": "-",
+                        "past_grace": True,
+                    }
+                ]
+            ),
+            "loaded_topic_hours": pd.DataFrame(
+                [
+                    {c: 0 for c in PROFILE_COLUMNS}
+                    | {
+                        "topic": "page_views",
+                        "bad_fraction": 0.0,
+                        "load_hour": f"2026-11-22T{h:02d}",
+                        "schema_ids": "1",
+                    }
+                ]
+            ),
+            "audit_events": pd.DataFrame({"reason": ["x"] * (h == 1), "events": [1] * (h == 1)}),
+        }
+        for name, frame in frames.items():
+            result = cps[name].run(
+                batch_parameters={"dataframe": frame},
+                expectation_parameters={"topics_with_traffic": [], "max_bad_fraction": 0.01},
+                run_id=gx.RunIdentifier(
+                    run_name=f"2026-11-22T{h:02d}", run_time=datetime(2026, 11, 23, tzinfo=UTC)
+                ),
+            )
+            keys += list(result.run_results)
+    return keys
+
+
+def test_the_gx_setup_is_saved_once_and_again_when_its_files_change(tmp_path: Path) -> None:
+    from spark_apps.audit.quality import GX_DIR, open_context, set_up
+
+    ctx = open_context(tmp_path)
+    set_up(ctx, tmp_path)
+    suite = tmp_path / GX_DIR / "expectations" / "audit_results.json"
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / GX_DIR).rglob("*.json")}
+    suites, cps = set_up(open_context(tmp_path), tmp_path)  # read back, nothing written
+    assert {p: p.stat().st_mtime_ns for p in written} == written
+    assert len(suites["audit_results"].expectations) == 5 and set(cps) == set(suites)
+    # a suite edited by hand in the project: the versioned one is saved again
+    doc = json.loads(suite.read_text())
+    doc["expectations"] = doc["expectations"][:1]
+    suite.write_text(json.dumps(doc))
+    suites, _ = set_up(open_context(tmp_path), tmp_path)
+    assert len(suites["audit_results"].expectations) == 5
+    assert len(json.loads(suite.read_text())["expectations"]) == 5
+
+
+def test_the_data_docs_index_from_its_cache_is_gxs_own(tmp_path: Path) -> None:
+    import re
+
+    from spark_apps.audit.quality import (
+        GX_DIR,
+        INDEX_CACHE_FILE,
+        cached_index_entries,
+        open_context,
+        set_up,
+    )
+
+    ctx = open_context(tmp_path)
+    _, cps = set_up(ctx, tmp_path)
+    keys = _validate_hours(ctx, cps, 3)
+    index = tmp_path / "data_docs" / "index.html"
+    cache = tmp_path / GX_DIR / "uncommitted" / INDEX_CACHE_FILE
+
+    def page() -> str:  # the logo's URL carries the build time
+        return re.sub(r"\?d=[0-9TZ.]+", "", index.read_text())
+
+    ctx.build_data_docs(resource_identifiers=keys)
+    plain = page()
+    assert plain.count("validations/") >= 9 and "Failed" in plain
+    for _ in range(2):  # filling the cache, then from it
+        ctx = open_context(tmp_path)
+        with cached_index_entries(ctx, cache):
+            ctx.build_data_docs(resource_identifiers=keys[-3:])
+        assert page() == plain
+    assert len(json.loads(cache.read_text())["entries"]) == 9
+    # from the cache, GX opens no stored result to list it
+    ctx = open_context(tmp_path)
+    opened: list[object] = []
+    read = ctx.get_validation_result
+    ctx.get_validation_result = lambda *a, **kw: opened.append(a) or read(*a, **kw)
+    with cached_index_entries(ctx, cache):
+        ctx.build_data_docs(resource_identifiers=keys[-3:])
+    assert opened == [] and page() == plain
