@@ -316,3 +316,36 @@ def test_the_data_docs_index_from_its_cache_is_gxs_own(tmp_path: Path) -> None:
     with cached_index_entries(ctx, cache):
         ctx.build_data_docs(resource_identifiers=keys[-3:])
     assert opened == [] and page() == plain
+
+
+def test_audit_rows_read_with_their_window_in_ms_whatever_type_the_load_kept() -> None:
+    """events._frame: what any writer of the `_audit` rows may have kept (Spark: timestamp
+    micros, or INT96 read as nanoseconds; Arrow: millis; a long), and a damaged file (a
+    column missing, a count that is not a number) gives nulls, reported, not a crash."""
+    import pyarrow as pa
+
+    from spark_apps.audit.events import _frame
+
+    ms = [TEN, -600_001, None]
+    for kind, scale in (("s", None), ("ms", 1), ("us", 1000), ("ns", 1_000_000)):
+        if scale is None:  # whole seconds only
+            values, expected = [TEN // 1000, -601, None], [TEN, -601_000, None]
+        else:
+            values, expected = [None if v is None else v * scale for v in ms], ms
+        table = pa.table(
+            {
+                "producer_id": ["p", "p", "p"],
+                "seq": [1, 2, 3],
+                "event_topic": ["page_views"] * 3,
+                "window_start": pa.array(values, pa.timestamp(kind, tz="UTC")),
+                "count": ["7", "x", None],
+            }
+        )
+        frame = _frame(table, "2026-11-22T10")
+        assert frame["ws"].tolist() == [v if v is not None else pd.NA for v in expected], kind
+        # a count kept as text is not a count: the whole column is null, hence bad events
+        assert frame["cnt"].isna().all() and frame["tier"].isna().all()
+        assert frame["a_topic"].tolist() == ["page_views"] * 3
+        assert (frame["load_hour"] == "2026-11-22T10").all()
+    longs = _frame(pa.table({"window_start": pa.array([TEN], pa.int64())}), "2026-11-22T10")
+    assert longs["ws"].tolist() == [TEN] and longs["producer_id"].isna().all()
