@@ -83,6 +83,25 @@ def test_clean_run_every_window_complete(clean_run: tuple[Path, AuditOutcome]) -
     assert summary["topic_statuses"] == {t: {"complete": 6} for t in TOPICS}
 
 
+def test_result_files_are_what_spark_reads_as_the_table(
+    spark: Any, clean_run: tuple[Path, AuditOutcome]
+) -> None:
+    """The rows are written by pyarrow (no Spark job): Spark reads them with the table's
+    types, timestamps included, and the same values."""
+    from spark_apps.audit.results import result_schema
+
+    root, out = clean_run
+    read = spark.read.parquet(results_dir(as_uri(str(root)), HOURS[0]))
+    expected = [(f.name, f.dataType) for f in result_schema() if f.name != "audit_hour"]
+    assert [(f.name, f.dataType) for f in read.schema] == expected
+    rows = read.orderBy("topic", "window_start").toPandas()
+    mine = out.results[out.results["audit_hour"] == "2026-11-22T10"].reset_index(drop=True)
+    assert rows["produced"].tolist() == mine["produced"].tolist()
+    assert (
+        rows["window_start"].dt.tz_localize("UTC").tolist() == mine["window_start"].tolist()
+    )  # the session's time zone is UTC
+
+
 def audit_cli_columns() -> tuple[str, ...]:
     from spark_apps.warehouse.layout import RESULT_COLUMNS
 
