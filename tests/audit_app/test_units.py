@@ -349,3 +349,37 @@ def test_audit_rows_read_with_their_window_in_ms_whatever_type_the_load_kept() -
         assert (frame["load_hour"] == "2026-11-22T10").all()
     longs = _frame(pa.table({"window_start": pa.array([TEN], pa.int64())}), "2026-11-22T10")
     assert longs["ws"].tolist() == [TEN] and longs["producer_id"].isna().all()
+
+
+def test_a_validation_stored_as_its_checkpoints_run_stores_it(tmp_path: Path) -> None:
+    """quality.validate runs a checkpoint's validation definition without the checkpoint's
+    freshness check: the result it stores is the one Checkpoint.run stores."""
+    from datetime import UTC, datetime
+
+    from spark_apps.audit.quality import GX_DIR, _gx, open_context, set_up, validate
+
+    gx = _gx()
+    ctx = open_context(tmp_path)
+    _, cps = set_up(ctx, tmp_path)
+    frame = pd.DataFrame({"reason": ["negative or missing count"], "events": [2]})
+    params = {"topics_with_traffic": [], "max_bad_fraction": 0.01}
+    at = datetime(2026, 11, 23, tzinfo=UTC)
+    ran = cps["audit_events"].run(
+        batch_parameters={"dataframe": frame},
+        expectation_parameters=params,
+        run_id=gx.RunIdentifier(run_name="2026-11-22T01", run_time=at),
+    )
+    [(key1, _)] = ran.run_results.items()
+    key2, result = validate(
+        cps["audit_events"], frame, params, gx.RunIdentifier(run_name="2026-11-22T02", run_time=at)
+    )
+    assert not result.success and key2.batch_identifier == key1.batch_identifier
+
+    def stored(key: object) -> dict:
+        path = tmp_path / GX_DIR / "uncommitted" / "validations"
+        doc = json.loads(path.joinpath(*key.to_tuple()).with_suffix(".json").read_text())
+        for volatile in ("run_id", "validation_time", "batch_markers"):
+            doc["meta"].pop(volatile)
+        return doc
+
+    assert stored(key2) == stored(key1)
