@@ -30,6 +30,8 @@ time, so only what the project's files keep carries over):
   re-audit adds another), so what the index shows of each is kept in
   `<gx>/uncommitted/audit_index_cache.json` and each result is opened once, when it is new.
   The index page is the same (tests/audit_app/test_units.py compares them);
+- GX compiles its Jinja templates for every Data Docs build: the site's views are GX's own
+  with Jinja's bytecode cache on (gx_views), so they are compiled once per user and GX;
 - a checkpoint's run first checks that it is what its project stores, reading every suite
   back several times (0.3 s of the three runs' 1 s): the setup's fingerprint is that check,
   once a run, and each checkpoint's validation definition runs as the checkpoint runs it.
@@ -80,6 +82,7 @@ INDEX_COLUMNS = {
     "audit_events": ["reason"],
 }
 DATASOURCE = "logbroker_audit"
+VIEWS = "spark_apps.audit.gx_views"
 DATA_DOCS = "data_docs"
 GX_DIR = "gx"
 
@@ -129,7 +132,15 @@ def open_context(project_dir: Path) -> Any:
             "class_name": "TupleFilesystemStoreBackend",
             "base_directory": f"../{DATA_DOCS}/",
         },
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        # GX's views, their templates compiled once (gx_views)
+        "site_section_builders": {
+            section: {"view": {"module_name": VIEWS, "class_name": "CompiledOncePageView"}}
+            for section in ("expectations", "validations")
+        },
+        "site_index_builder": {
+            "class_name": "DefaultSiteIndexBuilder",
+            "view": {"module_name": VIEWS, "class_name": "CompiledOnceIndexPageView"},
+        },
     }
     sites = ctx.variables.data_docs_sites or {}
     if sites.get("local_site") != site:

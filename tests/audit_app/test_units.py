@@ -383,3 +383,50 @@ def test_a_validation_stored_as_its_checkpoints_run_stores_it(tmp_path: Path) ->
         return doc
 
     assert stored(key2) == stored(key1)
+
+
+def test_data_docs_templates_compiled_once_into_gxs_own_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The site's views (gx_views) keep GX's compiled templates: a second build compiles
+    none, and the pages are the ones GX's default views render."""
+    import re
+
+    import jinja2
+
+    from spark_apps.audit.quality import open_context, set_up
+
+    compiled: list[str] = []
+    compile_template = jinja2.Environment.compile
+
+    def counting(self: jinja2.Environment, *args: object, **kwargs: object) -> object:
+        compiled.append("x")
+        return compile_template(self, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    ctx = open_context(tmp_path)
+    _, cps = set_up(ctx, tmp_path)
+    keys = _validate_hours(ctx, cps, 2)
+
+    def built() -> list[str]:  # but the logo URL's build time and each element's random id
+        uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        return [re.sub(rf"\?d=[0-9TZ.]+|{uuid}", "", page.read_text()) for page in pages]
+
+    open_context(tmp_path).build_data_docs(resource_identifiers=keys)
+    pages = [
+        tmp_path / "data_docs" / "index.html",
+        *(tmp_path / "data_docs").rglob("*T01/*/*.html"),
+    ]
+    compiled.clear()
+    open_context(tmp_path).build_data_docs(resource_identifiers=keys)
+    assert compiled == []
+    ours = built()
+    assert len(ours) == 4 and "Failed" in ours[1] + ours[2] + ours[3]
+    assert "/*index page*/" in ours[0]  # the project's custom styles, as GX's views include
+    # GX's default views render the same pages (compiling their templates again)
+    site = dict(ctx.variables.data_docs_sites["local_site"])
+    del site["site_section_builders"]
+    site["site_index_builder"] = {"class_name": "DefaultSiteIndexBuilder"}
+    ctx.update_data_docs_site("local_site", site)
+    ctx.build_data_docs(resource_identifiers=keys)
+    assert compiled and built() == ours
