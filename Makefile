@@ -44,18 +44,20 @@ $(COMPAT_NODE)/node_modules/.package-lock.json: $(COMPAT_NODE)/package-lock.json
 test: setup $(COMPAT_NODE)/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 
-# mypy --strict over the library (pyproject.toml's [tool.mypy]: strict, files plugins/logbroker);
-# MYPYPATH checks the checked-out plugins/, wherever the editable install points.
+# mypy --strict (pyproject.toml's [tool.mypy]) over the library and the pipeline:
+# plugins/logbroker, spark_apps (not yet spark_apps/audit/), plugins/hooks, plugins/pipeline_ui
+# and dags; MYPYPATH checks the checked-out plugins/, wherever the editable install points.
+# tests/test_typecheck.py runs the same.
 typecheck: setup
 	MYPYPATH=plugins $(BIN)/mypy
 
-# ruff's lint and format check, and typecheck
 # The README's screenshots of the Airflow UI pages, taken by the UI tests.
 .PHONY: screenshots
 screenshots: setup
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/airflow/test_ui_live.py -q
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/audit_app/test_audit.py -q -k renders
 
+# ruff's lint and format check, and typecheck
 lint: setup typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -144,11 +144,18 @@ class HourlyLoadOperator(SparkAppOperator):
         self.max_bad_fraction = max_bad_fraction
         self.parquet_writer = parquet_writer
 
-    def execute(self, context: Context) -> dict[str, str]:
+    # Airflow pushes what execute returns to XCom (BaseOperator.execute returns Any); the
+    # spark-submit operators this one extends return nothing, this one the hour it loaded.
+    def execute(self, context: Context) -> dict[str, str]:  # type: ignore[override]
         from spark_apps.warehouse.topics import check_topic
 
         topic = check_topic(self.topic)
-        hour = context["data_interval_start"].strftime("%Y-%m-%dT%H")
+        start = context["data_interval_start"]
+        if start is None:
+            raise AirflowException(
+                f"hourly load of {topic}: the run has no data interval (its start is the hour)"
+            )
+        hour = start.strftime("%Y-%m-%dT%H")
         analysis = LogbrokerHook(self.analysis_conn_id)
         self.application_args = [
             "--zookeeper", analysis.zk_connect,

@@ -7,16 +7,22 @@ JVM, for one); SIGTERM first, because the mirror and Spark both drain and clean 
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+
+class LineLog(Protocol):
+    """Where the lines go: a logging.Logger, or a task's `self.log` (Airflow's structlog)."""
+
+    def info(self, event: str, /, *args: object) -> object: ...
 
 
 class StreamedProcess:
-    def __init__(self, cmd: Sequence[str], env: Mapping[str, str], log: logging.Logger) -> None:
+    def __init__(self, cmd: Sequence[str], env: Mapping[str, str], log: LineLog) -> None:
         self.cmd = list(cmd)
         self.env = dict(env)
         self.log = log

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request, params
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
@@ -34,7 +34,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _require_login() -> list[object]:
+def _require_login() -> list[params.Depends]:
     """Airflow's check for 'may see the website', as a route dependency."""
     from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
     from airflow.api_fastapi.core_api.security import requires_access_view
@@ -66,7 +66,7 @@ def create_app(
         )
 
     @app.get("/pipeline", response_class=HTMLResponse)
-    def pipeline(request: Request, hours: int = 12, until: str | None = None) -> HTMLResponse:
+    def pipeline_page(request: Request, hours: int = 12, until: str | None = None) -> HTMLResponse:
         """`hours` hours, oldest first, ending with the last whole hour (or with `until`)."""
         at = now()
         end = at

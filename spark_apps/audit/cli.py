@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from spark_apps.warehouse.hours import (
     argparse_type,
@@ -21,6 +22,11 @@ from spark_apps.warehouse.hours import (
     parse_instant,
 )
 from spark_apps.warehouse.layout import AUDIT_TOPIC, STATUSES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_apps.audit.outcome import AuditOutcome
 
 FAIL_ON = ("lost", "incomplete", "unaccounted", "duplicates", "bad_audit_events", "expectations")
 EXIT_FAILED_CHECKS = 3
@@ -183,7 +189,7 @@ def _fail_on(text: str) -> set[str]:
     return wanted
 
 
-def _spark():  # type: ignore[no-untyped-def]
+def _spark() -> tuple[SparkSession, bool]:
     """The active SparkSession (tests, Airflow tasks), or the project's session (spark-submit:
     its master; plain python: local[2]); True when this run made it and must stop it."""
     from pyspark.sql import SparkSession
@@ -196,7 +202,7 @@ def _spark():  # type: ignore[no-untyped-def]
     return build_session("logbroker-audit", master="local[2]"), True
 
 
-def summary_line(hours: list[datetime], outcome, reports: str | None) -> str:  # type: ignore[no-untyped-def]
+def summary_line(hours: list[datetime], outcome: AuditOutcome, reports: str | None) -> str:
     span = (
         format_hour(hours[0])
         if len(hours) == 1
@@ -220,7 +226,7 @@ def summary_line(hours: list[datetime], outcome, reports: str | None) -> str:  #
     return "; ".join(parts)
 
 
-def found(outcome, wanted: set[str]) -> list[str]:  # type: ignore[no-untyped-def]
+def found(outcome: AuditOutcome, wanted: set[str]) -> list[str]:
     """What of `wanted` (--fail-on) the outcome has, as phrases."""
     out = []
     counts = outcome.status_counts()
@@ -243,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         wanted = _fail_on(args.fail_on)
     except argparse.ArgumentTypeError as err:
         p.error(str(err))
-    from spark_apps.audit.run import AuditOptions, run_audit
+    from spark_apps.audit.outcome import AuditOptions
+    from spark_apps.audit.run import run_audit
     from spark_apps.warehouse.filesystem import as_uri
     from spark_apps.warehouse.layout import default_reports
 
@@ -305,8 +312,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def reopened_hours(
-    spark, warehouse: str, first: datetime, now: datetime, grace_ms: int, topics: list[str] | None
-) -> list[datetime]:  # type: ignore[no-untyped-def]
+    spark: SparkSession,
+    warehouse: str,
+    first: datetime,
+    now: datetime,
+    grace_ms: int,
+    topics: list[str] | None,
+) -> list[datetime]:
     """Hours of the 7 days before `first` whose files say an audit would change them."""
     from datetime import timedelta
 

@@ -65,56 +65,83 @@ def load_profiles(
     skew_ms: int,
     registered: Mapping[str, set[int]] | None,
 ) -> pd.DataFrame:
-    """One row per load in `loads` (see the module doc)."""
+    """One row per load in `loads` (see the module doc), in their order.
+
+    One pass over the profile for every load (a filter per load cost ~3 ms each, 0.2 s for
+    an hour of 20 topics and the loads after it)."""
+    import numpy as np
     import pandas as pd
 
-    rows = []
-    for load in loads:
-        name = load.hour_name
-        part = profile[(profile["topic"] == load.topic) & (profile["load_hour"] == name)]
-        start = hour_ms(load.load_hour)
-        timed = part[part["window"].notna()]
-        n = int(part["rows"].sum())
-        ids = sorted({int(i) for i in part["schema_id"].dropna()})
-        if registered is None:
-            unregistered = None
-        else:
-            known = registered.get(load.topic, set())
-            unregistered = int(
-                part[part["schema_id"].notna() & ~part["schema_id"].isin(list(known))]["rows"].sum()
-            )
-        repeats = within_load[
-            (within_load["topic"] == load.topic) & (within_load["load_hour"] == name)
+    keys = ["topic", "load_hour"]
+    wanted = pd.DataFrame(
+        [(load.topic, load.hour_name, hour_ms(load.load_hour)) for load in loads],
+        columns=[*keys, "start"],
+    )
+    part = profile.merge(wanted, on=keys)
+    rows = part["rows"].to_numpy("int64")
+    window = part["window"].to_numpy("float64", na_value=np.nan)
+    timed = ~np.isnan(window)
+    start = part["start"].to_numpy("int64")
+    schema_id = part["schema_id"]
+    if registered is None:
+        unregistered = np.zeros(len(part), dtype="int64")
+    else:
+        known = [
+            pd.notna(i) and int(i) not in registered.get(t, set())
+            for t, i in zip(part["topic"], schema_id, strict=True)
         ]
-        total = n + load.bad_records
-        rows.append(
-            {
-                "topic": load.topic,
-                "load_hour": name,
-                "rows": n,
-                "bad_records": load.bad_records,
-                "bad_fraction": (load.bad_records / total) if total else 0.0,
-                "duplicates_dropped": load.duplicates_dropped,
-                "null_event_time": int(part[part["window"].isna()]["rows"].sum()),
-                "null_server": int(part["null_server"].sum()),
-                "null_producer_id": int(part[part["producer_id"].isna()]["rows"].sum()),
-                "null_seq": int(part["null_seq"].sum()),
-                "null_schema_id": int(part[part["schema_id"].isna()]["rows"].sum()),
-                "early_rows": int(timed[timed["window"] < start - lateness_ms]["rows"].sum()),
-                "late_rows": int(timed[timed["window"] >= start + HOUR_MS + skew_ms]["rows"].sum()),
-                "earliest_event": _instant(timed["min_event_ms"].min()),
-                "latest_event": _instant(timed["max_event_ms"].max()),
-                "unregistered_rows": unregistered,
-                "schema_ids": ",".join(str(i) for i in ids),
-                "repeated_in_load": int(repeats["duplicates"].sum()),
-                "producers": int(part["producer_id"].dropna().nunique()),
-            }
-        )
-    frame = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
+        unregistered = np.where(np.array(known, dtype=bool), rows, 0)
+    part = part.assign(
+        null_event_time=np.where(timed, 0, rows),
+        null_producer_id=np.where(part["producer_id"].isna().to_numpy(bool), rows, 0),
+        null_schema_id=np.where(schema_id.isna().to_numpy(bool), rows, 0),
+        early_rows=np.where(timed & (window < start - lateness_ms), rows, 0),
+        late_rows=np.where(timed & (window >= start + HOUR_MS + skew_ms), rows, 0),
+        first_ms=part["min_event_ms"].where(timed),
+        last_ms=part["max_event_ms"].where(timed),
+        unregistered_rows=unregistered,
+    )
+    counted = part.groupby(keys).agg(
+        rows=("rows", "sum"),
+        null_event_time=("null_event_time", "sum"),
+        null_server=("null_server", "sum"),
+        null_producer_id=("null_producer_id", "sum"),
+        null_seq=("null_seq", "sum"),
+        null_schema_id=("null_schema_id", "sum"),
+        early_rows=("early_rows", "sum"),
+        late_rows=("late_rows", "sum"),
+        first_ms=("first_ms", "min"),
+        last_ms=("last_ms", "max"),
+        unregistered_rows=("unregistered_rows", "sum"),
+        producers=("producer_id", "nunique"),
+    )
+    ids = (
+        part[schema_id.notna()]
+        .groupby(keys)["schema_id"]
+        .unique()
+        .map(lambda found: ",".join(str(i) for i in sorted(int(v) for v in found)))
+        .rename("schema_ids")
+    )
+    repeats = within_load.groupby(keys)["duplicates"].sum().rename("repeated_in_load")
+    frame = wanted.join(counted, on=keys).join(ids, on=keys).join(repeats, on=keys)
+    numbers = [c for c in counted.columns if c not in ("first_ms", "last_ms")]
+    frame[[*numbers, "repeated_in_load"]] = (
+        frame[[*numbers, "repeated_in_load"]].astype("float64").fillna(0).astype("int64")
+    )
+    frame["schema_ids"] = [v if isinstance(v, str) else "" for v in frame["schema_ids"]]
+    frame["bad_records"] = [load.bad_records for load in loads]
+    frame["duplicates_dropped"] = [load.duplicates_dropped for load in loads]
+    total = frame["rows"] + frame["bad_records"]
+    frame["bad_fraction"] = (frame["bad_records"] / total.where(total > 0)).fillna(0.0)
+    frame["earliest_event"] = [_instant(v) for v in frame["first_ms"]]
+    frame["latest_event"] = [_instant(v) for v in frame["last_ms"]]
+    if registered is None:
+        frame["unregistered_rows"] = None
+    frame = frame[list(PROFILE_COLUMNS)].reset_index(drop=True)
     return frame.astype({"unregistered_rows": "Int64"})
 
 
-def _instant(ms: object) -> str | None:
+def _instant(ms: float | None) -> str | None:
     import pandas as pd
 
     if ms is None or pd.isna(ms):
@@ -122,16 +149,26 @@ def _instant(ms: object) -> str | None:
     return str(pd.Timestamp(int(ms), unit="ms", tz="UTC").isoformat()).replace("+00:00", "Z")
 
 
-def event_hours(
-    profile: pd.DataFrame, topic: str, load_hour: datetime
-) -> tuple[dict[str, int], int]:
-    """A load's index: rows per event hour, and rows without an event time."""
-    part = profile[(profile["topic"] == topic) & (profile["load_hour"] == format_hour(load_hour))]
-    timed = part[part["window"].notna()]
-    hours = (timed["window"] - timed["window"] % HOUR_MS).astype("int64")
-    by_hour = timed.assign(hour=hours).groupby("hour")["rows"].sum()
-    named = {
-        format_hour(datetime.fromtimestamp(int(h) / 1000, tz=UTC)): int(n)
-        for h, n in by_hour.items()
+def event_hours(profile: pd.DataFrame) -> dict[tuple[str, str], tuple[dict[str, int], int]]:
+    """Every load's index, by (topic, load hour): rows per event hour, and rows without an
+    event time (one pass over the profile)."""
+    import numpy as np
+
+    out: dict[tuple[str, str], tuple[dict[str, int], int]] = {}
+    window = profile["window"].to_numpy("float64", na_value=np.nan)
+    timed = ~np.isnan(window)
+    hours = profile[timed].assign(hour=(window[timed] - window[timed] % HOUR_MS).astype("int64"))
+    names = {
+        int(h): format_hour(datetime.fromtimestamp(int(h) / 1000, tz=UTC))
+        for h in hours["hour"].unique()
     }
-    return named, int(part[part["window"].isna()]["rows"].sum())
+    for (topic, load_hour, hour), n in (
+        hours.groupby(["topic", "load_hour", "hour"])["rows"].sum().items()
+    ):
+        out.setdefault((topic, load_hour), ({}, 0))[0][names[int(hour)]] = int(n)
+    for (topic, load_hour), n in (
+        profile[~timed].groupby(["topic", "load_hour"])["rows"].sum().items()
+    ):
+        held, _ = out.get((topic, load_hour), ({}, 0))
+        out[(topic, load_hour)] = (held, int(n))
+    return out

@@ -13,9 +13,28 @@ every audited hour, three small batches that the audit has already computed:
     audit_events         the hour's bad AuditCount events, one row per reason
 
 Each suite has its checkpoint; a run validates each hour with run name = the hour and run time
-= the audit's clock, so re-auditing an hour adds a validation result and keeps the earlier ones.
+= the audit's clock, so re-auditing an hour adds a validation result and keeps the earlier ones
+(through the checkpoint's validation definition, as the checkpoint runs it: `validate`).
 Data Docs are built to `<reports>/data_docs/` with the vendored assets (report_assets), the GX
 project lives in `<reports>/gx/`. A failed expectation is a result: nothing here raises for it.
+
+What GX costs per run, and what is done once instead (an hourly audit is a new process each
+time, so only what the project's files keep carries over):
+
+- the suites, data assets, validation definitions and checkpoints are saved into the project
+  when the versioned suites (or GX's version) change, or the project's files no longer are
+  what that setup wrote (`<gx>/uncommitted/audit_setup.json` holds both fingerprints);
+  otherwise they are read back (add_or_update wrote every file each run: ~0.1 s);
+- the Data Docs index lists every validation result ever stored, and GX opens each one to
+  show its success and asset: 72 more files a day. A stored result never changes (a
+  re-audit adds another), so what the index shows of each is kept in
+  `<gx>/uncommitted/audit_index_cache.json` and each result is opened once, when it is new.
+  The index page is the same (tests/audit_app/test_units.py compares them);
+- GX compiles its Jinja templates for every Data Docs build: the site's views are GX's own
+  with Jinja's bytecode cache on (gx_views), so they are compiled once per user and GX;
+- a checkpoint's run first checks that it is what its project stores, reading every suite
+  back several times (0.3 s of the three runs' 1 s): the setup's fingerprint is that check,
+  once a run, and each checkpoint's validation definition runs as the checkpoint runs it.
 
 Layout of the reports directory:
 
@@ -28,10 +47,14 @@ Layout of the reports directory:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,6 +72,8 @@ if TYPE_CHECKING:
 
     from spark_apps.audit.outcome import AuditOptions, AuditOutcome
 
+log = logging.getLogger(__name__)
+
 SUITES_SOURCE = Path(__file__).resolve().parents[2] / "include" / "expectations"
 SUITES = ("audit_results", "loaded_topic_hours", "audit_events")
 INDEX_COLUMNS = {
@@ -57,6 +82,7 @@ INDEX_COLUMNS = {
     "audit_events": ["reason"],
 }
 DATASOURCE = "logbroker_audit"
+VIEWS = "spark_apps.audit.gx_views"
 DATA_DOCS = "data_docs"
 GX_DIR = "gx"
 
@@ -106,7 +132,15 @@ def open_context(project_dir: Path) -> Any:
             "class_name": "TupleFilesystemStoreBackend",
             "base_directory": f"../{DATA_DOCS}/",
         },
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        # GX's views, their templates compiled once (gx_views)
+        "site_section_builders": {
+            section: {"view": {"module_name": VIEWS, "class_name": "CompiledOncePageView"}}
+            for section in ("expectations", "validations")
+        },
+        "site_index_builder": {
+            "class_name": "DefaultSiteIndexBuilder",
+            "view": {"module_name": VIEWS, "class_name": "CompiledOnceIndexPageView"},
+        },
     }
     sites = ctx.variables.data_docs_sites or {}
     if sites.get("local_site") != site:
@@ -136,6 +170,62 @@ def _drop_variables_template(path: Path) -> None:
     lines = [line.strip() for line in text.splitlines()]
     if all(not line or line.startswith(("#", "instance_id:")) for line in lines):
         path.unlink()
+
+
+SETUP_FILE = "audit_setup.json"  # under <gx>/uncommitted/
+INDEX_CACHE_FILE = "audit_index_cache.json"  # under <gx>/uncommitted/
+# The project's files that the setup writes (relative to <gx>/): a change to any of them by
+# hand, or by another GX, means the setup runs again.
+SETUP_WRITES = ("great_expectations.yml", "expectations", "validation_definitions", "checkpoints")
+
+
+def set_up(ctx: Any, project_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(suite name -> suite, suite name -> checkpoint): saved into the project only when the
+    versioned suites, GX's version or the project's files changed since the last setup (the
+    module doc); else read back."""
+    gx_dir = project_dir / GX_DIR
+    marker = gx_dir / "uncommitted" / SETUP_FILE
+    source = _source_fingerprint()
+    try:
+        done = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        done = None
+    if done == {"source": source, "project": _project_fingerprint(gx_dir)}:
+        try:
+            cps = {name: ctx.checkpoints.get(f"audit_{name}") for name in SUITES}
+            return {n: cp.validation_definitions[0].suite for n, cp in cps.items()}, cps
+        except Exception as exc:  # any GX error reading them back: set up again
+            log.warning("the GX project's checkpoints could not be read back (%s): set up", exc)
+    suites = install_suites(ctx)
+    cps = checkpoints(ctx, suites)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(
+        json.dumps({"source": source, "project": _project_fingerprint(gx_dir)}), encoding="utf-8"
+    )
+    return suites, cps
+
+
+def _source_fingerprint() -> str:
+    """What the setup is made from: the versioned suites, GX's version, the batches' index
+    columns and the datasource's name."""
+    gx = _gx()
+    digest = hashlib.sha256(f"{gx.__version__}|{DATASOURCE}|{INDEX_COLUMNS}".encode())
+    for name in SUITES:
+        digest.update((SUITES_SOURCE / f"{name}.json").read_bytes())
+    return digest.hexdigest()
+
+
+def _project_fingerprint(gx_dir: Path) -> str:
+    """The files the setup wrote into the project, as they are now."""
+    digest = hashlib.sha256()
+    for name in SETUP_WRITES:
+        path = gx_dir / name
+        files = sorted(path.rglob("*.json")) if path.is_dir() else [path]
+        for file in files:
+            if file.is_file():
+                digest.update(str(file.relative_to(gx_dir)).encode() + b"\0")
+                digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def install_suites(ctx: Any) -> dict[str, Any]:
@@ -190,6 +280,36 @@ def checkpoints(ctx: Any, suites: dict[str, Any]) -> dict[str, Any]:
             )
         )
     return out
+
+
+def validate(
+    checkpoint: Any, frame: pd.DataFrame, params: dict[str, Any], run_id: Any
+) -> tuple[Any, Any]:
+    """(result key, validation result) of `checkpoint` on `frame`: its one validation
+    definition run as Checkpoint.run runs it (the checkpoint's id and result format; the
+    audit's checkpoints have no actions), stored the same way, without the checkpoint's own
+    freshness check. That check reads every suite back from the store several times (0.3 s
+    of 1 s of the three runs, profiled); `set_up` compared the project's files with what it
+    saved once in this run."""
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    [definition] = checkpoint.validation_definitions
+    result = definition.run(
+        checkpoint_id=checkpoint.id,
+        batch_parameters={"dataframe": frame},
+        expectation_parameters=params,
+        result_format=checkpoint.result_format,
+        run_id=run_id,
+    )
+    key = ValidationResultIdentifier(
+        expectation_suite_identifier=ExpectationSuiteIdentifier(name=definition.suite.name),
+        run_id=run_id,
+        batch_identifier=result.batch_id,
+    )
+    return key, result
 
 
 def batches(
@@ -292,8 +412,7 @@ def _run_local(
 ) -> QualityOutcome:
     t = time.perf_counter()
     ctx = open_context(local)
-    suites = install_suites(ctx)
-    cps = checkpoints(ctx, suites)
+    suites, cps = set_up(ctx, local)
     timings["gx setup"] = time.perf_counter() - t
     gx = _gx()
     quality = QualityOutcome(success=True, timings=timings)
@@ -312,25 +431,98 @@ def _run_local(
         evaluated = 0
         for name, frame in batches(outcome, hour_name, opts.grace_ms, opts.now).items():
             run_id = gx.RunIdentifier(run_name=hour_name, run_time=opts.now)
-            result = cps[name].run(
-                batch_parameters={"dataframe": frame}, expectation_parameters=params, run_id=run_id
-            )
-            for key, validation in result.run_results.items():
-                identifiers.append(key)
-                evaluated += len(validation.results)
-                failures += _failures(name, validation, suites[name])
-                quality.pages.setdefault(hour_name, {})[name] = _page_of(key)
-            quality.success = quality.success and bool(result.success)
+            key, validation = validate(cps[name], frame, params, run_id)
+            identifiers.append(key)
+            evaluated += len(validation.results)
+            failures += _failures(name, validation, suites[name])
+            quality.pages.setdefault(hour_name, {})[name] = _page_of(key)
+            quality.success = quality.success and bool(validation.success)
         quality.failures[hour_name] = failures
         quality.evaluated[hour_name] = evaluated
     timings["gx validate"] = time.perf_counter() - t
     t = time.perf_counter()
-    ctx.build_data_docs(resource_identifiers=identifiers)
+    with cached_index_entries(ctx, local / GX_DIR / "uncommitted" / INDEX_CACHE_FILE):
+        ctx.build_data_docs(resource_identifiers=identifiers)
     site = local / DATA_DOCS
     install(local)
     rewrite_tree(site, local, only_newer_than=started - 1)
     timings["data docs"] = time.perf_counter() - t
     return quality
+
+
+@contextmanager
+def cached_index_entries(ctx: Any, cache_file: Path) -> Iterator[None]:
+    """While Data Docs are built, the index reads what it shows of each validation result
+    (its success and meta) from `cache_file`, and GX opens only the results not in it yet;
+    the cache is then written back with the results the index listed (the module doc).
+
+    The index asks the context for each result (`get_validation_result`, with its run id and
+    batch); the pages themselves read their results from the store, untouched."""
+    from great_expectations.core.expectation_validation_result import (
+        ExpectationSuiteValidationResult,
+    )
+
+    try:
+        cache = json.loads(cache_file.read_text(encoding="utf-8"))
+        entries = cache["entries"] if cache.get("version") == _gx().__version__ else {}
+    except (OSError, ValueError, KeyError, AttributeError):
+        entries = {}
+    listed: dict[str, Any] = {}
+    read = ctx.get_validation_result
+
+    def get_validation_result(
+        expectation_suite_name: str,
+        run_id: Any = None,
+        batch_identifier: Any = None,
+        validation_results_store_name: Any = None,
+        failed_only: bool = False,
+    ) -> Any:
+        if run_id is None or batch_identifier is None or failed_only:
+            return read(
+                expectation_suite_name,
+                run_id=run_id,
+                batch_identifier=batch_identifier,
+                validation_results_store_name=validation_results_store_name,
+                failed_only=failed_only,
+            )
+        key = "|".join([expectation_suite_name, *run_id.to_tuple(), str(batch_identifier)])
+        entry = entries.get(key)
+        if entry is None:
+            result = read(
+                expectation_suite_name,
+                run_id=run_id,
+                batch_identifier=batch_identifier,
+                validation_results_store_name=validation_results_store_name,
+            )
+            if not isinstance(result, ExpectationSuiteValidationResult):
+                return result  # not found: GX skips it
+            meta: dict[str, Any] = dict(result.meta or {})
+            entry = {
+                "success": bool(result.success),
+                "meta": {
+                    k: meta[k]
+                    for k in ("batch_kwargs", "batch_spec", "active_batch_definition")
+                    if k in meta
+                },
+            }
+        listed[key] = entry
+        return ExpectationSuiteValidationResult(
+            success=entry["success"],
+            results=[],
+            suite_name=expectation_suite_name,
+            meta=entry["meta"],
+        )
+
+    ctx.get_validation_result = get_validation_result
+    try:
+        yield
+    finally:
+        del ctx.get_validation_result  # the class's method again
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    cache_file.write_text(
+        json.dumps({"version": _gx().__version__, "entries": listed}, default=str),
+        encoding="utf-8",
+    )
 
 
 def _page_of(key: Any) -> str:

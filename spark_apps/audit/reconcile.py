@@ -26,7 +26,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from spark_apps.warehouse import layout, load_summary
 from spark_apps.warehouse.hours import HOUR_MS, hour_ms, parse_hour
@@ -104,7 +104,7 @@ def deduplicate(
             F.lit(0).cast("long").alias("loaded_unique"),
         )
     )
-    both = windows.unionByName(repeats).toPandas()
+    both = cast("pd.DataFrame", windows.unionByName(repeats).toPandas())
     win = both[both["kind"] == "window"][["topic", "window", "loaded_rows", "loaded_unique"]]
     within = both[both["kind"] == "load"][["topic", "load_hour", "loaded_rows"]].rename(
         columns={"loaded_rows": "duplicates"}

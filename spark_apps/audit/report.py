@@ -322,6 +322,11 @@ def hour_page(
                             for k in ("load_hour", "broker_id", "partition", "offset", "index")
                             if k in ex
                         )
+                        + (
+                            " (dropped by the load, kept in its summary)"
+                            if ex.get("dropped")
+                            else ""
+                        )
                     ),
                     "reason": _e(ex.get("reason")),
                     "content": _e(

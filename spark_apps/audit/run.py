@@ -29,7 +29,7 @@ from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan
 from spark_apps.audit.load_profile import event_hours, load_profiles
 from spark_apps.audit.outcome import AuditOptions, AuditOutcome
 from spark_apps.audit.reconcile import WarehouseCounts, count_warehouse
-from spark_apps.audit.results import build_results, to_spark, topic_statuses
+from spark_apps.audit.results import build_results, parquet_bytes, topic_statuses
 from spark_apps.warehouse import layout
 from spark_apps.warehouse.filesystem import join, recover_replaced, replace_dir
 from spark_apps.warehouse.hadoop import HadoopFS
@@ -82,8 +82,9 @@ def run_audit(
     clock.step("count warehouse rows")
     counts = count_warehouse(spark, fs, wh, event_loads, hours)
     indexes: list[LoadIndex] = []
+    held_by_load = event_hours(counts.profile)
     for load in event_loads:
-        held, untimed = event_hours(counts.profile, load.topic, load.load_hour)
+        held, untimed = held_by_load.get((load.topic, load.hour_name), ({}, 0))
         add_found_inputs(plan, load.topic, load.load_hour, held)
         indexes.append(
             LoadIndex(
@@ -104,6 +105,8 @@ def run_audit(
         hours,
         warehouse_topics(fs, wh),
         audit_hour_of_bad_records(audit_loads, inputs_read),
+        opts.now,
+        opts.skew_ms,
     )
     for load in audit_loads:
         held = events.index.get(load.hour_name, {})
@@ -131,7 +134,7 @@ def run_audit(
     summaries = _summaries(plan, results, profiles, events, counts, opts)
 
     clock.step("write results")
-    _write(spark, fs, wh, results, summaries, indexes)
+    _write(fs, wh, results, summaries, indexes)
 
     outcome = AuditOutcome(
         results,
@@ -208,7 +211,6 @@ def _jsonable(value: Any) -> Any:
 
 
 def _write(
-    spark: SparkSession,
     fs: HadoopFS,
     wh: str,
     results: pd.DataFrame,
@@ -218,10 +220,12 @@ def _write(
     """Stage every audited hour, then put each in place whole; then the load indexes."""
     root = layout.results_root(wh)
     staging = join(root, "_staging", uuid.uuid4().hex[:12])
-    if len(results):
-        to_spark(spark, results).coalesce(1).write.partitionBy("audit_hour").parquet(staging)
+    rows_of = dict(tuple(results.groupby("audit_hour"))) if len(results) else {}
     for name, summary in summaries.items():
         staged = join(staging, f"audit_hour={name}")
+        if name in rows_of:  # one file per hour, as Spark's writer named it
+            part = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+            fs.write_bytes(join(staged, part), parquet_bytes(rows_of[name]))
         fs.write_text(
             join(staged, layout.SUMMARY_FILE), json.dumps(summary, indent=1, sort_keys=True)
         )

@@ -5,11 +5,18 @@ An event is named by (producer_id, seq) (docs/design.md §3.4). The first row of
 name the previous hour's load already holds. Nearly every hour has none, and that is proved
 without Spark when it can be (`names_proved_distinct`, from the names the rows_sha256 thread
 read); otherwise `duplicates` finds them with one Spark shuffle of hashed keys.
+
+A name whose rows differ in the event's own fields is a conflict, not a re-send: for the
+`_audit` topic (an AuditCount re-sent with another count) `duplicates` also returns every row
+of such a name, so that the load keeps them in its summary (load_summary: `conflicts`) and the
+audit reports them instead of summing the one that stayed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from spark_apps.load.event_names import NameKeys
 from spark_apps.load.read import KEY, POSITION
@@ -51,18 +58,32 @@ def names_proved_distinct(
 BROADCAST_REPEATS = 100_000
 
 
+class Repeats(NamedTuple):
+    """What `duplicates` found."""
+
+    drops: list[tuple[Any, ...]]  # POSITION of every row that goes
+    profile: Any  # the profile query's result (pandas), or None
+    # with `fields`: every row (this hour's and the previous hour's) of a name whose rows
+    # differ in those fields: producer_id, seq, POSITION, previous, dropped, fields (a dict)
+    conflicts: list[dict[str, Any]]
+
+
 def duplicates(
-    rows: Any, previous_rows: Any | None, profile: Any | None = None
-) -> tuple[list[Any], Any]:
-    """(positions of the rows that go: every (producer_id, seq) but its first in
-    (broker_id, partition, offset, index) order, and every one the previous hour has;
-    `profile` (a small aggregation query) collected, as pandas, in the same job, or None).
+    rows: Any,
+    previous_rows: Any | None,
+    profile: Any | None = None,
+    fields: Sequence[str] | None = None,
+) -> Repeats:
+    """Which rows go: every (producer_id, seq) but its first in (broker_id, partition, offset,
+    index) order, and every one the previous hour has; `profile` (a small aggregation query)
+    collected, as pandas, in the same job; with `fields` (the event's own columns), the rows
+    of the names seen with different values of them (the module doc).
 
     Nearly every key is unique, so the keys are first counted as two longs, (xxhash64 of
     producer_id, seq), read from the written Parquet (two columns) and shuffled once: no
     string and no position crosses the shuffle for a unique key, and with no repeat (the
     usual hour) that is all. Only the rows whose hashed key repeats (a real repeat, or two
-    producers hashing alike) are then compared by producer_id and position.
+    producers hashing alike) are then compared by producer_id, position and fields.
     """
     import pandas as pd
     from pyspark.sql import functions as F
@@ -95,21 +116,36 @@ def duplicates(
                 groups.append(row["group"].asDict())
         profiled = pd.DataFrame(groups, columns=profile.columns)
     if not found:
-        return [], profiled
+        return Repeats([], profiled, [])
     repeated = rows.sparkSession.createDataFrame(found, repeated_keys.schema)
     if len(found) <= BROADCAST_REPEATS:
         repeated = F.broadcast(repeated)
     else:
         repeated = repeated_keys
+    # the fields both hours have (a schema may have grown a field between them)
+    compared = [f for f in fields or () if previous_rows is None or f in previous_rows.columns]
     at = F.struct(*POSITION)
-    candidates = rows.select(*KEY, hashed, at.alias("_at"), F.lit(False).alias("_seen"))
+    candidates = rows.select(
+        *KEY,
+        hashed,
+        at.alias("_at"),
+        at.alias("_pos"),
+        F.lit(False).alias("_seen"),
+        *([_fields_text(rows, compared).alias("_c")] if fields else []),
+    )
     if previous_rows is not None:
         candidates = candidates.unionByName(
             previous_rows.select(
                 *KEY,
                 hashed,
                 F.lit(None).cast(candidates.schema["_at"].dataType).alias("_at"),
+                F.struct(
+                    *[F.col(c) if c in previous_rows.columns else F.lit(None) for c in POSITION]
+                )
+                .cast(candidates.schema["_pos"].dataType)
+                .alias("_pos"),
                 F.lit(True).alias("_seen"),
+                *([_fields_text(previous_rows, compared).alias("_c")] if fields else []),
             )
         )
     candidates = candidates.join(repeated, ["_h", "seq"], "left_semi")
@@ -117,12 +153,54 @@ def duplicates(
         F.count(F.lit(1)).alias("_n"),
         F.min("_at").alias("_first"),  # this hour's first (nulls: the previous hour's)
         F.max("_seen").alias("_any_seen"),
+        *([F.min("_c").alias("_cmin"), F.max("_c").alias("_cmax")] if fields else []),
     )
-    return (
-        candidates.filter(~F.col("_seen"))
-        .join(verdict, KEY)  # header keys are never null (the header's fields are required)
-        .filter((F.col("_n") > 1) & (F.col("_any_seen") | (F.col("_at") != F.col("_first"))))
-        .select(*[F.col("_at")[c].alias(c) for c in POSITION])
-        .collect(),
-        profiled,
+    goes = (
+        ~F.col("_seen")
+        & (F.col("_n") > 1)
+        & (F.col("_any_seen") | (F.col("_at") != F.col("_first")))
     )
+    conflict = (F.col("_cmin") != F.col("_cmax")) if fields else F.lit(False)
+    # header keys are never null (the header's fields are required)
+    found_rows = (
+        candidates.join(verdict, KEY)
+        .select(
+            *KEY,
+            *[F.col("_pos")[c].alias(c) for c in POSITION],
+            "_seen",
+            F.coalesce(goes, F.lit(False)).alias("_goes"),
+            F.coalesce(conflict, F.lit(False)).alias("_conflict"),
+            (F.col("_c") if fields else F.lit(None).cast("string")).alias("_c"),
+        )
+        .filter(F.col("_goes") | F.col("_conflict"))
+        .collect()
+    )
+    drops = [tuple(r[c] for c in POSITION) for r in found_rows if r["_goes"]]
+    conflicts = [
+        {
+            "producer_id": r["producer_id"],
+            "seq": r["seq"],
+            **{c: r[c] for c in POSITION},
+            "previous": bool(r["_seen"]),
+            "dropped": bool(r["_goes"]),
+            "fields": json.loads(r["_c"]),
+        }
+        for r in found_rows
+        if r["_conflict"]
+    ]
+    return Repeats(drops, profiled, conflicts)
+
+
+def _fields_text(rows: Any, names: Sequence[str]) -> Any:
+    """The event's own fields as one JSON text, compared between a name's rows (timestamps as
+    epoch ms, whatever type the load kept them as)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    columns = [
+        load_summary.millis(rows, name).alias(name)
+        if isinstance(rows.schema[name].dataType, TimestampType | TimestampNTZType)
+        else F.col(f"`{name}`").alias(name)
+        for name in names
+    ]
+    return F.to_json(F.struct(*columns)) if columns else F.lit("{}")

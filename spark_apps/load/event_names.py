@@ -65,7 +65,7 @@ def _mix(h: int) -> int:  # splitmix64's finalizer: spreads FNV's low-entropy hi
 _jit = numba.njit(cache=True, nogil=True)
 
 
-@_jit  # type: ignore[misc]
+@_jit
 def _mix64(h: Any) -> Any:
     h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -82,7 +82,7 @@ _PROFILED_MS = (-2_208_988_800_000, 253_402_300_799_999)
 _READ, _TABLE_FULL, _NOT_PROFILED = 0, 1, 2
 
 
-@_jit  # type: ignore[misc]
+@_jit
 def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, producers: Any) -> Any:
     """Each payload's name key into `keys`, and its (producer, window, schema id) group into
     `table` (open addressing; `producers` the rows' producer hashes). Returns (payloads that

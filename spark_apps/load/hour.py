@@ -13,7 +13,8 @@
    them and they go to errors/ (only an hour that has some pays that read); Spark's count of
    them must make up the difference, or the load fails
 5. deduplicate by (producer_id, seq) (dedup.py); only an hour that has repeats is written
-   again without them
+   again without them. For `_audit`, a repeat whose AuditCount differs from the row kept (a
+   conflict) is kept in the summary with the rows it conflicts with, for the audit
 6. the summary the audit reads instead of the rows (summary.py), into the staged rows
 7. decide (_COMMIT, which names the new version's files) after checking that the lock is
    still this load's, then publish: the checkpoint switches the hour to the new version
@@ -43,6 +44,7 @@ from spark_apps.source.ranges import RangeDigest
 from spark_apps.warehouse import load_summary
 from spark_apps.warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
 from spark_apps.warehouse.hours import format_second, parse_hour
+from spark_apps.warehouse.layout import AUDIT_TOPIC
 from spark_apps.warehouse.topics import PipelineTopicError, check_topic
 
 log = logging.getLogger("logbroker.hourly_load")
@@ -160,6 +162,8 @@ def _stage(
     seen = None
     profile = None
     drops: list[Any] = []
+    # `_audit` only: the rows of names seen with different counts (load_summary: conflicts)
+    conflicts: list[list[Any]] | None = [] if topic == AUDIT_TOPIC else None
     written = None
     proved = bad_count == 0 and names_proved_distinct(wh, names, previous)
     phase = "names" if proved else "dedup"
@@ -175,10 +179,17 @@ def _stage(
             phase = "profile"
             profile = query.toPandas()
         elif not proved:
+            assert written is not None  # no names proved: the profile is counted here
             if previous is not None and previous.rows:
                 seen = spark.read.parquet(*wh.data_files(previous))
-            # The summary's profile is counted in the same job as the keys (one job).
-            drops, profile = duplicates(written, seen, query)
+            # The summary's profile is counted in the same job as the keys (one job); an
+            # AuditCount's fields are compared too: one re-sent with another count is a
+            # conflict the summary keeps for the audit (dedup.py).
+            own = written.columns[written.columns.index("load_hour") + 1 :]
+            fields = own if topic == AUDIT_TOPIC else None
+            drops, profile, found = duplicates(written, seen, query, fields)
+            if fields is not None:
+                conflicts = _conflict_rows(found, hour, previous)
     # No name of this hour is in the previous hour's rows now: said in its summary.
     certified = seen is not None or proved or not good_count or not (previous and previous.rows)
     dropped = len(drops)
@@ -226,9 +237,29 @@ def _stage(
         profile = load_summary.group_profile(
             load_summary.header_rows(spark.read.parquet(staging.rows), topic, F.lit(hour))
         )
-    write_summary(wh, staging.rows, checkpoint, previous, certified, profile)
+    write_summary(wh, staging.rows, checkpoint, previous, certified, profile, conflicts)
     timer.lap("summary")
     return checkpoint
+
+
+def _conflict_rows(
+    found: list[dict[str, Any]], hour: str, previous: Checkpoint | None
+) -> list[list[Any]]:
+    """dedup's conflicting rows as the summary keeps them (load_summary.CONFLICT_COLUMNS)."""
+    rows = []
+    for row in found:
+        where = previous.load_hour if row["previous"] and previous is not None else hour
+        rows.append(
+            [
+                row["producer_id"],
+                row["seq"],
+                where,
+                *(row[c] for c in POSITION),
+                row["dropped"],
+                row["fields"],
+            ]
+        )
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2], *(-1 if v is None else v for v in r[3:7])))
 
 
 def _write_rows(

@@ -16,9 +16,11 @@ def write_summary(
     previous: Checkpoint | None,
     certified: bool,
     profile: Any,
+    conflicts: list[list[Any]] | None = None,
 ) -> None:
     """From the profile of the rows as they stay (None: there are none); `certified`: no name
-    of the hour is in the previous hour's load (the load made it so)."""
+    of the hour is in the previous hour's load (the load made it so); `conflicts` (`_audit`
+    only): the rows of the names the load saw with different contents."""
     groups: list[list[Any]] = []
     names: list[list[Any]] = []
     if profile is not None:
@@ -48,5 +50,6 @@ def write_summary(
             if previous is not None and certified
             else None
         ),
+        conflicts=conflicts,
     )
     load_summary.write(wh.fs, load_summary.summary_path(rows_dir), summary)

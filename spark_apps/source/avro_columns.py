@@ -399,12 +399,12 @@ class AvroDecoder:
         if mode == "PERMISSIVE":
             n = len(records)
             reasons: list[str | None] = [None] * n
-            values: list[bytes | None] = [None] * n
+            bad_payloads: list[bytes | None] = [None] * n
             for i, reason in errors.items():
                 reasons[i] = reason
-                values[i] = chunk.payloads[i]
+                bad_payloads[i] = chunk.payloads[i]
             arrays.append(pa.array(reasons, pa.string()))
-            arrays.append(pa.array(values, pa.binary()))
+            arrays.append(pa.array(bad_payloads, pa.binary()))
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
     @staticmethod

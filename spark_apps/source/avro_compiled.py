@@ -29,7 +29,7 @@ batch by serde's path.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -69,6 +69,22 @@ _REASONS = {
 }
 
 _jit = numba.njit(cache=True, nogil=True)
+# The compiled functions' annotations are for mypy; numba types a function by its arguments.
+# Compiled arithmetic makes np.int64 scalars of Python ints, hence `int | np.int64`.
+
+
+class Ops(NamedTuple):
+    """A Program as int64 arrays: per op its kind, slot, nullable, branch, extra and jump;
+    fill[fill_at[op]:fill_at[op + 1]] the slots a NULL_RECORD op fills when null."""
+
+    kind: np.ndarray
+    slot: np.ndarray
+    nullable: np.ndarray
+    branch: np.ndarray
+    extra: np.ndarray
+    jump: np.ndarray
+    fill_at: np.ndarray
+    fill: np.ndarray
 
 
 class Program:
@@ -150,11 +166,11 @@ class Program:
             return ("array", node, slot, nullable, items)
         raise NotColumnar(f"type {kind}")
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
+    def arrays(self) -> Ops:
         fill_at = np.zeros(len(self.kind) + 1, np.int64)
         np.cumsum([len(f) for f in self.fill], out=fill_at[1:])
         fill = np.array([s for f in self.fill for s in f], np.int64)
-        return (
+        return Ops(
             np.array(self.kind, np.int64),
             np.array(self.slot, np.int64),
             np.array(self.nullable, np.int64),
@@ -166,8 +182,10 @@ class Program:
         )
 
 
-@_jit  # type: ignore[misc]
-def varint(buf: Any, pos: int, end: int) -> tuple[int, int, bool]:
+@_jit
+def varint(
+    buf: Any, pos: int | np.int64, end: int | np.int64
+) -> tuple[int | np.int64, int | np.int64, bool]:
     """Avro's zigzag varint at `pos`: (value, the position after it, whether it read).
 
     Also compiled into event_names' kernel: numba's cache does not see a change here from
@@ -187,7 +205,7 @@ def varint(buf: Any, pos: int, end: int) -> tuple[int, int, bool]:
     return 0, pos, False
 
 
-@_jit  # type: ignore[misc]
+@_jit
 def _run(
     buf: Any,
     starts: Any,
@@ -347,7 +365,7 @@ def _run(
     return 0, -1
 
 
-@_jit  # type: ignore[misc]
+@_jit
 def _gather(buf: Any, starts: Any, lens: Any, out: Any, offsets: Any) -> None:
     at = 0
     for i in range(starts.shape[0]):

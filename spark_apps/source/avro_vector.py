@@ -18,6 +18,7 @@ decimal at the top level.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -165,9 +166,10 @@ class ColumnarBatch:
             raise NotColumnar("int out of range")
         return value.astype(np.int32)
 
-    def fixed_bytes(self, sel: np.ndarray, size: int) -> np.ndarray:
+    # builtins.int: `int` in this class is the method reading Avro ints
+    def fixed_bytes(self, sel: np.ndarray, size: builtins.int) -> np.ndarray:
         """A (len(sel), size) array of the next `size` bytes of each event."""
-        pos = self.pos[sel]
+        pos: np.ndarray = self.pos[sel]
         if ((pos + size) > self.end[sel]).any():
             raise NotColumnar("truncated")
         self.pos[sel] = pos + size

@@ -36,10 +36,13 @@ def _crc_tables() -> np.ndarray:
 
 TABLES = _crc_tables()
 _jit = numba.njit(cache=True, nogil=True)  # cached on disk: a Spark worker compiles nothing
+# The annotations below are for mypy; numba types a function by its arguments. Compiled
+# arithmetic makes numpy scalars (np.int64, np.uint32) of Python ints, hence the unions;
+# a Python caller gets Python ints back.
 
 
-@_jit  # type: ignore[misc]
-def _crc32(buf: Any, start: int, end: int, t: Any) -> int:
+@_jit
+def _crc32(buf: Any, start: int | np.int64, end: int | np.int64, t: Any) -> np.uint32:
     c = np.uint32(0xFFFFFFFF)
     i = start
     while i + 8 <= end:
@@ -72,11 +75,13 @@ def _crc32(buf: Any, start: int, end: int, t: Any) -> int:
     return c ^ np.uint32(0xFFFFFFFF)
 
 
-@_jit  # type: ignore[misc]
-def walk(buf: Any, entries: Any, check_crc: bool, t: Any) -> tuple[int, int, int]:
+@_jit
+def walk(
+    buf: Any, entries: Any, check_crc: bool, t: Any
+) -> tuple[int, int | np.int64, int | np.int64]:
     """(entries found, where the walk stopped, where the first bad CRC's entry is or -1)."""
     n = 0
-    pos = 0
+    pos: int | np.int64 = 0
     length = buf.shape[0]
     while pos + ENTRY_HEADER <= length:
         size = (
@@ -105,7 +110,7 @@ def walk(buf: Any, entries: Any, check_crc: bool, t: Any) -> tuple[int, int, int
     return n, pos, -1
 
 
-@_jit  # type: ignore[misc]
+@_jit
 def gather(buf: Any, entries: Any, stop: int, out: Any, offsets: Any) -> None:
     """The payloads, one after another in `out`; offsets[i] where payload i starts."""
     n = entries.shape[0]
@@ -119,7 +124,7 @@ def gather(buf: Any, entries: Any, stop: int, out: Any, offsets: Any) -> None:
     offsets[n] = at
 
 
-@_jit  # type: ignore[misc]
+@_jit
 def digest_bytes(buf: Any, entries: Any, stop: int, base: int, out: Any) -> None:
     """offset (int64) | index (int32, 0) | length (int32) | payload, per entry, big-endian."""
     n = entries.shape[0]

@@ -53,6 +53,8 @@ MAX_FETCH_SIZE = 64 * 1024 * 1024
 _DIGEST_HEADER = struct.Struct(">qii")
 _ENTRY_HEAD = struct.Struct(">iBB")  # size, magic, attributes
 _INT32 = struct.Struct(">i")
+# A Chunk's offsets or indexes: lists from message_set's general path, numpy arrays from a walk
+Positions = Sequence[int] | np.ndarray
 
 
 class RangeError(LogbrokerError):
@@ -94,8 +96,8 @@ class Chunk:
 
     def __init__(
         self,
-        offsets: Sequence[int],
-        indexes: Sequence[int],
+        offsets: Positions,
+        indexes: Positions,
         *,
         payloads: list[bytes] | None = None,
         run: PlainRun | None = None,

@@ -10,12 +10,10 @@ value      binary   the payload
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pyarrow as pa
 
-from spark_apps.source.ranges import Chunk, PartitionRange
+from spark_apps.source.ranges import Chunk, PartitionRange, Positions
 
 POSITION_FIELDS = [
     pa.field("topic", pa.string()),
@@ -36,9 +34,7 @@ def constant_strings(value: str, n: int) -> pa.StringArray:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
 
 
-def position_arrays(
-    r: PartitionRange, offsets: Sequence[int], indexes: Sequence[int]
-) -> list[pa.Array]:
+def position_arrays(r: PartitionRange, offsets: Positions, indexes: Positions) -> list[pa.Array]:
     n = len(offsets)
     return [
         constant_strings(r.topic, n),

@@ -24,7 +24,7 @@ skipped: Spark would record it as read).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -55,10 +55,17 @@ log = logging.getLogger("logbroker.spark")
 StreamOffsets = dict[str, dict[str, int]]
 
 
-class LogbrokerPartition(InputPartition):  # type: ignore[misc]
+class LogbrokerPartition(InputPartition):
     def __init__(self, plan: SplitPlan) -> None:
         super().__init__(plan)
         self.plan = plan
+
+
+def _plan(partition: InputPartition) -> SplitPlan:
+    """The plan of a partition Spark hands back to read: one of ours, from partitions()."""
+    if not isinstance(partition, LogbrokerPartition):
+        raise TypeError(f"the logbroker source cannot read {partition!r}: not its partition")
+    return partition.plan
 
 
 def _warn(message: str) -> None:
@@ -103,12 +110,12 @@ def _decoder(options: SourceOptions, schema: StructType) -> Any:
     return AvroDecoder.for_schema(options, schema)
 
 
-class LogbrokerBatchReader(DataSourceReader):  # type: ignore[misc]
+class LogbrokerBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.decoder = _decoder(options, schema)  # resolved here, pickled to the readers
 
-    def partitions(self) -> Sequence[InputPartition]:
+    def partitions(self) -> list[LogbrokerPartition]:
         o = self.options
         states = discover(o)
         ranges = plan_ranges(
@@ -120,11 +127,11 @@ class LogbrokerBatchReader(DataSourceReader):  # type: ignore[misc]
         )
         return _splits(o, ranges)
 
-    def read(self, partition: LogbrokerPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_split(self.options, partition.plan, self.decoder)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_split(self.options, _plan(partition), self.decoder)
 
 
-class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.decoder = _decoder(options, schema)
@@ -188,7 +195,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             )
         return ends
 
-    def partitions(self, start: StreamOffsets, end: StreamOffsets) -> Sequence[InputPartition]:
+    def partitions(self, start: StreamOffsets, end: StreamOffsets) -> list[LogbrokerPartition]:
         found = discover(self.options)
         _check_served(found, start, end)
         states = [
@@ -203,8 +210,8 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         )
         return _splits(self.options, ranges)
 
-    def read(self, partition: LogbrokerPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_split(self.options, partition.plan, self.decoder)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_split(self.options, _plan(partition), self.decoder)
 
     def commit(self, end: StreamOffsets) -> None:
         pass  # offsets live in Spark's checkpoint; the brokers keep nothing per reader
@@ -227,7 +234,7 @@ def _check_served(found: list[PartitionState], start: StreamOffsets, end: Stream
         )
 
 
-class LogbrokerDataSource(DataSource):  # type: ignore[misc]
+class LogbrokerDataSource(DataSource):
     """format("logbroker"): see options.py for the options."""
 
     @classmethod

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 HOUR_FORMAT = "%Y-%m-%dT%H"
 HOUR_MS = 3_600_000
@@ -121,10 +123,13 @@ def format_second(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def argparse_type(parse):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def argparse_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     """Wrap a parser above so that argparse prints its ValueError as a usage error."""
 
-    def convert(text: str):  # type: ignore[no-untyped-def]
+    def convert(text: str) -> T:
         try:
             return parse(text)
         except ValueError as err:

@@ -55,9 +55,10 @@ _index/<topic>/<hour>.json (one per load the audit has read; current while its c
      "rows_sha256": "...", "event_hours": {"2026-11-22T10": 3, "2026-11-22T11": 388},
      "rows_without_time": 0}
 
-For `_audit`, `event_hours` counts AuditCount events by the hour of their `window_start`, and
-`by_topic` the same per audited topic ({"page_views": {"2026-11-22T10": 2}}), so that a late
-count reopens only its own topic's hour.
+For `_audit`, `event_hours` counts AuditCount events by the hour of their `window_start` (the
+load's own hour for an event without a plausible window: spark_apps.audit.events), and
+`by_topic` the same per audited topic ({"page_views": {"2026-11-22T10": 2}}; only names the
+pipeline takes as topics), so that a late count reopens only its own topic's hour.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ one, the audit reads the rows once and keeps the summary in its own area (audit_
      "previous": {"load_hour": "2026-11-22T09", "committed_at": "...Z",
                   "rows_sha256": "...", "files": {...}, "shared_keys": 0} or null,
      "groups": {"columns": GROUP_COLUMNS, "data": [[...], ...]},
-     "names": {"columns": NAME_COLUMNS, "data": [[...], ...]}}
+     "names": {"columns": NAME_COLUMNS, "data": [[...], ...]},
+     "conflicts": {"columns": CONFLICT_COLUMNS, "data": [[...], ...]}}   `_audit` loads only
 
 - groups: one per event window, producer and schema id: `window` (start, ms; null without an
   event time), `producer_id`, `ph` (xxhash64 of producer_id, as Spark computes it),
@@ -27,6 +28,15 @@ one, the audit reads the rows once and keeps the summary in its own area (audit_
   (docs/design.md §3.4), so `rows - distinct` are repeats inside the load (0 for what the hourly load
   writes: it drops them), and two loads can share a name in a window only where their seq
   ranges overlap.
+- conflicts (the `_audit` topic's loads only; absent for other topics and in summaries written
+  before it): the rows of every name that the load saw with different contents, where it
+  dropped one as a duplicate: `producer_id`, `seq`, the row's `load_hour` (this load's, or the
+  previous hour's for a row that load holds) and position (`broker_id`, `partition`, `offset`,
+  `index`), `dropped` (the load dropped this row; the others stay in the warehouse) and
+  `fields`, the event's own fields as an object (timestamps as epoch ms). An AuditCount
+  dropped as a duplicate of one with another count would otherwise leave no trace: the audit
+  reports every such name as bad audit events (spark_apps.audit.events). Empty when the load
+  dropped no such row.
 - previous: the load certifies that no name of it is in the previous hour's load, as that
   load was then (its checkpoint and files): the hourly load drops such repeats; a summary the
   audit writes counts them (`shared_keys`). A certificate holds while that load is unchanged.
@@ -66,6 +76,17 @@ GROUP_COLUMNS = (
     "max_event_ms",
 )
 NAME_COLUMNS = ("window", "producer_id", "ph", "rows", "distinct", "min_seq", "max_seq")
+CONFLICT_COLUMNS = (
+    "producer_id",
+    "seq",
+    "load_hour",
+    "broker_id",
+    "partition",
+    "offset",
+    "index",
+    "dropped",
+    "fields",
+)
 # profile_query's columns: the groups' keys and counts, and each group's seq range
 PROFILE_COLUMNS = ("topic", "load_hour", *GROUP_COLUMNS, "min_seq", "max_seq")
 
@@ -121,8 +142,12 @@ class LoadSummary:
     groups: list[list[Any]] = field(default_factory=list)  # GROUP_COLUMNS
     names: list[list[Any]] = field(default_factory=list)  # NAME_COLUMNS
     previous: Certificate | None = None
+    conflicts: list[list[Any]] | None = None  # CONFLICT_COLUMNS; None: not recorded
 
     def to_json(self) -> str:
+        conflicts = {}
+        if self.conflicts is not None:
+            conflicts["conflicts"] = {"columns": list(CONFLICT_COLUMNS), "data": self.conflicts}
         return json.dumps(
             {
                 "format": FORMAT,
@@ -135,6 +160,7 @@ class LoadSummary:
                 "previous": None if self.previous is None else vars(self.previous),
                 "groups": {"columns": list(GROUP_COLUMNS), "data": self.groups},
                 "names": {"columns": list(NAME_COLUMNS), "data": self.names},
+                **conflicts,
             },
             indent=None,
             separators=(",", ":"),
@@ -151,6 +177,9 @@ class LoadSummary:
                 if tuple(doc[part]["columns"]) != columns:
                     raise ValueError(f"{part} columns {doc[part]['columns']}")
             prev = doc.get("previous")
+            conflicts = doc.get("conflicts")
+            if conflicts is not None and tuple(conflicts["columns"]) != CONFLICT_COLUMNS:
+                raise ValueError(f"conflicts columns {conflicts['columns']}")
             return cls(
                 topic=str(doc["topic"]),
                 load_hour=str(doc["load_hour"]),
@@ -161,6 +190,7 @@ class LoadSummary:
                 groups=[list(r) for r in doc["groups"]["data"]],
                 names=[list(r) for r in doc["names"]["data"]],
                 previous=None if prev is None else _certificate(prev),
+                conflicts=None if conflicts is None else [list(r) for r in conflicts["data"]],
             )
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"not a load summary: {err!r}") from err
@@ -207,6 +237,23 @@ def read_current(
         return None  # damaged or unreadable: counted from the rows again, and rewritten
     files = data_files(fs, load_dir, names)
     return summary if summary.describes(committed_at, rows_sha256, rows, files) else None
+
+
+def read_written_by(
+    fs: WarehouseFS, load_dir: str, committed_at: str, rows_sha256: str, rows: int
+) -> LoadSummary | None:
+    """The summary in the load's directory if that load wrote it (its checkpoint's
+    `committed_at`, `rows_sha256` and `rows`), whether or not its files changed since: what
+    it says of the load's own work (the conflicts it dropped) still holds. Else None."""
+    path = summary_path(load_dir)
+    try:
+        if not fs.exists(path):
+            return None
+        summary = LoadSummary.from_json(fs.read_bytes(path))
+    except (ValueError, OSError):
+        return None
+    written = (summary.committed_at, summary.rows_sha256, summary.rows)
+    return summary if written == (committed_at, rows_sha256, rows) else None
 
 
 def write(fs: WarehouseFS, path: str, summary: LoadSummary) -> None:
@@ -383,7 +430,7 @@ def count_names(rows: DataFrame, by_string: bool) -> tuple[pd.DataFrame, pd.Data
         )
     )
     names = names.withColumn("keys", F.lit(None).cast("long"))
-    both = names.unionByName(shared).toPandas()
+    both: pd.DataFrame = names.unionByName(shared).toPandas()
     found = both[both["kind"] == "names"].drop(columns=["kind", "loads", "keys"])
     found = found.astype({"rows": "int64", "distinct": "int64"}).reset_index(drop=True)
     return found, both[both["kind"] == "shared"][["topic", "loads", "keys"]].reset_index(drop=True)

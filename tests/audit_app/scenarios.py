@@ -4,6 +4,10 @@ clean()   3 topics x hours 10, 11, 12 of 2026-11-22 (and the 13:00 load, which h
           counts of 12:50's window): producers p-a (10 events per window and topic) and p-b
           (5), both audited; every window has produced = loaded = 15.
 faulty()  the same traffic with one fault of each kind placed by hand (FAULTS says where).
+forged()  the same traffic with AuditCount events a hostile or broken producer could publish
+          (FORGED says where): counts that would wrap a 64-bit sum, one header with two
+          counts, windows in 2100, before the epoch or ahead of their load, hostile topic
+          names. Each must be a bad audit event, and no window `lost`.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class Faults:
     killed_topic: str = "ad_clicks"
     killed_window: str = "12:30"
     unaccounted: int = 5  # loaded, never counted (the producer was killed)
-    bad_hour10: int = 6  # negative, misaligned, short window, unknown topic and tier, conflict
+    # negative, misaligned, short window, unknown topic and tier, and the two counts of a conflict
+    bad_hour10: int = 7
     undecodable_hour11: int = 2  # _audit records the load could not decode
 
 
@@ -137,3 +142,52 @@ def parse_hour_of(ms: int):  # type: ignore[no-untyped-def]
 
 def window(hhmm: str) -> timedelta:
     return timedelta(milliseconds=at(hhmm) - hour_ms(HOURS[0]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Forged:
+    huge_topic: str = "page_views"
+    huge_window: str = "10:20"
+    huge: int = 2**62  # two of them sum to 2**63: -2**63 in 64 bits
+    oversum_topic: str = "ad_clicks"
+    oversum_window: str = "10:30"
+    oversum: int = 6 * 10**11  # each under the bound, two over it
+    conflict_topic: str = "searches"
+    conflict_window: str = "10:40"
+    conflict_events: int = 3  # sent and loaded; counted 3, and re-sent with one header as 9
+    conflict_counts: tuple[int, int] = (
+        9,
+        3,
+    )  # the 9 first (the load keeps it), the 3 an hour later
+    far_future_ms: int = 4_102_444_800_000  # 2100-01-01T00:00Z
+    ahead_window: str = "11:20"  # counted in the 10:00 load: 20 minutes past its end
+    hostile: tuple[str, ...] = ("../../x", "..", "a/b", "_checkpoints", "_audit")
+
+
+FORGED = Forged()
+
+
+def forged(root: Path) -> Path:
+    f = FORGED
+    tr = traffic()
+    for _ in range(2):
+        tr.add_count(topic=f.huge_topic, window_start=at(f.huge_window), count=f.huge)
+        tr.add_count(topic=f.oversum_topic, window_start=at(f.oversum_window), count=f.oversum)
+    # p-c's three events are loaded; its count of them has one header and two counts
+    start = at(f.conflict_window)
+    tr.produce("p-c", f.conflict_topic, [start + i * 1000 for i in range(f.conflict_events)],
+               counted=False)  # fmt: skip
+    first = tr.add_count(
+        producer_id="p-c", topic=f.conflict_topic, window_start=start, count=f.conflict_counts[0]
+    )
+    tr.add_count(producer_id="p-c", seq=first.seq, topic=f.conflict_topic, window_start=start,
+                 count=f.conflict_counts[1], arrival=HOURS[1])  # fmt: skip
+    # windows that cannot have been counted, all in the 10:00 load
+    published = at("10:30")
+    for window in (f.far_future_ms, -WINDOW_MS, at(f.ahead_window)):
+        tr.add_count(topic="page_views", window_start=window, count=5, published_ms=published)
+    # topic names the pipeline refuses, in the 11:00 load
+    for name in f.hostile:
+        tr.add_count(topic=name, window_start=at("11:00"), count=5)
+    tr.write(root, LOADS, TOPICS)
+    return root

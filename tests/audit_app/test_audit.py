@@ -1,8 +1,9 @@
 """The audit end to end on warehouses in the exact §3.6 layout, with real Spark and GX.
 
 One audit run per warehouse per module (Spark and GX are slow to start; the runs are shared):
-a clean three-hour warehouse, and one with a fault of each kind (scenarios.FAULTS), whose
-exact numbers the tests check window by window. The late-event test reopens and re-closes
+a clean three-hour warehouse, one with a fault of each kind (scenarios.FAULTS), whose
+exact numbers the tests check window by window, and one with forged counts (scenarios.FORGED),
+each of which must be a bad audit event and none a `lost` window. The late-event test reopens and re-closes
 an hour; the Data Docs and report pages are opened in headless Chromium.
 """
 
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 
 from spark_apps.audit import cli as audit_cli
+from spark_apps.audit.events import MAX_COUNT
 from spark_apps.audit.report_assets import external_assets
 from spark_apps.audit.run import AuditOptions, AuditOutcome, run_audit
 from spark_apps.warehouse.filesystem import FsspecFS, as_uri
@@ -24,7 +26,7 @@ from spark_apps.warehouse.hour_states import hour_states
 from spark_apps.warehouse.hours import parse_hour
 from spark_apps.warehouse.layout import results_dir, summary_file
 
-from .scenarios import FAULTS, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, faulty
+from .scenarios import FAULTS, FORGED, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, faulty, forged
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +48,12 @@ def row(outcome: AuditOutcome, topic: str, hhmm: str) -> pd.Series:
 @pytest.fixture(scope="module")
 def clean_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AuditOutcome]:
     root = clean(tmp_path_factory.mktemp("clean") / "wh")
+    return root, audit(spark, root)
+
+
+@pytest.fixture(scope="module")
+def forged_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, AuditOutcome]:
+    root = forged(tmp_path_factory.mktemp("forged") / "wh")
     return root, audit(spark, root)
 
 
@@ -73,6 +81,25 @@ def test_clean_run_every_window_complete(clean_run: tuple[Path, AuditOutcome]) -
     assert len(written) == len(TOPICS) * 6
     summary = json.loads(Path(summary_file(str(root), HOURS[0])).read_text())
     assert summary["topic_statuses"] == {t: {"complete": 6} for t in TOPICS}
+
+
+def test_result_files_are_what_spark_reads_as_the_table(
+    spark: Any, clean_run: tuple[Path, AuditOutcome]
+) -> None:
+    """The rows are written by pyarrow (no Spark job): Spark reads them with the table's
+    types, timestamps included, and the same values."""
+    from spark_apps.audit.results import result_schema
+
+    root, out = clean_run
+    read = spark.read.parquet(results_dir(as_uri(str(root)), HOURS[0]))
+    expected = [(f.name, f.dataType) for f in result_schema() if f.name != "audit_hour"]
+    assert [(f.name, f.dataType) for f in read.schema] == expected
+    rows = read.orderBy("topic", "window_start").toPandas()
+    mine = out.results[out.results["audit_hour"] == "2026-11-22T10"].reset_index(drop=True)
+    assert rows["produced"].tolist() == mine["produced"].tolist()
+    assert (
+        rows["window_start"].dt.tz_localize("UTC").tolist() == mine["window_start"].tolist()
+    )  # the session's time zone is UTC
 
 
 def audit_cli_columns() -> tuple[str, ...]:
@@ -223,7 +250,9 @@ def test_bad_audit_events_reported_with_reasons(faulty_run: tuple[Path, AuditOut
     assert reasons["window is not 600000 ms long"] == 1
     assert reasons["count for a topic with no data in the warehouse: no_such_topic"] == 1
     assert reasons["unknown tier warehouse"] == 1
-    assert reasons["two events with one header (producer_id, seq) and different counts"] == 1
+    # one header, counts 1 and 2: the load kept the 1 and its summary the 2; neither summed
+    assert reasons["events with one header (producer_id, seq) and different counts: 1 and 2"] == 2
+    assert row(out, "page_views", "10:40").status == "complete"
     assert all("offset" in ex and "load_hour" in ex for ex in ten["bad_audit_examples"])
     eleven = out.summaries["2026-11-22T11"]
     assert eleven["bad_audit_reasons"] == {
@@ -257,6 +286,102 @@ def test_expectations_fail_on_the_faulty_windows(faulty_run: tuple[Path, AuditOu
         ("audit_results", "unaccounted")
     ]
     assert unacc.unexpected_count == 1
+
+
+# -- forged counts: bad audit events, never a sum that wraps, never a false `lost` ---------------
+
+
+def test_forged_counts_leave_no_window_lost(forged_run: tuple[Path, AuditOutcome]) -> None:
+    _, out = forged_run
+    assert "lost" not in set(out.results["status"]) and "incomplete" not in set(
+        out.results["status"]
+    )
+    for column in ("produced", "mirrored", "missing", "unaccounted"):
+        assert out.results[column].between(0, MAX_COUNT).all(), column
+    # the windows off are those whose counts were not used: unaccounted, never lost
+    off = out.results[out.results["status"] != "complete"]
+    assert sorted(zip(off["topic"], off["status"], off["unaccounted"], strict=True)) == [
+        (FORGED.oversum_topic, "unaccounted", PER_WINDOW),
+        (FORGED.conflict_topic, "unaccounted", FORGED.conflict_events),
+    ]
+
+
+def test_counts_that_would_overflow_are_bad_audit_events(
+    forged_run: tuple[Path, AuditOutcome],
+) -> None:
+    _, out = forged_run
+    huge = row(out, FORGED.huge_topic, FORGED.huge_window)
+    assert (huge.produced, huge.missing, huge.status) == (PER_WINDOW, 0, "complete")
+    reasons = out.summaries["2026-11-22T10"]["bad_audit_reasons"]
+    assert reasons[f"count above {MAX_COUNT:,}: more than any window holds"] == 2
+    # each under the bound, together over it: the window's counts are all bad (which one is
+    # forged is not known), so its events are unaccounted for, not lost
+    over = row(out, FORGED.oversum_topic, FORGED.oversum_window)
+    # the two forged counts and the window's four honest deltas (p-a's and p-b's, two each)
+    assert reasons[f"counts of one topic, tier and window sum above {MAX_COUNT:,}"] == 6
+    assert (over.produced, over.loaded_unique, over.status) == (0, PER_WINDOW, "unaccounted")
+
+
+def test_one_header_with_two_counts_is_a_conflict_not_a_loss(
+    forged_run: tuple[Path, AuditOutcome],
+) -> None:
+    _, out = forged_run
+    # the hourly load kept the first (9) and dropped the other (3, an hour later) as a
+    # duplicate; its summary kept both, and neither is summed
+    window = row(out, FORGED.conflict_topic, FORGED.conflict_window)
+    assert (window.produced, window.loaded_unique) == (PER_WINDOW, PER_WINDOW + 3)
+    ten = out.summaries["2026-11-22T10"]
+    reason = "events with one header (producer_id, seq) and different counts: 3 and 9"
+    assert ten["bad_audit_reasons"][reason] == 2
+    shown = [ex for ex in ten["bad_audit_examples"] if ex["reason"] == reason]
+    assert sorted((ex["count"], ex["load_hour"], ex.get("dropped", False)) for ex in shown) == [
+        (3, "2026-11-22T11", True),
+        (9, "2026-11-22T10", False),
+    ]
+    page = Path(out.report_pages["2026-11-22T10"].replace("file://", "")).read_text()
+    assert "different counts: 3 and 9" in page and "dropped by the load" in page
+
+
+def test_implausible_windows_are_bad_audit_events_of_their_load_hour(
+    forged_run: tuple[Path, AuditOutcome],
+) -> None:
+    _, out = forged_run
+    reasons = out.summaries["2026-11-22T10"]["bad_audit_reasons"]
+    future = (
+        "window starts in the future: after its load's hour (or the audit's clock) and the "
+        "skew allowed"
+    )
+    assert reasons[future] == 2  # 2100, and 11:20 counted in the 10:00 load
+    assert reasons["window starts before 1970 (the epoch)"] == 1
+    assert row(out, "page_views", FORGED.ahead_window).status == "complete"
+    assert {ex["window_start"] for ex in out.summaries["2026-11-22T10"]["bad_audit_examples"]} >= {
+        FORGED.far_future_ms,
+        -600_000,
+    }
+
+
+def test_hostile_topic_names_never_become_rows_or_paths(
+    forged_run: tuple[Path, AuditOutcome],
+) -> None:
+    root, out = forged_run
+    eleven = out.summaries["2026-11-22T11"]
+    refused = {
+        reason: n
+        for reason, n in eleven["bad_audit_reasons"].items()
+        if reason.startswith("count for a topic the pipeline refuses: ")
+    }
+    assert sum(refused.values()) == len(FORGED.hostile)
+    for name in FORGED.hostile:
+        assert any(repr(name) in reason for reason in refused), name
+    assert set(out.results["topic"]) == set(TOPICS)
+    # nothing was written outside the warehouse's own directories, nor named after them
+    assert sorted(p.name for p in root.parent.iterdir()) == ["wh"]
+    index = json.loads(
+        (root / "_audit_results" / "_index" / "_audit" / "2026-11-22T11.json").read_text()
+    )
+    assert set(index["by_topic"]) == set(TOPICS)
+    page = Path(out.report_pages["2026-11-22T11"].replace("file://", "")).read_text()
+    assert "&#x27;../../x&#x27;" in page and "'../../x'" not in page
 
 
 # -- late data reopens an hour ----------------------------------------------------------------

@@ -1,13 +1,17 @@
-"""The audit's pure parts, without Spark: statuses, hours, the plan, the vendored assets."""
+"""The audit's pure parts, without Spark: statuses, hours, the plan, the vendored assets, and
+the checks of AuditCount events (events._check_and_sum) on forged values."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (
     UnvendoredAssetError,
     external_assets,
@@ -15,7 +19,13 @@ from spark_apps.audit.report_assets import (
     url_map,
 )
 from spark_apps.audit.results import window_status
-from spark_apps.warehouse.hours import HOUR_MS, parse_duration_ms, parse_hour, parse_hour_range
+from spark_apps.warehouse.hours import (
+    HOUR_MS,
+    hour_ms,
+    parse_duration_ms,
+    parse_hour,
+    parse_hour_range,
+)
 from spark_apps.warehouse.loads import can_hold
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +117,316 @@ def test_the_gx_variables_template_goes_and_a_users_file_stays(tmp_path: Path) -
     ctx = open_context(tmp_path / "b")
     assert users.read_text().endswith("warehouse_bucket: s3a://bucket\n")
     assert ctx.config_variables["warehouse_bucket"] == "s3a://bucket"
+
+
+def _events(*rows: dict[str, object]) -> pd.DataFrame:
+    base = {"producer_id": "p", "a_topic": "page_views", "tier": "producer", "wms": 600_000,
+            "broker_id": 0, "partition": 0, "index": 0, "load_hour": "2026-11-22T10"}  # fmt: skip
+    return pd.DataFrame([{**base, "offset": i, **r} for i, r in enumerate(rows)])
+
+
+def _check(ev: pd.DataFrame, now: str = "2026-11-22T16") -> tuple[pd.DataFrame, dict]:
+    bad: dict[str, dict[str, int]] = {}
+    out = _check_and_sum(
+        ev,
+        [parse_hour("2026-11-22T10")],
+        ["page_views"],
+        ["load_hour", "broker_id", "partition", "offset", "index"],
+        bad,
+        {},
+        hour_ms(parse_hour(now)),
+        600_000,
+    )
+    return out.sums, bad.get("2026-11-22T10", {})
+
+
+TEN = hour_ms(parse_hour("2026-11-22T10"))
+
+
+def test_counts_at_the_ends_of_64_bits_are_bad_never_summed() -> None:
+    sums, bad = _check(
+        _events(
+            {"seq": 1, "ws": TEN, "cnt": 2**63 - 1},
+            {"seq": 2, "ws": TEN, "cnt": -(2**63)},
+            {"seq": 3, "ws": TEN, "cnt": MAX_COUNT},  # the bound itself is a count
+            {"seq": 4, "ws": TEN + 600_000, "cnt": MAX_COUNT},  # ... but not with another
+            {"seq": 5, "ws": TEN + 600_000, "cnt": 1},
+            {"seq": 6, "ws": TEN + 1_200_000, "cnt": 7},
+        )
+    )
+    assert bad == {
+        f"count above {MAX_COUNT:,}: more than any window holds": 1,
+        "negative or missing count": 1,
+        f"counts of one topic, tier and window sum above {MAX_COUNT:,}": 2,
+    }
+    assert sums["count"].tolist() == [MAX_COUNT, 7]
+
+
+def test_windows_far_off_are_bad_and_belong_to_their_load_hour() -> None:
+    # 2**62 ms is past what pandas' timestamps hold: it must not be turned into an hour
+    sums, bad = _check(
+        _events(
+            {"seq": 1, "ws": 2**62, "cnt": 1},
+            {"seq": 2, "ws": -(2**62), "cnt": 1},
+            {"seq": 3, "ws": TEN + HOUR_MS + 600_000, "cnt": 1},  # 11:10, in the 10:00 load
+            {"seq": 4, "ws": TEN + HOUR_MS, "cnt": 1},  # 11:00: published at the hour's end
+        )
+    )
+    future = (
+        "window starts in the future: after its load's hour (or the audit's clock) and the "
+        "skew allowed"
+    )
+    assert bad == {future: 1, "window starts before 1970 (the epoch)": 1}
+    assert sums.empty  # 11:00 is the next hour's, not audited here
+    # the audit's clock bounds too: a window after it has not been counted yet
+    _, early = _check(_events({"seq": 1, "ws": TEN + 1_800_000, "cnt": 1}), now="2026-11-22T10")
+    assert early == {future: 1}
+
+
+def test_one_header_two_counts_neither_summed() -> None:
+    sums, bad = _check(
+        _events(
+            {"seq": 1, "ws": TEN, "cnt": 9},
+            {"seq": 1, "ws": TEN, "cnt": 9, "offset": 50},  # an exact re-send: one event
+            {"seq": 1, "ws": TEN, "cnt": 3, "load_hour": "2026-11-22T11", "dropped": True},
+            {"seq": 2, "ws": TEN, "cnt": 4},
+        )
+    )
+    assert bad == {"events with one header (producer_id, seq) and different counts: 3 and 9": 2}
+    assert sums["count"].tolist() == [4]
+
+
+def test_dropped_duplicates_a_load_did_not_compare_are_reported(tmp_path: Path) -> None:
+    from spark_apps.audit.events import _recorded_conflicts
+    from spark_apps.warehouse.filesystem import FsspecFS, as_uri
+    from spark_apps.warehouse.loads import CommittedLoad
+
+    ten = parse_hour("2026-11-22T10")
+    load = CommittedLoad("_audit", ten, 10, 0, 2, "2026-11-22T11:05:00Z", "ab" * 32)
+    bad: dict[str, dict[str, int]] = {}
+    assert _recorded_conflicts(FsspecFS(), as_uri(str(tmp_path)), [load], {ten: ten}, bad) == []
+    assert list(bad["2026-11-22T10"].values()) == [2]
+    assert "not compared" in next(iter(bad["2026-11-22T10"]))
+
+
+def _validate_hours(ctx: object, cps: dict, hours: int) -> list:
+    """Run the audit's three checkpoints on small batches for `hours` hours (one failing)."""
+    from datetime import UTC, datetime
+
+    from spark_apps.audit.load_profile import PROFILE_COLUMNS
+    from spark_apps.audit.quality import _gx
+    from spark_apps.warehouse.layout import RESULT_COLUMNS
+
+    gx = _gx()
+    keys = []
+    for h in range(hours):
+        status = "lost" if h == 1 else "complete"
+        frames = {
+            "audit_results": pd.DataFrame(
+                [
+                    {c: 0 for c in RESULT_COLUMNS}
+                    | {
+                        "topic": "page_views",
+                        "status": status,
+                        "window_start": f"2026-11-22T{h:02d}:00Z",
+                        "window_end": "-",
+                        "audited_at": "-",
+                        "past_grace": True,
+                    }
+                ]
+            ),
+            "loaded_topic_hours": pd.DataFrame(
+                [
+                    {c: 0 for c in PROFILE_COLUMNS}
+                    | {
+                        "topic": "page_views",
+                        "bad_fraction": 0.0,
+                        "load_hour": f"2026-11-22T{h:02d}",
+                        "schema_ids": "1",
+                    }
+                ]
+            ),
+            "audit_events": pd.DataFrame({"reason": ["x"] * (h == 1), "events": [1] * (h == 1)}),
+        }
+        for name, frame in frames.items():
+            result = cps[name].run(
+                batch_parameters={"dataframe": frame},
+                expectation_parameters={"topics_with_traffic": [], "max_bad_fraction": 0.01},
+                run_id=gx.RunIdentifier(
+                    run_name=f"2026-11-22T{h:02d}", run_time=datetime(2026, 11, 23, tzinfo=UTC)
+                ),
+            )
+            keys += list(result.run_results)
+    return keys
+
+
+def test_the_gx_setup_is_saved_once_and_again_when_its_files_change(tmp_path: Path) -> None:
+    from spark_apps.audit.quality import GX_DIR, open_context, set_up
+
+    ctx = open_context(tmp_path)
+    set_up(ctx, tmp_path)
+    suite = tmp_path / GX_DIR / "expectations" / "audit_results.json"
+    written = {p: p.stat().st_mtime_ns for p in (tmp_path / GX_DIR).rglob("*.json")}
+    suites, cps = set_up(open_context(tmp_path), tmp_path)  # read back, nothing written
+    assert {p: p.stat().st_mtime_ns for p in written} == written
+    assert len(suites["audit_results"].expectations) == 5 and set(cps) == set(suites)
+    # a suite edited by hand in the project: the versioned one is saved again
+    doc = json.loads(suite.read_text())
+    doc["expectations"] = doc["expectations"][:1]
+    suite.write_text(json.dumps(doc))
+    suites, _ = set_up(open_context(tmp_path), tmp_path)
+    assert len(suites["audit_results"].expectations) == 5
+    assert len(json.loads(suite.read_text())["expectations"]) == 5
+
+
+def test_the_data_docs_index_from_its_cache_is_gxs_own(tmp_path: Path) -> None:
+    import re
+
+    from spark_apps.audit.quality import (
+        GX_DIR,
+        INDEX_CACHE_FILE,
+        cached_index_entries,
+        open_context,
+        set_up,
+    )
+
+    ctx = open_context(tmp_path)
+    _, cps = set_up(ctx, tmp_path)
+    keys = _validate_hours(ctx, cps, 3)
+    index = tmp_path / "data_docs" / "index.html"
+    cache = tmp_path / GX_DIR / "uncommitted" / INDEX_CACHE_FILE
+
+    def page() -> str:  # the logo's URL carries the build time
+        return re.sub(r"\?d=[0-9TZ.]+", "", index.read_text())
+
+    ctx.build_data_docs(resource_identifiers=keys)
+    plain = page()
+    assert plain.count("validations/") >= 9 and "Failed" in plain
+    for _ in range(2):  # filling the cache, then from it
+        ctx = open_context(tmp_path)
+        with cached_index_entries(ctx, cache):
+            ctx.build_data_docs(resource_identifiers=keys[-3:])
+        assert page() == plain
+    assert len(json.loads(cache.read_text())["entries"]) == 9
+    # from the cache, GX opens no stored result to list it
+    ctx = open_context(tmp_path)
+    opened: list[object] = []
+    read = ctx.get_validation_result
+    ctx.get_validation_result = lambda *a, **kw: opened.append(a) or read(*a, **kw)
+    with cached_index_entries(ctx, cache):
+        ctx.build_data_docs(resource_identifiers=keys[-3:])
+    assert opened == [] and page() == plain
+
+
+def test_audit_rows_read_with_their_window_in_ms_whatever_type_the_load_kept() -> None:
+    """events._frame: what any writer of the `_audit` rows may have kept (Spark: timestamp
+    micros, or INT96 read as nanoseconds; Arrow: millis; a long), and a damaged file (a
+    column missing, a count that is not a number) gives nulls, reported, not a crash."""
+    import pyarrow as pa
+
+    from spark_apps.audit.events import _frame
+
+    ms = [TEN, -600_001, None]
+    for kind, scale in (("s", None), ("ms", 1), ("us", 1000), ("ns", 1_000_000)):
+        if scale is None:  # whole seconds only
+            values, expected = [TEN // 1000, -601, None], [TEN, -601_000, None]
+        else:
+            values, expected = [None if v is None else v * scale for v in ms], ms
+        table = pa.table(
+            {
+                "producer_id": ["p", "p", "p"],
+                "seq": [1, 2, 3],
+                "event_topic": ["page_views"] * 3,
+                "window_start": pa.array(values, pa.timestamp(kind, tz="UTC")),
+                "count": ["7", "x", None],
+            }
+        )
+        frame = _frame(table, "2026-11-22T10")
+        assert frame["ws"].tolist() == [v if v is not None else pd.NA for v in expected], kind
+        # a count kept as text is not a count: the whole column is null, hence bad events
+        assert frame["cnt"].isna().all() and frame["tier"].isna().all()
+        assert frame["a_topic"].tolist() == ["page_views"] * 3
+        assert (frame["load_hour"] == "2026-11-22T10").all()
+    longs = _frame(pa.table({"window_start": pa.array([TEN], pa.int64())}), "2026-11-22T10")
+    assert longs["ws"].tolist() == [TEN] and longs["producer_id"].isna().all()
+
+
+def test_a_validation_stored_as_its_checkpoints_run_stores_it(tmp_path: Path) -> None:
+    """quality.validate runs a checkpoint's validation definition without the checkpoint's
+    freshness check: the result it stores is the one Checkpoint.run stores."""
+    from datetime import UTC, datetime
+
+    from spark_apps.audit.quality import GX_DIR, _gx, open_context, set_up, validate
+
+    gx = _gx()
+    ctx = open_context(tmp_path)
+    _, cps = set_up(ctx, tmp_path)
+    frame = pd.DataFrame({"reason": ["negative or missing count"], "events": [2]})
+    params = {"topics_with_traffic": [], "max_bad_fraction": 0.01}
+    at = datetime(2026, 11, 23, tzinfo=UTC)
+    ran = cps["audit_events"].run(
+        batch_parameters={"dataframe": frame},
+        expectation_parameters=params,
+        run_id=gx.RunIdentifier(run_name="2026-11-22T01", run_time=at),
+    )
+    [(key1, _)] = ran.run_results.items()
+    key2, result = validate(
+        cps["audit_events"], frame, params, gx.RunIdentifier(run_name="2026-11-22T02", run_time=at)
+    )
+    assert not result.success and key2.batch_identifier == key1.batch_identifier
+
+    def stored(key: object) -> dict:
+        path = tmp_path / GX_DIR / "uncommitted" / "validations"
+        doc = json.loads(path.joinpath(*key.to_tuple()).with_suffix(".json").read_text())
+        for volatile in ("run_id", "validation_time", "batch_markers"):
+            doc["meta"].pop(volatile)
+        return doc
+
+    assert stored(key2) == stored(key1)
+
+
+def test_data_docs_templates_compiled_once_into_gxs_own_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The site's views (gx_views) keep GX's compiled templates: a second build compiles
+    none, and the pages are the ones GX's default views render."""
+    import re
+
+    import jinja2
+
+    from spark_apps.audit.quality import open_context, set_up
+
+    compiled: list[str] = []
+    compile_template = jinja2.Environment.compile
+
+    def counting(self: jinja2.Environment, *args: object, **kwargs: object) -> object:
+        compiled.append("x")
+        return compile_template(self, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    ctx = open_context(tmp_path)
+    _, cps = set_up(ctx, tmp_path)
+    keys = _validate_hours(ctx, cps, 2)
+
+    def built() -> list[str]:  # but the logo URL's build time and each element's random id
+        uuid = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        return [re.sub(rf"\?d=[0-9TZ.]+|{uuid}", "", page.read_text()) for page in pages]
+
+    open_context(tmp_path).build_data_docs(resource_identifiers=keys)
+    pages = [
+        tmp_path / "data_docs" / "index.html",
+        *(tmp_path / "data_docs").rglob("*T01/*/*.html"),
+    ]
+    compiled.clear()
+    open_context(tmp_path).build_data_docs(resource_identifiers=keys)
+    assert compiled == []
+    ours = built()
+    assert len(ours) == 4 and "Failed" in ours[1] + ours[2] + ours[3]
+    assert "/*index page*/" in ours[0]  # the project's custom styles, as GX's views include
+    # GX's default views render the same pages (compiling their templates again)
+    site = dict(ctx.variables.data_docs_sites["local_site"])
+    del site["site_section_builders"]
+    site["site_index_builder"] = {"class_name": "DefaultSiteIndexBuilder"}
+    ctx.update_data_docs_site("local_site", site)
+    ctx.build_data_docs(resource_identifiers=keys)
+    assert compiled and built() == ours

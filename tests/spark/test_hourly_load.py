@@ -23,7 +23,14 @@ from spark_apps.warehouse.checkpoint import Warehouse
 from spark_apps.warehouse.hadoop import HadoopFS
 from spark_apps.warehouse.loads import parse_checkpoint
 
-from .helpers import PAGE_VIEW, AnalysisCluster, independent_sha256, start_cluster
+from .helpers import (
+    EPOCH_MS,
+    HEADER,
+    PAGE_VIEW,
+    AnalysisCluster,
+    independent_sha256,
+    start_cluster,
+)
 
 H10, H11, H12 = "2026-11-22T10", "2026-11-22T11", "2026-11-22T12"
 
@@ -231,3 +238,67 @@ def test_bad_records_go_to_errors_and_too_many_fail(spark, cluster, tmp_path):
         ).checkpoint.bad_records
         == 5
     )
+
+
+AUDIT_COUNT = {
+    "type": "record",
+    "name": "AuditCount",
+    "namespace": "logbroker",
+    "fields": [
+        {"name": "header", "type": HEADER},
+        {"name": "topic", "type": "string"},
+        {"name": "tier", "type": "string"},
+        {"name": "window_start", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "window_ms", "type": "long"},
+        {"name": "count", "type": "long"},
+    ],
+}
+
+
+@pytest.mark.timeout(900)
+def test_an_audit_count_resent_with_another_count_is_kept_in_the_summary(spark, cluster, tmp_path):
+    """`_audit`: a re-send with the same count is only dropped; one with another count (here
+    an hour later, so the row kept is the previous hour's) is dropped too, and the summary
+    keeps every row of that header for the audit (load_summary: conflicts)."""
+    cluster.register("_audit", AUDIT_COUNT)
+    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    window = EPOCH_MS - EPOCH_MS % 600_000
+
+    def count(seq: int, n: int) -> bytes:
+        header = {
+            "timestamp": window + 600_000,
+            "server": "web-1",
+            "producer_id": "p-9",
+            "seq": seq,
+        }
+        return cluster.codec().encode(
+            "_audit",
+            {"header": header, "topic": "page_views", "tier": "producer",
+             "window_start": window, "window_ms": 600_000, "count": n},
+        )  # fmt: skip
+
+    cluster.produce("_audit", [count(5, 9), count(6, 2), count(6, 2)])
+    ten = load_hour(spark, wh, settings(cluster), "_audit", H10)
+    cluster.produce("_audit", [count(5, 3), count(7, 1)])
+    eleven = load_hour(spark, wh, settings(cluster), "_audit", H11)
+    assert [r.checkpoint.duplicates_dropped for r in (ten, eleven)] == [1, 1]
+    fs = HadoopFS(spark)
+    summaries = {
+        h: load_summary.read_written_by(
+            fs, wh.hour_dir("_audit", h), cp.committed_at, cp.rows_sha256, cp.rows
+        )
+        for h, cp in ((H10, ten.checkpoint), (H11, eleven.checkpoint))
+    }
+    assert summaries[H10].conflicts == []  # the exact re-send: no conflict
+    fields = {"event_topic": "page_views", "tier": "producer", "window_start": window,
+              "window_ms": 600_000}  # fmt: skip
+    at = load_summary.CONFLICT_COLUMNS.index
+    found = sorted(
+        (r[at("load_hour")], r[at("dropped")], r[at("producer_id")], r[at("seq")], r[at("fields")])
+        for r in summaries[H11].conflicts
+    )
+    assert found == [
+        (H10, False, "p-9", 5, {**fields, "count": 9}),
+        (H11, True, "p-9", 5, {**fields, "count": 3}),
+    ]
+    assert all(r[at("offset")] is not None for r in summaries[H11].conflicts)

@@ -9,6 +9,12 @@ a row deleted, a count never published, an event loaded twice or late.
 event time), an arrival (the load hour that holds it) and is counted per 10-minute window by its
 producer, which publishes its counts as AuditCount deltas on `_audit`, the way an audited
 producer does (docs/design.md §3.5). `write()` lays it all out as committed loads.
+
+The `_audit` loads are written as the hourly load writes them: a count whose header
+(`producer_id`, `seq`) came earlier in its hour, or is in the previous hour's load, is dropped
+(the checkpoint's `duplicates_dropped`), and every name seen with different contents is kept
+in the load's `_load_summary.json` (load_summary: `conflicts`, the only part of an `_audit`
+load's summary the audit reads; its groups and names are left empty here).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_apps.warehouse import load_summary
+from spark_apps.warehouse.filesystem import FsspecFS, as_uri
 from spark_apps.warehouse.hours import (
     HOUR_MS,
     WINDOW_MS,
@@ -33,7 +41,7 @@ from spark_apps.warehouse.hours import (
     hour_ms,
     hour_of_ms,
 )
-from spark_apps.warehouse.layout import AUDIT_TOPIC
+from spark_apps.warehouse.layout import AUDIT_TOPIC, load_dir
 
 HEADER_FIELDS = [
     pa.field("topic", pa.string(), nullable=False),
@@ -255,13 +263,14 @@ class Traffic:
         ]
         return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
 
-    def audit_table(self, counts: list[Count], hour: datetime) -> pa.Table:
+    def audit_table(self, counts: list[tuple[int, Count]], hour: datetime) -> pa.Table:
+        """(offset, count) pairs as the `_audit` load's rows."""
         rows = [
             {
                 "topic": AUDIT_TOPIC,
                 "broker_id": 0,
                 "partition": 0,
-                "offset": i * 80,
+                "offset": offset,
                 "index": 0,
                 "event_time": c.published_ms,
                 "server": "web-1",
@@ -275,9 +284,41 @@ class Traffic:
                 "window_ms": c.window_ms,
                 "count": c.count,
             }
-            for i, c in enumerate(counts)
+            for offset, c in counts
         ]
         return pa.Table.from_pylist(rows, schema=AUDIT_SCHEMA)
+
+    def audit_loads(self) -> dict[datetime, tuple[list[tuple[int, Count]], int, list[list[Any]]]]:
+        """Per arrival hour, the `_audit` load as the hourly load writes it (module doc): the
+        (offset, count) rows kept, the duplicates dropped, the summary's conflicts."""
+        out: dict[datetime, tuple[list[tuple[int, Count]], int, list[list[Any]]]] = {}
+        previous: list[tuple[int, Count]] = []
+        for hour in sorted({c.arrival for c in self.counts}):
+            before = previous if (hour - timedelta(hours=1)) in out else []
+            seen = {(c.producer_id, c.seq) for _, c in before}
+            kept: list[tuple[int, Count]] = []
+            rows: list[tuple[datetime, int, Count, bool]] = []  # load hour, offset, count, dropped
+            for i, c in enumerate(c for c in self.counts if c.arrival == hour):
+                goes = (c.producer_id, c.seq) in seen
+                seen.add((c.producer_id, c.seq))
+                rows.append((hour, i * 80, c, goes))
+                if not goes:
+                    kept.append((i * 80, c))
+            rows += [(hour - timedelta(hours=1), offset, c, False) for offset, c in before]
+            by_name: dict[tuple[str, int], list[tuple[datetime, int, Count, bool]]] = defaultdict(
+                list
+            )
+            for row in rows:
+                by_name[(row[2].producer_id, row[2].seq)].append(row)
+            conflicts = [
+                [c.producer_id, c.seq, format_hour(lh), 0, 0, offset, 0, goes, _fields(c)]
+                for group in by_name.values()
+                if len(group) > 1 and len({json.dumps(_fields(r[2])) for r in group}) > 1
+                for lh, offset, c, goes in sorted(group, key=lambda r: (r[0], r[1]))
+            ]
+            out[hour] = (kept, sum(1 for r in rows if r[3]), conflicts)
+            previous = kept
+        return out
 
     def write(
         self,
@@ -301,16 +342,38 @@ class Traffic:
                     committed_at=committed,
                     **facts,
                 )
-            counts = [c for c in self.counts if c.arrival == hour]
-            facts = self.load_facts.get((AUDIT_TOPIC, hour), {})
-            write_load(
+            kept, dropped, conflicts = self.audit_loads().get(hour, ([], 0, []))
+            facts = {"duplicates_dropped": dropped, **self.load_facts.get((AUDIT_TOPIC, hour), {})}
+            doc = write_load(
                 root,
                 AUDIT_TOPIC,
                 hour,
-                self.audit_table(counts, hour),
+                self.audit_table(kept, hour),
                 committed_at=committed,
                 **facts,
             )
+            data = load_dir(as_uri(str(root)), AUDIT_TOPIC, hour)
+            summary = load_summary.LoadSummary(
+                topic=AUDIT_TOPIC,
+                load_hour=doc["load_hour"],
+                committed_at=doc["committed_at"],
+                rows_sha256=doc["rows_sha256"],
+                rows=doc["rows"],
+                files=load_summary.data_files(FsspecFS(), data),
+                conflicts=conflicts,
+            )
+            load_summary.write(FsspecFS(), load_summary.summary_path(data), summary)
+
+
+def _fields(c: Count) -> dict[str, Any]:
+    """An AuditCount's own fields as the load keeps them in a summary's conflicts."""
+    return {
+        "event_topic": c.topic,
+        "tier": c.tier,
+        "window_start": c.window_start,
+        "window_ms": c.window_ms,
+        "count": c.count,
+    }
 
 
 def uniform_times(hour: datetime, n: int, offset_ms: int = 0) -> list[int]:
