@@ -76,7 +76,7 @@ up: setup
 # The pipeline while its parts die (scripts/chaos.py): CHAOS_ARGS="--seed 2 --hours 6", etc.
 .PHONY: chaos
 chaos: setup
-	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+	$(BIN)/python -m scripts.chaos $(CHAOS_ARGS)  # as a module: it imports scripts.demo
 
 down:
 	@test -x $(BIN)/python && $(BIN)/python scripts/up.py down || echo "nothing to stop (no .venv)"
