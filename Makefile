@@ -78,7 +78,7 @@ up: setup
 # The pipeline while its parts die (scripts/chaos.py): CHAOS_ARGS="--seed 2 --hours 6", etc.
 .PHONY: chaos
 chaos: setup
-	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+	$(BIN)/python -m scripts.chaos $(CHAOS_ARGS)  # as a module: it imports scripts.demo
 
 # Replicated topics under kills, pauses and network cuts, each broker on a host of its own
 # (network namespaces: needs root), checked Jepsen-style (docs/chaos.md): DURATION seconds of

@@ -1,20 +1,27 @@
 """`make chaos`: the whole pipeline while its parts die, and proof that nothing was lost.
 
-    .venv/bin/python scripts/chaos.py [--hours 6] [--seed 1] [--per-kind 2] [--lose N]
-                                      [--workdir var/chaos]
+    .venv/bin/python -m scripts.chaos [--hours 6] [--seed 1] [--per-kind 2] [--lose N]
+                                      [--workdir var/chaos]      (from the repository root)
 
 Runs what `make demo` runs (ZooKeeper, a live and an analysis cluster of two brokers each, the
-registry, Airflow's four processes, Spark local) for --hours simulated hours. Audited producers
-send each hour's events at a steady rate with acknowledged, fsynced produce, and a seeded plan
+registry, Airflow's four processes, Spark local) for --hours simulated hours, with `searches`
+and `ad_clicks` replicated (replication factor 2, docs/replication.md) and `page_views` and
+`_audit` in 0.7's layout. Audited producers send each hour's events at a steady rate with
+fsynced produce acknowledged by every in-sync replica (acks=-1), and a seeded plan
 (logbroker.testing.faults) injects each kind of fault --per-kind times at random moments:
 
-    live_broker        kill -9 a live broker while producers send (restarted)
+    live_broker        kill -9 a live broker, the leader of a replicated partition, while
+                       producers send (restarted)
     broker_session     expire a live broker's ZooKeeper session while producers send
-    analysis_broker    kill -9 an analysis broker while the mirror copies (restarted)
+    analysis_broker    kill -9 an analysis broker, the leader of a replicated partition, while
+                       the mirror copies (restarted)
     mirror             kill -9 the mirror task's process (Airflow retries the task)
     consumer_session   expire the mirror's ZooKeeper session (a group consumer's)
     spark_load         kill -9 a spark-submit of the hourly load during its write (retried)
     scheduler          kill -9 Airflow's scheduler (started again)
+    load_leader        kill -9 the analysis leader of a replicated partition while its
+                       topic's hourly load reads and writes (restarted; the load reads on
+                       from the new leader)
 
 At the end it prints and writes <workdir>/chaos.json (and chaos.png, a timeline of faults and
 throughput, when matplotlib is installed: pip install -r bench/requirements.txt): faults by
@@ -51,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from scripts.demo import LOADED, Progress, demo_hours, hour_name, load_and_audit  # noqa: E402
 
 EVENTS = {"page_views": 1200, "searches": 500, "ad_clicks": 150}
+REPLICATED = {"searches": 2, "ad_clicks": 2}  # topic -> replication factor, in both clusters
 
 
 def produce(
@@ -64,6 +72,7 @@ def produce(
             result["traffic"] = stack.produce_hour(
                 int(hour.timestamp() * 1000), EVENTS, seed=seed, acks="fsync", batch=50,
                 pause_s=0.3, retries=60, unsent={"searches": lose} if lose else None,
+                request_required_acks=-1,
             )  # fmt: skip
         except BaseException as exc:  # reported below, in the main thread
             result["error"] = exc
@@ -113,6 +122,8 @@ def load(
         injectors.append(
             lambda: (time.sleep(faults.rng.uniform(3.0, 15.0)), faults.kill_scheduler())
         )
+    if "load_leader" in kinds:
+        injectors.append(lambda: faults.kill_loading_leader(sorted(REPLICATED), 300))
     threads = [threading.Thread(target=f, daemon=True) for f in injectors]
     for t in threads:
         t.start()
@@ -213,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
     stack = PipelineStack(
         workdir,
         hours=(hour_name(hours[0]), hour_name(hours[-1])),
+        replicated=REPLICATED,
         log=lambda s: progress("  " + s),
         extra_airflow_env={
             # A task whose process died is noticed in seconds, not Airflow's 5 minutes; the

@@ -16,7 +16,9 @@ As an environment variable (Airflow reads `AIRFLOW_CONN_<ID>` as JSON):
 The hook hands out the library's own clients (producers, consumers, the cluster view) and
 reads offsets and lag; it never talks the wire protocol itself. Offsets come back keyed the
 way the Spark data source's `startingOffsets` JSON is: topic -> "<broker_id>-<partition>" ->
-offset, so one can be passed to the other.
+offset, so one can be passed to the other; a replicated topic's partitions are "<p>" (their
+latest offset is the leader's high watermark: docs/replication.md), as a consumer group's
+offsets name them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from logbroker.client.cluster import Cluster
     from logbroker.client.producer import Producer
 
-# topic -> "<broker_id>-<partition>" -> byte offset
+# topic -> "<broker_id>-<partition>" (a replicated topic's: "<p>") -> byte offset
 Offsets = dict[str, dict[str, int]]
 
 
@@ -91,7 +93,8 @@ class LogbrokerHook(BaseHook):
     # -- offsets and lag ----------------------------------------------------------------
 
     def end_offsets(self, topics: Iterable[str] | None = None) -> Offsets:
-        """The latest offset of every partition of `topics` (all topics when None)."""
+        """The latest offset of every partition of `topics` (all topics, replicated ones
+        included, when None)."""
         with self.get_conn() as cluster:
             return cluster_end_offsets(cluster, topics)
 
@@ -110,7 +113,7 @@ class LogbrokerHook(BaseHook):
         try:
             with self.get_conn() as cluster:
                 brokers = cluster.live_brokers()
-                topics = cluster.topics()
+                topics = all_topics(cluster)
         except Exception as exc:  # the UI shows the message; anything may go wrong here
             return False, f"{type(exc).__name__}: {exc}"
         if not brokers:
@@ -152,8 +155,13 @@ def connection_settings(
     }
 
 
+def all_topics(cluster: Cluster) -> list[str]:
+    """0.7's topics (/brokers/topics) and the replicated ones (/replication/topics)."""
+    return sorted({*cluster.topics(), *cluster.replicated_topics()})
+
+
 def cluster_end_offsets(cluster: Cluster, topics: Iterable[str] | None) -> Offsets:
-    wanted = sorted(cluster.topics()) if topics is None else sorted(set(topics))
+    wanted = all_topics(cluster) if topics is None else sorted(set(topics))
     result: Offsets = {}
     for topic in wanted:
         result[topic] = {p.name: p.latest for p in cluster.describe(topic)}

@@ -190,7 +190,8 @@ def _topics(args: argparse.Namespace) -> list[str]:
     from logbroker.client.cluster import Cluster
 
     with Cluster(args.zookeeper) as cluster:
-        matching = [t for t in cluster.topics() if re.fullmatch(args.topic_pattern, t)]
+        every = sorted({*cluster.topics(), *cluster.replicated_topics()})
+        matching = [t for t in every if re.fullmatch(args.topic_pattern, t)]
     topics = [t for t in matching if is_pipeline_topic(t)]
     for skipped in sorted(set(matching) - set(topics)):
         print(

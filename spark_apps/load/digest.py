@@ -1,5 +1,6 @@
 """rows_sha256 and the message counts of a load's ranges, read from the brokers on a driver
-thread while Spark writes the rows (the contract: spark_apps.source.ranges).
+thread while Spark writes the rows (the contract: spark_apps.source.ranges); a replicated
+partition's from its leader, followed if it moves (spark_apps.source.reads).
 
 On its way it reads every event's name (producer_id, seq) into an event_names.NameKeys, so
 that the usual hour is proved free of repeats without a Spark job (dedup.py).
@@ -11,6 +12,7 @@ import threading
 
 from spark_apps.load.event_names import NameKeys
 from spark_apps.source.ranges import PartitionRange, RangeDigest, digest_ranges
+from spark_apps.source.reads import ClusterReads
 
 
 class DigestThread(threading.Thread):
@@ -30,9 +32,9 @@ class DigestThread(threading.Thread):
 
         try:
             names = NameKeys()
-            with Cluster(self.zookeeper) as cluster:
+            with Cluster(self.zookeeper) as cluster, ClusterReads(cluster) as reads_for:
                 self.result = digest_ranges(
-                    cluster.consumer, self.ranges, fetch_size=self.fetch_size, names=names
+                    reads_for, self.ranges, fetch_size=self.fetch_size, names=names
                 )
             names.repeats_possible()  # sorted here, while Spark still writes
             self.names = names

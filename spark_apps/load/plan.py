@@ -5,8 +5,12 @@
 - otherwise the previous hour must be the topic's last committed one (loads commit in hour
   order), and each partition is read from the previous checkpoint's end (the earliest offset
   still there for a topic's first load; 0 for a partition that appeared since) to the end it
-  has now. A partition of the previous checkpoint on no live broker is carried forward with
-  no messages: its data comes in a later hour.
+  has now. A partition of the previous checkpoint on no live broker (a replicated one: with
+  no leader) is carried forward with no messages: its data comes in a later hour.
+
+A replicated topic's partitions are `(-1, p)` (broker id REPLICATED) in the ranges and the
+checkpoints, wherever their leaders are: an hour planned on one leader is read, and later
+backfilled, on whichever replica leads then (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -78,14 +82,15 @@ def plan_hour(wh: Warehouse, zookeeper: str, topic: str, hour: str) -> HourPlan:
     seen = {(s.broker_id, s.partition) for s in states}
     for (broker_id, partition), end in sorted(ends.items()):
         if (broker_id, partition) not in seen:
+            carried = PartitionRange(topic, broker_id, partition, end, end)
             log.warning(
-                "topic %s partition %d-%d of the previous checkpoint is on no live broker: "
-                "carried forward with no messages; its data comes in a later hour",
+                "topic %s partition %s of the previous checkpoint is on no live broker (or "
+                "has no leader): carried forward with no messages; its data comes in a later "
+                "hour",
                 topic,
-                broker_id,
-                partition,
+                carried.name,
             )
-            ranges.append(PartitionRange(topic, broker_id, partition, end, end))
+            ranges.append(carried)
     if not ranges:
         raise LoadError(f"topic {topic!r} has no partitions on any live broker in {zookeeper}")
     ranges.sort(key=lambda r: (r.broker_id, r.partition))

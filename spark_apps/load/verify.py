@@ -12,6 +12,7 @@ from typing import Any
 
 from logbroker.protocol.errors import LogbrokerError
 from spark_apps.source.ranges import PartitionRange, digest_ranges
+from spark_apps.source.reads import ClusterReads
 from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
 
 
@@ -47,9 +48,10 @@ def verify(
     hour: str,
     *,
     zookeeper: str | None = None,
-    consumer_for: Callable[[int], Any] | None = None,
+    consumer_for: Callable[[PartitionRange], Any] | None = None,
 ) -> Verification:
-    """Re-read the hour's stored range from the brokers; compare rows_sha256 and counts."""
+    """Re-read the hour's stored range from the brokers (a replicated partition from its
+    leader, whichever replica leads it now); compare rows_sha256 and counts."""
     cp = wh.checkpoint(topic, hour)
     if cp is None:
         raise WarehouseError(
@@ -61,6 +63,7 @@ def verify(
         for p in cp.partitions
     ]
     cluster = None
+    reads = None
     broker_sha = None
     broker_messages = None
     try:
@@ -70,7 +73,7 @@ def verify(
             from logbroker.client.cluster import Cluster
 
             cluster = Cluster(zookeeper)
-            consumer_for = cluster.consumer
+            consumer_for = reads = ClusterReads(cluster)
         digest = digest_ranges(consumer_for, ranges)
         broker_sha = digest.rows_sha256
         broker_messages = sum(digest.messages.values())
@@ -86,6 +89,8 @@ def verify(
     except LogbrokerError as exc:
         problems.append(f"the range cannot be re-read: {exc}")
     finally:
+        if reads is not None:
+            reads.close()
         if cluster is not None:
             cluster.close()
     warehouse_rows: int | None = None

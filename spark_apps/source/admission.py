@@ -35,10 +35,10 @@ import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
-from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.message import ENTRY_OVERHEAD, MIN_MESSAGE_SIZE
 from spark_apps.source.discovery import PartitionState
 from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange, entries_end
+from spark_apps.source.reads import open_reads
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,14 @@ def capped_ends(
     fetch_size: int = DEFAULT_FETCH_SIZE,
     fail_on_data_loss: bool = True,
     warn: Callable[[str], None] = log.warning,
+    zookeeper: str | None = None,
 ) -> dict[PartitionState, int]:
     """Each partition's end for a micro-batch of at most `cap` entries from `start_of`.
 
     A start that retention passed counts from the earliest offset still there (the reader's
     partitions() then names the loss, or warns, as failOnDataLoss says); a partition without
-    a backlog ends at its latest offset, as without a cap.
+    a backlog ends at its latest offset, as without a cap. A replicated partition is walked
+    on its leader, found through `zookeeper`.
     """
     froms = {s: max(start_of(s), s.earliest) for s in states}
     share = shares({s: s.latest - froms[s] for s in states}, cap)
@@ -78,7 +80,10 @@ def capped_ends(
             ends[s] = s.latest  # nothing to read, or too short to hold more than its share
             continue
         r = PartitionRange(s.topic, s.broker_id, s.partition, froms[s], s.latest)
-        with SimpleConsumer(s.host, s.port, fetch_size=fetch_size) as consumer:
+        reads = open_reads(
+            zookeeper, s.topic, s.broker_id, s.partition, s.host, s.port, fetch_size=fetch_size
+        )
+        with reads as consumer:
             ends[s] = entries_end(
                 consumer,
                 r,

@@ -1,24 +1,39 @@
-"""Which broker partitions a query reads, where they are, and their earliest and latest offsets.
+"""Which partitions a query reads, where they are, and their earliest and latest offsets.
 
 Two ways in, as the options say: `zookeeper` (live brokers from /brokers/ids, through
 logbroker.client.cluster) or `brokers` (the listed brokers). Either way each broker's own
-METADATA says its id, its topics and partitions, and their earliest and latest offsets.
+METADATA says its id, its topics and partitions, and their earliest and latest offsets: a
+0.7 topic's partition i on broker b is `(b, i)`, named `b-i`.
+
+A replicated topic (docs/replication.md) is found in ZooKeeper (/replication/topics, read
+by the library's Leaders): its partition p is `(REPLICATED, p)` (broker id -1), named `p`,
+wherever its leader is, and its offsets come from its leader (PartitionReader, which waits
+for a leader during a failover): the latest is the leader's high watermark, the end of what
+consumers may read. A broker's METADATA of every topic lists its 0.7 topics only; named, a
+replicated topic is listed by each of its replicas, which does not say who leads it. So with
+`brokers`, a replicated topic named in `subscribe` or `assign` is an error naming it (it
+needs `zookeeper`), and `subscribePattern` matches the 0.7 topics the brokers list.
 Segment starts, where a range can be split without reading it, come from OFFSETS.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import suppress
 from typing import NamedTuple
 
 from logbroker.client.brokers import BrokerEndpoint, parse_broker_list
 from logbroker.client.cluster import Cluster
+from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.coordination.paths import partition_name
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.requests import LATEST_TIME
-from logbroker.protocol.responses import TopicMetadata
+from logbroker.protocol.responses import Metadata, TopicMetadata
+from logbroker.replication.state import REPLICATED
 from spark_apps.source.options import SourceOptions
+from spark_apps.source.reads import LEADER_TIMEOUT_MS, open_reads
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +53,8 @@ class PartitionState(NamedTuple):
 
     @property
     def name(self) -> str:
-        return f"{self.broker_id}-{self.partition}"
+        """`<broker_id>-<partition>`, or `<p>` for a replicated topic's (broker_id -1)."""
+        return partition_name(self.broker_id, self.partition)
 
 
 def discover(options: SourceOptions, timeout: float = 30.0) -> list[PartitionState]:
@@ -74,28 +90,70 @@ def _from_zookeeper(options: SourceOptions, timeout: float) -> list[PartitionSta
             if options.topic_matches(topic):
                 for broker_id in sorted(set(counts) - set(live)):
                     log.warning("broker %d has topic %s but is not live: skipped", broker_id, topic)
-        # Every live broker's own METADATA, not only /brokers/topics: a broker registers a
-        # topic in ZooKeeper just after its first append, and that data is readable already.
-        return _from_brokers(list(live.values()), options, timeout)
+        named = _named(options)
+        replicated = set(cluster.replicated_topics())
+        per_broker = []
+        if named is None or not set(named) <= replicated:  # 0.7 topics wanted too
+            # Every live broker's own METADATA, not only /brokers/topics: a broker registers
+            # a topic in ZooKeeper just after its first append, and that data is readable
+            # already. Replicated topics are listed again after it: a topic's assignment is
+            # written before any broker holds a replica, so none is taken for a 0.7 topic.
+            per_broker = _from_brokers(list(live.values()), options, timeout, probe=False)
+            replicated = set(cluster.replicated_topics())
+        states = [s for s in per_broker if s.topic not in replicated]
+        wanted = [t for t in replicated if options.topic_matches(t)]
+        return states + _replicated_states(cluster, wanted, timeout)
     finally:
         cluster.close()
 
 
+def _named(options: SourceOptions) -> list[str] | None:
+    """The topics `subscribe` or `assign` name; None for `subscribePattern`."""
+    if options.subscribe is not None:
+        return list(options.subscribe)
+    return sorted(options.assign) if options.assign is not None else None
+
+
 def _from_brokers(
-    brokers: list[BrokerEndpoint], options: SourceOptions, timeout: float
+    brokers: list[BrokerEndpoint],
+    options: SourceOptions,
+    timeout: float,
+    *,
+    probe: bool = True,
 ) -> list[PartitionState]:
+    """Each broker's partitions of the matching topics, from its METADATA. With `probe` (the
+    `brokers` option: no ZooKeeper says which topics are replicated) the topics named are
+    asked for, and a replicated one is an error."""
+    named = _named(options) if probe else None
     states = []
     for listed in brokers:
         try:
             with SimpleConsumer(listed.host, listed.port, timeout=timeout) as consumer:
-                meta = consumer.metadata([])
+                meta = consumer.metadata(named or [])
+                if named:
+                    _refuse_replicated(consumer, meta)
+                matching = [t for t in meta.topics if options.topic_matches(t.topic)]
         except (OSError, LogbrokerError) as exc:
+            if isinstance(exc, DiscoveryError):
+                raise
             raise DiscoveryError(f"broker {listed.address} did not answer METADATA: {exc}") from exc
         broker = BrokerEndpoint(meta.broker_id, listed.host, listed.port)
-        for t in meta.topics:
-            if options.topic_matches(t.topic):
-                states += _states(broker, meta.topics, t.topic)
+        for t in matching:
+            states += _states(broker, meta.topics, t.topic)
     return states
+
+
+def _refuse_replicated(consumer: SimpleConsumer, named: Metadata) -> None:
+    """A topic the broker lists when named but not among all its topics is replicated."""
+    plain = {t.topic for t in consumer.metadata([]).topics}
+    found = sorted(t.topic for t in named.topics if t.partitions and t.topic not in plain)
+    if found:
+        raise DiscoveryError(
+            f"topic(s) {', '.join(map(repr, found))} on broker {named.broker_id} are "
+            "replicated: their partitions are read from their leaders, which only ZooKeeper "
+            "names; give the option 'zookeeper' (the cluster's connect string, e.g. "
+            "127.0.0.1:2181/analysis) instead of 'brokers'"
+        )
 
 
 def _states(
@@ -120,11 +178,67 @@ def _states(
     return out
 
 
-def segment_starts(state: PartitionState, timeout: float = 30.0) -> list[int]:
-    """Offsets where the partition's segments start (message boundaries), ascending."""
-    with (
-        suppress(LogbrokerError, OSError),
-        SimpleConsumer(state.host, state.port, timeout=timeout) as c,
-    ):
-        return sorted(c.offsets_before(state.topic, state.partition, LATEST_TIME, 1 << 20))
+def _replicated_states(cluster: Cluster, topics: list[str], timeout: float) -> list[PartitionState]:
+    """Each partition of replicated `topics` as its leader sees it: the earliest offset and
+    the high watermark. A partition that has no leader (no live in-sync replica) is skipped,
+    as a dead broker's partitions are; one whose leader is being replaced is waited for, at
+    most LEADER_TIMEOUT_MS for all of them."""
+    deadline = time.monotonic() + LEADER_TIMEOUT_MS / 1000
+    states = []
+    for topic in sorted(topics):
+        assignment = cluster.leaders.assignment(topic)
+        if assignment is None:  # deleted since it was listed
+            continue
+        for p in range(assignment.partitions):
+            state = cluster.leaders.state(topic, p)
+            if state is not None and not state.online:
+                log.warning(
+                    "topic %s partition %d has no leader (no live in-sync replica of %s): skipped",
+                    topic,
+                    p,
+                    list(state.isr),
+                )
+                continue
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            reader = PartitionReader(
+                cluster.leaders, topic, p, timeout=timeout, leader_timeout_ms=left_ms
+            )
+            try:
+                earliest, latest = reader.earliest_offset(), reader.latest_offset()
+                leader = reader.leader
+            except LogbrokerError as exc:
+                log.warning(
+                    "topic %s partition %d: no leader answered (%s): skipped", topic, p, exc
+                )
+                continue
+            finally:
+                reader.close()
+            assert leader is not None
+            states.append(
+                PartitionState(topic, REPLICATED, p, leader.host, leader.port, earliest, latest)
+            )
+    return states
+
+
+def segment_starts(
+    state: PartitionState, zookeeper: str | None = None, timeout: float = 30.0
+) -> list[int]:
+    """Offsets where the partition's segments start (message boundaries), ascending: from
+    its broker, or a replicated partition's leader (found through `zookeeper`)."""
+    with suppress(LogbrokerError, OSError):
+        reads = open_reads(
+            zookeeper,
+            state.topic,
+            state.broker_id,
+            state.partition,
+            state.host,
+            state.port,
+            timeout=timeout,
+        )
+        with reads:
+            if isinstance(reads, SimpleConsumer):
+                starts = reads.offsets_before(state.topic, state.partition, LATEST_TIME, 1 << 20)
+            else:
+                starts = reads.offsets_before(LATEST_TIME, 1 << 20)
+            return sorted(starts)
     return []

@@ -4,7 +4,8 @@ zookeeper            the cluster's ZooKeeper connect string, chroot included
 brokers              or: 'host:port,host:port' (or 'id:host:port'); METADATA names the ids
 subscribe            'topic1,topic2'                       exactly one of these three
 subscribePattern     a regular expression, matched against whole topic names
-assign               JSON {"topic": ["<broker_id>-<partition>", ...]}
+assign               JSON {"topic": ["<broker_id>-<partition>", ...]}; a replicated topic's
+                     partitions are named "<p>" alone (logbroker.coordination.paths)
 startingOffsets      'earliest' (batch default), 'latest' (stream default), or JSON
                      {"topic": {"<broker_id>-<partition>": offset}}, -2 earliest, -1 latest
 endingOffsets        'latest' (default) or JSON as above (-1 latest); batch only
@@ -34,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logbroker.coordination.paths import parse_partition_name
+from logbroker.coordination.paths import parse_partition_name, partition_name
 
 EARLIEST = -2
 LATEST = -1
@@ -247,8 +248,9 @@ def _check_name(option: str, name: str) -> None:
 
 
 def offsets_json(offsets: Mapping[tuple[str, int, int], int]) -> str:
-    """{(topic, broker_id, partition): offset} -> the JSON startingOffsets/endingOffsets take."""
+    """{(topic, broker_id, partition): offset} -> the JSON startingOffsets/endingOffsets take
+    (a replicated partition, broker_id -1, is named by its number alone)."""
     out: dict[str, dict[str, int]] = {}
     for (topic, broker_id, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[f"{broker_id}-{partition}"] = offset
+        out.setdefault(topic, {})[partition_name(broker_id, partition)] = offset
     return json.dumps(out, sort_keys=True)

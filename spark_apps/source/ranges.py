@@ -20,6 +20,11 @@ micro-batch, admission.py).
 Data loss: a range whose start retention deleted is a DataLossError naming topic, partition
 and the missing offsets; with `fail_on_data_loss=False` a warning, and reading goes on from
 the earliest offset still there.
+
+Where a range is read (reads.py): a 0.7 partition from its broker (a SimpleConsumer), a
+replicated one from its leader (a PartitionReader, which follows the leader when it moves).
+A range is planned below a high watermark, so when a new leader shows less than the range
+for a moment (it learns the high watermark from its followers) the read waits for it.
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ import hashlib
 import logging
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.client.simple_consumer import PipelinedFetches, SimpleConsumer
+from logbroker.coordination.paths import partition_name
 from logbroker.protocol.errors import LogbrokerError, OffsetOutOfRangeError
 from logbroker.protocol.message import MIN_MESSAGE_SIZE
 from logbroker.protocol.message_set import (
@@ -45,6 +51,9 @@ from logbroker.protocol.message_set import (
     whole_entries_end,
 )
 from spark_apps.source.entry_scan import PlainRun, ends_with_partial_entry, plain_run
+
+if TYPE_CHECKING:
+    from logbroker.client.partition_reader import LeaderFetches, PartitionReader
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +85,42 @@ class PartitionRange(NamedTuple):
 
     @property
     def name(self) -> str:
-        return f"{self.broker_id}-{self.partition}"
+        """`<broker_id>-<partition>`, or `<p>` for a replicated topic's (broker_id -1)."""
+        return partition_name(self.broker_id, self.partition)
 
     def describe(self) -> str:
         return f"topic {self.topic!r} partition {self.name}"
+
+
+class _OnBroker:
+    """A 0.7 partition's reads from its broker, in PartitionReader's form (one partition)."""
+
+    __slots__ = ("consumer", "partition", "topic")
+
+    def __init__(self, consumer: SimpleConsumer, topic: str, partition: int) -> None:
+        self.consumer, self.topic, self.partition = consumer, topic, partition
+
+    def pipelined(self) -> PipelinedFetches:
+        return self.consumer.pipelined(self.topic, self.partition)
+
+    def earliest_offset(self) -> int:
+        return self.consumer.earliest_offset(self.topic, self.partition)
+
+    def latest_offset(self) -> int:
+        return self.consumer.latest_offset(self.topic, self.partition)
+
+    def wait_visible(self, offset: int) -> bool:
+        return False  # a broker's own log shows all it has: nothing to wait for
+
+
+def _partition_reads(
+    consumer: SimpleConsumer | PartitionReader, r: PartitionRange
+) -> _OnBroker | PartitionReader:
+    if isinstance(consumer, SimpleConsumer):
+        return _OnBroker(consumer, r.topic, r.partition)
+    if (consumer.topic, consumer.partition) != (r.topic, r.partition):
+        raise ValueError(f"a reader of {consumer.topic}-{consumer.partition} for {r.describe()}")
+    return consumer
 
 
 class Chunk:
@@ -148,7 +189,7 @@ def _entry_at_or_after(data: memoryview, base: int, limit: int, end: int) -> int
 
 
 def read_range(
-    consumer: SimpleConsumer,
+    consumer: SimpleConsumer | PartitionReader,
     r: PartitionRange,
     *,
     read_from: int | None = None,
@@ -159,7 +200,8 @@ def read_range(
     fail_on_data_loss: bool = True,
     warn: Callable[[str], None] = log.warning,
 ) -> Iterator[Chunk]:
-    """The messages of `r` (or of the part of it this reader owns), a fetch at a time.
+    """The messages of `r` (or of the part of it this reader owns), a fetch at a time, from
+    `consumer`: the partition's broker, or for a replicated partition its PartitionReader.
 
     `read_from` is a message boundary at or before `owned_from` (default: `r.start`).
     """
@@ -183,7 +225,7 @@ Decode = Callable[[Buffer, int, PartitionRange], tuple[_Decoded, int]]
 
 
 def _read(
-    consumer: SimpleConsumer,
+    consumer: SimpleConsumer | PartitionReader,
     r: PartitionRange,
     decode: Decode[_Decoded],
     read_from: int | None,
@@ -200,16 +242,17 @@ def _read(
     size = fetch_size
     # The next fetch is asked for once a fetch is decoded, before its chunk is handed over:
     # the broker sends it while the caller works (Avro, Parquet), not while it waits.
-    fetches = consumer.pipelined(r.topic, r.partition)
+    reads = _partition_reads(consumer, r)
+    fetches: PipelinedFetches | LeaderFetches = reads.pipelined()
     try:
         while offset < owned_to:
             want = min(size, r.end - offset)
             try:
                 data = fetches.get(offset, want)
             except OffsetOutOfRangeError:
-                earliest = consumer.earliest_offset(r.topic, r.partition)
+                earliest = reads.earliest_offset()
                 if offset >= earliest:
-                    latest = consumer.latest_offset(r.topic, r.partition)
+                    latest = reads.latest_offset()
                     raise RangeError(
                         f"{r.describe()}: the log ends at offset {latest}, before the range "
                         f"[{r.start}, {r.end}) ends; was the broker's log replaced?"
@@ -237,6 +280,8 @@ def _read(
             if whole == 0:
                 needed = first_entry_size(view)
                 if needed is None or len(view) == 0:
+                    if reads.wait_visible(r.end):  # a new leader catching up: read again
+                        continue
                     raise RangeError(
                         f"{r.describe()}: the log ends at offset {offset}, before the range "
                         f"[{r.start}, {r.end}) ends"
@@ -250,6 +295,14 @@ def _read(
                     raise RangeError(
                         f"{r.describe()}: the message at offset {offset} is {needed} bytes, over "
                         f"the largest fetch size {max_fetch_size}"
+                    )
+                if needed <= size:  # all of it was asked for: the leader shows less for now
+                    if reads.wait_visible(r.end):
+                        continue
+                    raise RangeError(
+                        f"{r.describe()}: the log shows only {len(view)} bytes of the "
+                        f"{needed}-byte message at offset {offset}, inside the range "
+                        f"[{r.start}, {r.end})"
                     )
                 size = needed
                 continue
@@ -268,7 +321,7 @@ def _read(
 
 
 def entries_end(
-    consumer: SimpleConsumer,
+    consumer: SimpleConsumer | PartitionReader,
     r: PartitionRange,
     count: int,
     *,
@@ -411,21 +464,23 @@ class RangeDigest(NamedTuple):
 
 
 def digest_ranges(
-    consumer_for: Callable[[int], SimpleConsumer],
+    consumer_for: Callable[[PartitionRange], SimpleConsumer | PartitionReader],
     ranges: Iterable[PartitionRange],
     *,
     fetch_size: int = DEFAULT_FETCH_SIZE,
     names: NameKeys | None = None,
 ) -> RangeDigest:
     """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts; the
-    events' names into `names` on the way, if given (event_names.py)."""
+    events' names into `names` on the way, if given (event_names.py). `consumer_for(range)`
+    reads a range: its broker's consumer, or a replicated partition's reader
+    (reads.ClusterReads)."""
     decode = digest_input if names is None else functools.partial(digest_input, names=names)
     sha = hashlib.sha256()
     counts: dict[tuple[int, int], int] = {}
     for r in sorted(ranges, key=lambda x: (x.broker_id, x.partition)):
         messages = 0
         if r.end > r.start:
-            consumer = consumer_for(r.broker_id)
+            consumer = consumer_for(r)
             for part in _read(
                 consumer,
                 r,

@@ -6,10 +6,11 @@
 
 Planning (`partitions()`, `latestOffset()`) runs in a Python worker beside the driver: it asks
 the cluster for partitions and offsets. Reading (`read()`) runs in the executors' Python
-workers: each opens its own connection to one broker and yields Arrow record batches, a fetch
-at a time, so no per-row Python object crosses into the JVM. A stream's offsets are
-{"topic": {"<broker_id>-<partition>": offset}}: the end of one micro-batch is the start of the
-next, and Spark checkpoints them.
+workers: each opens its own connection to one broker (a replicated partition's leader, which
+it follows if leadership moves: reads.py) and yields Arrow record batches, a fetch at a time,
+so no per-row Python object crosses into the JVM. A stream's offsets are
+{"topic": {"<broker_id>-<partition>": offset}} ("<p>" for a replicated partition): the end of
+one micro-batch is the start of the next, and Spark checkpoints them.
 
 A stream takes Spark's admission control: with `maxOffsetsPerTrigger` its default read limit
 is ReadMaxRows(N), and `latestOffset(start, limit)` ends each partition after its share of
@@ -42,13 +43,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from logbroker.client.simple_consumer import SimpleConsumer
 from spark_apps.source.admission import capped_ends
 from spark_apps.source.discovery import DiscoveryError, PartitionState, discover, segment_starts
 from spark_apps.source.options import SourceOptions, parse_options
 from spark_apps.source.planning import SplitPlan, offset_for, plan_ranges, plan_splits
 from spark_apps.source.ranges import read_range
 from spark_apps.source.raw_columns import RAW_DDL, raw_batch
+from spark_apps.source.reads import open_reads
 
 log = logging.getLogger("logbroker.spark")
 
@@ -77,13 +78,23 @@ def _splits(options: SourceOptions, ranges: list[Any]) -> list[LogbrokerPartitio
         ranges,
         max_bytes=options.max_bytes_per_partition,
         min_partitions=options.min_partitions,
-        segment_starts=segment_starts,
+        segment_starts=lambda s: segment_starts(s, options.zookeeper),
     )
     return [LogbrokerPartition(p) for p in plans]
 
 
 def read_split(options: SourceOptions, plan: SplitPlan, decoder: Any) -> Iterator[pa.RecordBatch]:
-    with SimpleConsumer(plan.host, plan.port, fetch_size=options.fetch_size) as consumer:
+    r = plan.range
+    reads = open_reads(
+        options.zookeeper,
+        r.topic,
+        r.broker_id,
+        r.partition,
+        plan.host,
+        plan.port,
+        fetch_size=options.fetch_size,
+    )
+    with reads as consumer:
         for chunk in read_range(
             consumer,
             plan.range,
@@ -182,6 +193,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 fetch_size=o.fetch_size,
                 fail_on_data_loss=o.fail_on_data_loss,
                 warn=_warn,
+                zookeeper=o.zookeeper,
             )
             for s, end in capped.items():
                 ends.setdefault(s.topic, {})[s.name] = end

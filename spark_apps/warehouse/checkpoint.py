@@ -11,7 +11,9 @@
      "files": ["part-00000-<write id>-c000.snappy.parquet", ...],
      "error_files": ["part-00000-<write id>-c000.snappy.parquet", ...]}
 
-An hour is committed when its checkpoint exists. Every load of an hour is a new version: its
+A partition is named as the brokers name it: `broker_id` b >= 0 for partition i of broker b
+(a 0.7 topic), -1 for partition p of a replicated topic (docs/replication.md), whose offsets
+are valid on every replica. An hour is committed when its checkpoint exists. Every load of an hour is a new version: its
 files carry the load's own write id, so a backfill's files sit beside the ones they replace
 until its checkpoint, written last and in one rename, switches the hour to them (as table
 formats switch snapshots); the files of the old version are deleted after that. So a reader
@@ -27,6 +29,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from logbroker.coordination.paths import partition_name
 from spark_apps.warehouse import layout
 from spark_apps.warehouse.filesystem import (
     FsspecFS,
@@ -53,7 +56,8 @@ class PartitionCheckpoint:
 
     @property
     def name(self) -> str:
-        return f"{self.broker_id}-{self.partition}"
+        """`<broker_id>-<partition>`, or `<p>` for a replicated topic's (broker_id -1)."""
+        return partition_name(self.broker_id, self.partition)
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,40 @@ def test_end_offsets_lag_and_the_mirror_trigger(cluster) -> None:  # type: ignor
     assert hook.lag("mirror-x") == 0
 
 
+def test_end_offsets_of_every_topic_include_replicated_ones_named_p(cluster) -> None:  # type: ignore[no-untyped-def]
+    """What the mirror sensor waits for (`end_offsets()` of every topic) includes replicated
+    topics, named `<p>` as a group's offsets name them, with their high watermarks."""
+    from hooks.logbroker_hook import LogbrokerHook
+    from hooks.triggers import partitions_behind
+    from logbroker.client.cluster import Cluster
+    from logbroker.client.producer import Producer
+
+    hook = LogbrokerHook("lb_test")
+    with Cluster(cluster.connect) as c:
+        c.create_replicated_topic("orders", 2, 2)
+    with Producer(zk_connect=cluster.connect, request_required_acks=-1) as producer:
+        for i in range(20):
+            producer.send("orders", [b"o%03d" % i], key=str(i))  # keys 0..19: both partitions
+    targets = hook.end_offsets()
+    assert targets["orders"] == {"0": 10 * 14, "1": 10 * 14}  # 10 messages of 4 + 10 bytes
+    ok, message = hook.test_connection()
+    assert ok and message.endswith("; 1 topic(s)"), message
+    assert partitions_behind(targets, hook.committed_offsets("mirror-r")) == {
+        "orders/0": 140,
+        "orders/1": 140,
+    }
+    consumer = GroupConsumer(
+        group_id="mirror-r", zk_connect=cluster.connect, consumer_timeout_ms=2000
+    )
+    try:
+        stream = consumer.create_message_streams({"orders": 1})["orders"][0]
+        assert len(list(stream)) == 20
+        consumer.commit_offsets()
+    finally:
+        consumer.close()
+    assert partitions_behind(targets, hook.committed_offsets("mirror-r")) == {}
+
+
 def test_mirror_trigger_ends_with_an_error_naming_a_missing_connection() -> None:
     from hooks.triggers import MirrorCaughtUpTrigger
 

@@ -1,5 +1,6 @@
-"""Test support for the Spark tests: a small two-broker analysis cluster with a registry,
-framed Avro events (docs/design.md §3.4), and an independent rows_sha256.
+"""Test support for the Spark tests: a small two-broker analysis cluster with a registry
+(three brokers, and replicated topics, with `brokers=3`), framed Avro events (docs/design.md
+§3.4), and an independent rows_sha256.
 
 Schemas are registered and events encoded by logbroker.serde (SchemaRegistry, EventCodec).
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logbroker.client.cluster import Cluster
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.serde import EventCodec, SchemaRegistry
@@ -83,14 +85,35 @@ class AnalysisCluster:
         return self.codec().encode(topic, record)
 
     def produce(
-        self, topic: str, payloads: list[bytes], codec: str = "none", batch: int = 50
+        self,
+        topic: str,
+        payloads: list[bytes],
+        codec: str = "none",
+        batch: int = 50,
+        acks: int = 1,
+        keyed: bool = False,
     ) -> None:
         # acknowledged: a load started right after must find every message at its end offset
+        # (-1: on every in-sync replica of a replicated topic, and so below its high watermark)
         with Producer(
-            zk_connect=self.live.connect, compression_codec=codec, acks="ack"
+            zk_connect=self.live.connect,
+            compression_codec=codec,
+            acks="ack",
+            request_required_acks=acks,
+            retries=40,
+            retry_backoff_ms=100,
         ) as producer:
-            for i in range(0, len(payloads), batch):
-                producer.send(topic, payloads[i : i + batch])
+            for n, i in enumerate(range(0, len(payloads), batch)):
+                # keyed: batch n goes to partition n % N (String.hashCode of "n"), so that
+                # every partition gets some
+                producer.send(topic, payloads[i : i + batch], key=str(n) if keyed else None)
+
+    def create_replicated(self, topic: str, partitions: int, factor: int) -> None:
+        with Cluster(self.live.connect) as cluster:
+            cluster.create_replicated_topic(topic, partitions, factor)
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return next(b for b in self.brokers if b.broker_id == broker_id)
 
     def stop(self) -> None:
         if self._codec is not None:
@@ -100,7 +123,11 @@ class AnalysisCluster:
 
 
 def start_cluster(
-    zookeeper: ZooKeeperServer, directory: Path, name: str, brokers: int = 2
+    zookeeper: ZooKeeperServer,
+    directory: Path,
+    name: str,
+    brokers: int = 2,
+    overrides: dict[str, str] | None = None,
 ) -> AnalysisCluster:
     shutil.rmtree(directory, ignore_errors=True)
     live = zookeeper.create_chroot(f"/spark-{name}/analysis")
@@ -113,7 +140,7 @@ def start_cluster(
                     directory / f"broker-{i}",
                     broker_id=i,
                     zk_connect=live.connect,
-                    overrides={"num.partitions": "2"},
+                    overrides={"num.partitions": "2", **(overrides or {})},
                 ).start()
             )
     except BaseException:

@@ -14,6 +14,12 @@ replicas are byte-identical, so an offset means the same on every replica, and a
 sees only what is below the high watermark, which every in-sync replica holds. It goes on
 looking for a leader that answers for `leader_timeout_ms` (each try `retry_backoff_ms` after
 the last) before it raises the last refusal.
+
+`pipelined()` is SimpleConsumer.pipelined's fetch loop (the Spark source's ranges) from the
+leader, followed the same way. A reader that knows an offset is committed (a range planned
+below an earlier high watermark) calls `wait_visible(offset)` when the leader shows less: a
+new leader learns the high watermark from its followers' first fetches, so for a moment it
+may show consumers less than the leader before it did.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from typing import TypeVar
 
 from kazoo.client import KazooClient
@@ -40,6 +46,7 @@ from .simple_consumer import (
     DEFAULT_MAX_FETCH_SIZE,
     FetchedData,
     MessageBatch,
+    PipelinedFetches,
     SimpleConsumer,
 )
 
@@ -143,6 +150,30 @@ class PartitionReader:
     def fetch(self, offset: int, max_size: int | None = None) -> FetchedData:
         return self._retried(lambda c: c.fetch(self.topic, self.partition, offset, max_size))
 
+    def pipelined(self) -> LeaderFetches:
+        """SimpleConsumer.pipelined of this partition, from its leader (see LeaderFetches)."""
+        return LeaderFetches(self)
+
+    def wait_visible(self, offset: int) -> bool:
+        """Wait until the leader's high watermark reaches `offset` (consumers see everything
+        before it); False when no leader shows it within leader_timeout_ms."""
+        deadline = time.monotonic() + self.leader_timeout_s
+        while True:
+            latest = self.latest_offset()
+            if latest >= offset:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            log.info(
+                "%s-%d: the leader shows offsets up to %d, waiting for %d",
+                self.topic,
+                self.partition,
+                latest,
+                offset,
+            )
+            self.sleep(self.retry_backoff_s)
+            self.leaders.refresh(self.topic)
+
     def iter_batches(
         self, offset: int, *, stop_at_end: bool = True, max_wait_ms: int = 1000
     ) -> Iterator[MessageBatch]:
@@ -232,3 +263,39 @@ class PartitionReader:
         self.sleep(self.retry_backoff_s)
         self.leaders.refresh(self.topic)
         return deadline
+
+
+class LeaderFetches:
+    """PipelinedFetches of one replicated partition from its leader: `ask` sends a fetch to
+    the leader as last seen, `get` returns the answer, and after NotLeaderForPartition,
+    LeaderNotAvailable or a lost connection asks the next leader for the same offset and
+    size (PartitionReader's rules: up to its leader_timeout_ms)."""
+
+    def __init__(self, reader: PartitionReader) -> None:
+        self.reader = reader
+        self._fetches: PipelinedFetches | None = None
+
+    def _current(self) -> PipelinedFetches:
+        consumer = self.reader._current()
+        if self._fetches is None or self._fetches.consumer is not consumer:
+            if self._fetches is not None:
+                self._fetches.close()
+            self._fetches = consumer.pipelined(self.reader.topic, self.reader.partition)
+        return self._fetches
+
+    def ask(self, offset: int, size: int) -> None:
+        with suppress(*LEADER_LOST):  # `get` asks again, of whoever leads then
+            self._current().ask(offset, size)
+
+    def get(self, offset: int, size: int) -> bytes | memoryview:
+        deadline: float | None = None
+        while True:
+            try:
+                return self._current().get(offset, size)
+            except LEADER_LOST as exc:
+                deadline = self.reader._lost(exc, deadline, offset)
+
+    def close(self) -> None:
+        if self._fetches is not None:
+            self._fetches.close()
+            self._fetches = None

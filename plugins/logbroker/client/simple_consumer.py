@@ -85,7 +85,8 @@ class PipelinedFetches:
     `ask` sends it, `get` returns it (reading the answer already on its way when it is for
     the same offset and size; an answer for another is read and dropped first, as 0.7
     answers in order). `close` drops the connection when an answer was asked for and never
-    read, so that nobody takes it for theirs.
+    read, so that nobody takes it for theirs. With the consumer's `waiting_fetches` each one
+    goes as a FETCH_WAIT that waits for nothing, whose refusals carry replication's codes.
 
         fetches = consumer.pipelined(topic, partition)
         data = fetches.get(offset, size)
@@ -115,17 +116,17 @@ class PipelinedFetches:
     def _send(self, offset: int, size: int) -> None:
         if self._asked is not None:
             self._answer(*self._asked)  # read, not used
-        self.consumer.connection.send(FetchRequest(self.topic, self.partition, offset, size))
+        c = self.consumer
+        waiting = c.waiting_fetches
+        c.connection.send(c._fetch_request(self.topic, self.partition, offset, size, 0, waiting))
         self._asked = (offset, size)
 
     def _answer(self, offset: int, size: int) -> bytes | memoryview:
         self._asked = None
-        response = decode_fetch_response(self.consumer.connection.receive())
-        if response.error:
-            raise error_for_code(
-                response.error, _describe(response.error, self.topic, self.partition, offset)
-            )
-        return response.messages
+        c = self.consumer
+        return c._fetch_response(
+            c.connection.receive(), self.topic, self.partition, offset, c.waiting_fetches
+        )
 
     def close(self) -> None:
         if self._asked is not None:

@@ -5,7 +5,11 @@
     faults.kill_broker("live")                       kill -9, restart after a pause
     faults.expire_broker_session("live")             SIGSTOP past the session timeout, SIGCONT
     faults.kill_task_process("logbroker.cli mirror") kill -9 a task's process (mirror, spark)
+    faults.kill_loading_leader(["searches"], 300)    kill -9 a partition's leader mid-load
     faults.kill_scheduler()                          kill -9 the scheduler, start it again
+
+On a stack with replicated topics (PipelineStack(replicated=...)) a broker fault hits the
+leader of one of their partitions (picked at random), so that every kill moves leadership.
 
 A session expires the way it does in production: the process stops answering ZooKeeper's
 pings (SIGSTOP) for longer than its session timeout, the server expires the session and
@@ -25,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..client.cluster import Cluster
 from .airflow_stack import process_running
+from .broker import BrokerProcess
 from .pipeline_stack import PipelineStack
 
 KINDS = (
@@ -36,6 +42,7 @@ KINDS = (
     "consumer_session",  # expire the mirror's (a group consumer's) ZooKeeper session
     "spark_load",  # kill -9 a spark-submit of the hourly load during its write
     "scheduler",  # kill -9 Airflow's scheduler (restarted)
+    "load_leader",  # kill -9 a replicated partition's analysis leader while its topic loads
 )
 SESSION_TIMEOUT_S = (
     6.0  # at least the brokers' (4 s, testing.broker) and the mirror's zk.sessiontimeout.ms
@@ -75,11 +82,52 @@ class Faults:
         self.log(f"  FAULT {kind}: {what}")
 
     def kill_broker(self, cluster: str) -> None:
-        broker = self.rng.choice(self.stack.brokers[cluster])
+        broker, led = self._victim(cluster, sorted(self.stack.replicated))
         broker.kill()
-        self._record(f"{cluster}_broker", f"kill -9 broker {broker.broker_id} of {cluster}")
+        self._record(f"{cluster}_broker", f"kill -9 broker {broker.broker_id} of {cluster}{led}")
         time.sleep(self.rng.uniform(1.0, 4.0))
         broker.start()
+
+    def _victim(self, cluster: str, topics: list[str]) -> tuple[BrokerProcess, str]:
+        """The broker of `cluster` leading a random partition of `topics` (replicated), and
+        words saying so; a random broker when there is none."""
+        brokers = self.stack.brokers[cluster]
+        if topics:
+            topic = self.rng.choice(topics)
+            with Cluster(self.stack.connect(cluster)) as c:
+                assignment = c.assignment(topic)
+                partition = self.rng.randrange(assignment.partitions if assignment else 1)
+                leader = c.leaders.leader(topic, partition)
+            for broker in brokers:
+                if broker.broker_id == leader:
+                    return broker, f" (the leader of {topic}-{partition})"
+        return self.rng.choice(brokers), ""
+
+    def kill_loading_leader(self, topics: list[str], timeout: float) -> bool:
+        """Once the hourly load of one of `topics` (replicated) reads and writes (its staging
+        directory has rows), kill -9 the analysis broker leading one of the topic's
+        partitions, and start it again after a pause: the load reads on from the new
+        leader. Skipped if no such load shows up within `timeout`."""
+        topic = self.rng.choice(sorted(topics))
+        staging = self.stack.warehouse / "_staging" / topic
+
+        def loading() -> bool:  # a live spark-submit of the topic (not one killed) writes
+            running = [p for p in self.task_processes(f"--topics {topic}") if p not in self.killed]
+            return bool(running) and any(staging.glob("*/rows"))
+
+        deadline = self.clock() + timeout
+        while not loading():
+            if self.clock() >= deadline:
+                self.log(f"  (no load of {topic} wrote in {timeout:g} s: load_leader skipped)")
+                return False
+            time.sleep(0.1)
+        time.sleep(self.rng.uniform(0.0, 1.5))
+        broker, led = self._victim("analysis", [topic])
+        broker.kill()
+        self._record("load_leader", f"kill -9 analysis broker {broker.broker_id}{led}")
+        time.sleep(self.rng.uniform(1.0, 4.0))
+        broker.start()
+        return True
 
     def _expire(self, pid: int, kind: str, what: str) -> bool:
         """SIGSTOP `pid` past the ZooKeeper session timeout, then SIGCONT; False (nothing

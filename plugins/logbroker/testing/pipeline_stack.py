@@ -19,6 +19,11 @@ Layout under `workdir`:
 
 Spark runs in local mode inside the Airflow tasks (spark-submit per task, local[2]). Nothing
 here imports Airflow or Spark: Airflow is run as commands and driven through its REST API.
+
+Topics have 0.7's layout (`partitions` per broker) unless `replicated` names them with a
+replication factor: then they are replicated topics of `partitions` x brokers partitions
+in both clusters (docs/replication.md), which producers should send with
+`request_required_acks=-1` for an acknowledgement to survive a leader's death.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,10 +84,12 @@ class PipelineStack:
         spark_master: str = "local[2]",
         extra_airflow_env: dict[str, str] | None = None,
         topics: tuple[str, ...] = TOPICS,
+        replicated: Mapping[str, int] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
         self.topics = topics  # the pipeline's topics (a subset of the demo's: traffic.TOPICS)
+        self.replicated = dict(replicated or {})  # topic -> replication factor (>= 2)
         self.brokers_per_cluster = brokers_per_cluster
         self.partitions = partitions
         self.grace_hours = grace_hours
@@ -191,11 +198,15 @@ class PipelineStack:
             registry.register("_audit", load_schema_file(SCHEMAS / "audit_count.avsc"))
 
     def _create_topics(self) -> None:
+        plain = [t for t in (*TOPICS, "_audit") if t not in self.replicated]
         for zk in (self.live, self.analysis):
             with Cluster(zk) as cluster:
-                for topic in (*TOPICS, "_audit"):
+                for topic in plain:
                     cluster.create_topic(topic, self.partitions)
-                _wait_registered(cluster, zk)
+                for topic, factor in sorted(self.replicated.items()):
+                    partitions = self.partitions * self.brokers_per_cluster
+                    cluster.create_replicated_topic(topic, partitions, factor)
+                _wait_registered(cluster, zk, plain)
 
     def _write_pipeline(self) -> None:
         pipeline: dict[str, Any] = {
@@ -263,6 +274,7 @@ class PipelineStack:
         batch: int = 500,
         pause_s: float = 0.0,
         retries: int = 3,
+        request_required_acks: int | None = None,
     ) -> HourTraffic:
         """One simulated hour on the live cluster, by audited producers (acknowledged, snappy).
 
@@ -270,11 +282,14 @@ class PipelineStack:
         raw bytes on the first topic that are not events (bad records for the load);
         `unsent`: events counted for the audit but never sent (lost on purpose). `pause_s`
         between batches spreads the sending over time (the chaos run's steady rate).
+        `request_required_acks=-1`: acknowledged once every in-sync replica has a set (a
+        0.7 topic's broker is its whole ISR).
         """
         traffic = HourTraffic(hour_ms, dict(events), dict(late or {}), bad_payloads)
         producer = Producer(
             zk_connect=self.live,
             acks=acks,
+            request_required_acks=request_required_acks,
             compression_codec="snappy",
             retries=retries,
             retry_backoff_ms=200,
@@ -374,9 +389,10 @@ class PipelineStack:
         return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
 
 
-def _wait_registered(cluster: Cluster, zk: str) -> None:
-    """Registration in ZooKeeper follows a topic's creation asynchronously: wait for it."""
-    wait_for(lambda: set(TOPICS) <= set(cluster.topics()), 60, f"the topics' registration in {zk}")
+def _wait_registered(cluster: Cluster, zk: str, topics: Iterable[str]) -> None:
+    """Registration in ZooKeeper follows a 0.7 topic's creation asynchronously: wait for it."""
+    wanted = set(topics)
+    wait_for(lambda: wanted <= set(cluster.topics()), 60, f"the topics' registration in {zk}")
 
 
 def wait_for(

@@ -1,0 +1,101 @@
+"""Where the source reads a partition from: its broker (0.7's layout) or its leader (replicated).
+
+A topic of replication factor 1 keeps 0.7's layout: partition i of broker b, named `b-i`, is
+read from broker b with SimpleConsumer. A replicated topic's partition p (docs/replication.md)
+carries the broker id REPLICATED (-1) and is named `p` (logbroker.coordination.paths
+.partition_name names both kinds); it is read from its leader with the library's
+PartitionReader, which finds the leader in ZooKeeper and, after NotLeaderForPartition,
+LeaderNotAvailable or a lost connection, resumes at the same offset on the next leader
+(replicas are byte-identical, and consumers see only what is below the high watermark, which
+every in-sync replica holds). So a range planned on one leader is read on another.
+
+    with open_reads(zookeeper, r.topic, r.broker_id, r.partition, host, port) as reads: ...
+    with ClusterReads(cluster) as reads_for: digest_ranges(reads_for, ranges)
+"""
+
+from __future__ import annotations
+
+from logbroker.client.cluster import Cluster
+from logbroker.client.partition_reader import PartitionReader
+from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.protocol.errors import LogbrokerError
+from logbroker.replication.state import REPLICATED
+from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange
+
+# How long a read waits for a replicated partition's next leader: the controller elects one
+# once the dead leader's ZooKeeper session expired (zk.sessiontimeout.ms, 6 s by default).
+LEADER_TIMEOUT_MS = 60_000
+
+Reads = SimpleConsumer | PartitionReader
+
+
+class NeedsZooKeeperError(LogbrokerError):
+    """A replicated partition was to be read without ZooKeeper, where its leader is named."""
+
+
+def open_reads(
+    zookeeper: str | None,
+    topic: str,
+    broker_id: int,
+    partition: int,
+    host: str,
+    port: int,
+    *,
+    fetch_size: int = DEFAULT_FETCH_SIZE,
+    timeout: float = 30.0,
+) -> Reads:
+    """What reads one partition: broker `host:port`'s SimpleConsumer for a 0.7 partition, a
+    PartitionReader with its own ZooKeeper session for a replicated one (`host:port`, its
+    leader when it was planned, is not needed: the reader asks ZooKeeper). Close it."""
+    if broker_id != REPLICATED:
+        return SimpleConsumer(host, port, fetch_size=fetch_size, timeout=timeout)
+    if not zookeeper:
+        raise NeedsZooKeeperError(
+            f"topic {topic!r} is replicated: reading its partitions from their leaders needs "
+            "the option 'zookeeper' (the cluster's connect string), not 'brokers'"
+        )
+    return PartitionReader.connect(
+        zookeeper,
+        topic,
+        partition,
+        fetch_size=fetch_size,
+        timeout=timeout,
+        leader_timeout_ms=LEADER_TIMEOUT_MS,
+    )
+
+
+class ClusterReads:
+    """`reads_for(range)` over one Cluster, for many ranges (digest_ranges): a 0.7 range's
+    broker (the cluster's consumer), a replicated range's leader (a PartitionReader on the
+    cluster's leaders). The readers are closed with this; the consumers with the cluster."""
+
+    def __init__(self, cluster: Cluster, fetch_size: int = DEFAULT_FETCH_SIZE) -> None:
+        self.cluster = cluster
+        self.fetch_size = fetch_size
+        self._readers: dict[tuple[str, int], PartitionReader] = {}
+
+    def __call__(self, r: PartitionRange) -> Reads:
+        if r.broker_id != REPLICATED:
+            return self.cluster.consumer(r.broker_id)
+        key = (r.topic, r.partition)
+        if key not in self._readers:
+            self._readers[key] = PartitionReader(
+                self.cluster.leaders,
+                r.topic,
+                r.partition,
+                fetch_size=self.fetch_size,
+                timeout=self.cluster.timeout,
+                leader_timeout_ms=LEADER_TIMEOUT_MS,
+            )
+        return self._readers[key]
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+    def __enter__(self) -> ClusterReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
