@@ -17,14 +17,18 @@ Responses (after the int32 size; error 0 from a healthy leader, as for the exten
     REPLICA_FETCH             int16 error (0) | int16 count | ReplicaSet × count, request order
     ReplicaSet := Topic | int32 partition | int16 error | int64 high watermark | int64 log end
                     | int16 epoch count | (int32 epoch | int64 start offset) × epoch count
-                    | int32 data size N | N bytes of log data (whole messages, verbatim)
+                    | int32 messages | int32 data size N | N bytes of log data (verbatim)
     OFFSETS_FOR_LEADER_EPOCH  int16 error (0) | int16 count | EpochEnd × count
     EpochEnd   := Topic | int32 partition | int16 error | int32 epoch | int64 end offset
 
 A ReplicaSet's epochs are the leader's epochs that start at or after the fetch offset, so a
 follower records, before appending, which epoch wrote which of the bytes it copies (epochs.py).
-Its data ends at a message boundary: a follower appends it as it comes, with no per-message
-work. The high watermark is the leader's: the end of what every in-sync replica holds.
+`messages` >= 0 says that the data is whole messages, that many (as the leader's appends
+counted them, through compression: Log.read_whole): a follower appends it as it comes, with no
+per-message work. -1 says that the leader did not count them (the follower is further behind
+than the leader remembers its appends): the last message may be cut off, and the follower
+finds where the whole ones end. The high watermark is the leader's: the end of what every
+in-sync replica holds.
 An EpochEnd answers "where does epoch e end in the leader's log": the largest epoch the
 leader has that is not above e, and the start of the epoch after it (or the leader's log end
 for its current epoch); epoch -1 and end -1 when the leader has no epoch that old.
@@ -106,6 +110,7 @@ class ReplicaSet(NamedTuple, Generic[T]):
     epochs: tuple[tuple[int, int], ...]  # (epoch, start offset), increasing
     size: int
     data: T
+    messages: int = -1  # whole messages in data; -1: not counted, the last may be cut off
 
 
 class EpochEnd(NamedTuple):
@@ -203,6 +208,7 @@ def encode_replica_fetch_response(sets: Sequence[ReplicaSet[T]]) -> list[bytes |
         for epoch, start in s.epochs:
             piece.append(INT32.pack(check_int(epoch, 0, INT32_MAX, "epoch")))
             piece.append(INT64.pack(check_int(start, 0, INT64_MAX, "epoch start")))
+        piece.append(INT32.pack(check_int(s.messages, -1, INT32_MAX, "messages")))
         piece.append(INT32.pack(check_int(s.size, 0, INT32_MAX, "data size")))
         header.extend(piece)
         total += sum(len(p) for p in piece) + s.size
@@ -239,7 +245,7 @@ def _reader(body: Buffer, context: str) -> Reader:
 def decode_replica_fetch_response(body: Buffer) -> list[ReplicaSet[memoryview]]:
     reader = _reader(body, "REPLICA_FETCH response")
     sets = []
-    for _ in range(reader.count("sets", 2 + 4 + 2 + 8 + 8 + 2 + 4)):
+    for _ in range(reader.count("sets", 2 + 4 + 2 + 8 + 8 + 2 + 4 + 4)):
         topic = reader.string("topic")
         partition = reader.int32("partition")
         error = reader.int16("error")
@@ -249,9 +255,12 @@ def decode_replica_fetch_response(body: Buffer) -> list[ReplicaSet[memoryview]]:
             (reader.int32("epoch"), reader.int64("epoch start"))
             for _ in range(reader.count("epochs", 12))
         )
+        messages = reader.int32("messages")
         data = reader.sized_bytes("data")
         sets.append(
-            ReplicaSet(topic, partition, error, high_watermark, log_end, epochs, len(data), data)
+            ReplicaSet(
+                topic, partition, error, high_watermark, log_end, epochs, len(data), data, messages
+            )
         )
     reader.done()
     return sets

@@ -4,9 +4,12 @@ A fetcher sends REPLICA_FETCH (protocol/replication.py) for every partition this
 follows on that leader, each from its log's end, in the leader epoch it follows. The leader
 holds the request until it has something new (or `replica.fetch.wait.max.ms`), and answers
 with its bytes from there: the follower records the leader's epochs that start in them
-(epochs.py) and appends the whole messages verbatim (Log.append_verbatim: no per-message work
-beyond walking the sizes); a cut-off last message is fetched again from the new end. Its next
-fetch, from its new end, is how the leader learns that the follower has the data.
+(epochs.py) and appends the messages verbatim (Log.append_verbatim). The leader cuts the bytes
+where one of its appends ended and says how many messages they hold (Log.read_whole), so the
+follower does no per-message work; only when the leader could not say (a follower far behind)
+does it walk the sizes to find the whole messages, and fetch a cut-off last one again from its
+new end. Its next fetch, from its new end, is how the leader learns that the follower has the
+data.
 
 The follower's high watermark is the leader's, capped at its own end: never above what it
 holds. A partition whose leader answers that it does not lead it (codes 8, 9, 13) waits for
@@ -246,7 +249,10 @@ class ReplicaFetcher(threading.Thread):
                 f"to broker {self.broker_id}: error {answer.error}"
             )
         data = answer.data
-        end, count = whole_entries(data)
+        if answer.messages >= 0:  # whole messages, counted by the leader
+            end, count = len(data), answer.messages
+        else:
+            end, count = whole_entries(data)
         if end == 0 and len(data):
             needed = first_entry_size(data) or self.max_bytes
             self._fetch_size[key] = max(self._fetch_size.get(key, self.max_bytes), needed)

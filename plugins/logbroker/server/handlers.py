@@ -525,7 +525,7 @@ class RequestHandlers:
                 self._high_watermark_moved(replica)
             if req.replica_id not in state.isr and replica.wants_in(req.replica_id, fetch.offset):
                 self.replicas.ask_in(replica, req.replica_id)  # type: ignore[union-attr]
-            region = replica.log.read(fetch.offset, fetch.max_bytes)
+            region, messages = replica.log.read_whole(fetch.offset, fetch.max_bytes)
             epochs = replica.epochs.entries
             # the epoch that wrote `fetch.offset`, and those that start in what is sent
             covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
@@ -541,6 +541,7 @@ class RequestHandlers:
                 tuple(covering + later),
                 region.length,
                 region,
+                messages,
             )
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc), fetch.topic)
