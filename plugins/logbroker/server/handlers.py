@@ -562,10 +562,20 @@ class RequestHandlers:
             return encode_replica_fetch_response(sets)
 
         def look(final: bool) -> Response | None:
-            again = [self._replica_set(req, i) for i in range(len(req.fetches))]
-            if final or any(s.error or s.size for s in again):
-                return encode_replica_fetch_response(again)
-            return None
+            # Woken by an append: only the partitions whose log moved past the fetch (or whose
+            # leadership ended) are read again; the others' sets stand, their high watermark
+            # as it was (the follower takes the newer one with its next data). The timer's
+            # last look reads them all again.
+            if final:
+                sets[:] = [self._replica_set(req, i) for i in range(len(req.fetches))]
+                return encode_replica_fetch_response(sets)
+            found = False
+            for i, f in enumerate(req.fetches):
+                replica = self.replicas.replica(f.topic, f.partition) if self.replicas else None
+                if replica is None or not replica.leading or replica.log.end_offset != f.offset:
+                    sets[i] = again = self._replica_set(req, i)
+                    found = found or bool(again.error or again.size)
+            return encode_replica_fetch_response(sets) if found else None
 
         keys = [(f.topic, f.partition) for f in req.fetches]
         loop = asyncio.get_running_loop()
