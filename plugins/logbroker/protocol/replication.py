@@ -36,6 +36,8 @@ for its current epoch); epoch -1 and end -1 when the leader has no epoch that ol
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
@@ -58,6 +60,15 @@ from .wire import (
 
 REPLICA_FETCH = 9
 OFFSETS_FOR_LEADER_EPOCH = 10
+
+# A follower fetches every partition it copies from a leader in one request, and the leader
+# answers each of them, data or not: these are per partition and per fetch, so they go as a
+# few packs and unpacks of fixed groups of fields (the checks of ranges stay).
+_FETCH = struct.Struct(">iqii")  # ReplicaFetch after its topic
+_SET_HEAD = struct.Struct(">ihqqh")  # ReplicaSet after its topic, up to its epoch count
+_EPOCH = struct.Struct(">iq")
+_SET_SIZES = struct.Struct(">ii")  # messages, data size
+_SET_HEAD_FIELDS = struct.Struct(">ihqq")  # _SET_HEAD without the count (read by Reader.count)
 
 T = TypeVar("T")
 
@@ -133,11 +144,15 @@ def encode_replication_request(req: ReplicaFetchRequest | OffsetsForLeaderEpochR
         parts.append(INT32.pack(check_int(req.min_bytes, 0, INT32_MAX, "min bytes")))
         parts.append(INT16.pack(check_int(len(req.fetches), 0, INT16_MAX, "fetches")))
         for f in req.fetches:
-            parts.append(encode_string(validate_topic(f.topic)))
-            parts.append(INT32.pack(check_int(f.partition, 0, INT32_MAX, "partition")))
-            parts.append(INT64.pack(check_int(f.offset, 0, INT64_MAX, "offset")))
-            parts.append(INT32.pack(check_int(f.max_bytes, 0, INT32_MAX, "max bytes")))
-            parts.append(INT32.pack(check_int(f.leader_epoch, -1, INT32_MAX, "leader epoch")))
+            parts.append(_topic_bytes(f.topic))
+            parts.append(
+                _FETCH.pack(
+                    check_int(f.partition, 0, INT32_MAX, "partition"),
+                    check_int(f.offset, 0, INT64_MAX, "offset"),
+                    check_int(f.max_bytes, 0, INT32_MAX, "max bytes"),
+                    check_int(f.leader_epoch, -1, INT32_MAX, "leader epoch"),
+                )
+            )
     else:
         parts.append(INT16.pack(check_int(len(req.queries), 0, INT16_MAX, "queries")))
         for q in req.queries:
@@ -157,17 +172,20 @@ def decode_replication_request(
         max_wait_ms = reader.non_negative_int32("max wait ms")
         min_bytes = reader.non_negative_int32("min bytes")
         fetches = []
-        for _ in range(reader.count("fetches", 2 + 4 + 8 + 4 + 4)):
+        for _ in range(reader.count("fetches", 2 + _FETCH.size)):
             topic = _topic(reader)
-            partition = reader.non_negative_int32("partition")
             pos = reader.pos
-            offset = reader.int64("offset")
-            if offset < 0:
-                reader.fail(f"offset {offset} at byte {pos} is negative")
-            max_bytes = reader.non_negative_int32("max bytes")
-            fetches.append(
-                ReplicaFetch(topic, partition, offset, max_bytes, reader.int32("leader epoch"))
+            partition, offset, max_bytes, epoch = reader.unpack(
+                _FETCH, "partition, offset, max bytes, leader epoch"
             )
+            for value, what, at in (
+                (partition, "partition", pos),
+                (offset, "offset", pos + 4),
+                (max_bytes, "max bytes", pos + 12),
+            ):
+                if value < 0:
+                    reader.fail(f"{what} {value} at byte {at} is negative")
+            fetches.append(ReplicaFetch(topic, partition, offset, max_bytes, epoch))
         return ReplicaFetchRequest(replica_id, max_wait_ms, min_bytes, tuple(fetches))
     queries = []
     for _ in range(reader.count("queries", 2 + 4 + 4)):
@@ -187,6 +205,12 @@ def _topic(reader: Reader) -> str:
         raise InvalidRequestError(f"{reader.context}: topic at byte {pos}: {exc}") from None
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_bytes(topic: str) -> bytes:
+    """A legal topic's short string (raises ValueError for an illegal one, never cached)."""
+    return encode_string(validate_topic(topic))
+
+
 # -- responses -----------------------------------------------------------------------------
 
 
@@ -198,18 +222,28 @@ def encode_replica_fetch_response(sets: Sequence[ReplicaSet[T]]) -> list[bytes |
     total = 4
     for s in sets:
         piece = [
-            encode_string(s.topic),
-            INT32.pack(s.partition),
-            INT16.pack(s.error),
-            INT64.pack(check_int(s.high_watermark, -1, INT64_MAX, "high watermark")),
-            INT64.pack(check_int(s.log_end, -1, INT64_MAX, "log end")),
-            INT16.pack(check_int(len(s.epochs), 0, INT16_MAX, "epochs")),
+            _topic_bytes(s.topic),
+            _SET_HEAD.pack(
+                s.partition,
+                s.error,
+                check_int(s.high_watermark, -1, INT64_MAX, "high watermark"),
+                check_int(s.log_end, -1, INT64_MAX, "log end"),
+                check_int(len(s.epochs), 0, INT16_MAX, "epochs"),
+            ),
         ]
         for epoch, start in s.epochs:
-            piece.append(INT32.pack(check_int(epoch, 0, INT32_MAX, "epoch")))
-            piece.append(INT64.pack(check_int(start, 0, INT64_MAX, "epoch start")))
-        piece.append(INT32.pack(check_int(s.messages, -1, INT32_MAX, "messages")))
-        piece.append(INT32.pack(check_int(s.size, 0, INT32_MAX, "data size")))
+            piece.append(
+                _EPOCH.pack(
+                    check_int(epoch, 0, INT32_MAX, "epoch"),
+                    check_int(start, 0, INT64_MAX, "epoch start"),
+                )
+            )
+        piece.append(
+            _SET_SIZES.pack(
+                check_int(s.messages, -1, INT32_MAX, "messages"),
+                check_int(s.size, 0, INT32_MAX, "data size"),
+            )
+        )
         header.extend(piece)
         total += sum(len(p) for p in piece) + s.size
         if s.size:
@@ -245,21 +279,28 @@ def _reader(body: Buffer, context: str) -> Reader:
 def decode_replica_fetch_response(body: Buffer) -> list[ReplicaSet[memoryview]]:
     reader = _reader(body, "REPLICA_FETCH response")
     sets = []
-    for _ in range(reader.count("sets", 2 + 4 + 2 + 8 + 8 + 2 + 4 + 4)):
+    for _ in range(reader.count("sets", 2 + _SET_HEAD.size + _SET_SIZES.size)):
         topic = reader.string("topic")
-        partition = reader.int32("partition")
-        error = reader.int16("error")
-        high_watermark = reader.int64("high watermark")
-        log_end = reader.int64("log end")
-        epochs = tuple(
-            (reader.int32("epoch"), reader.int64("epoch start"))
-            for _ in range(reader.count("epochs", 12))
+        partition, error, high_watermark, log_end = reader.unpack(
+            _SET_HEAD_FIELDS, "partition, error, high watermark, log end"
         )
-        messages = reader.int32("messages")
+        epochs = []
+        for _ in range(reader.count("epochs", _EPOCH.size)):
+            epoch, start = reader.unpack(_EPOCH, "epoch, epoch start")
+            epochs.append((epoch, start))
+        (messages,) = reader.unpack(INT32, "messages")
         data = reader.sized_bytes("data")
         sets.append(
             ReplicaSet(
-                topic, partition, error, high_watermark, log_end, epochs, len(data), data, messages
+                topic,
+                partition,
+                error,
+                high_watermark,
+                log_end,
+                tuple(epochs),
+                len(data),
+                data,
+                messages,
             )
         )
     reader.done()
