@@ -131,6 +131,15 @@ def test_acks_all_is_on_every_replica_byte_for_byte(three, zk_chroot) -> None:
         assert consume(leader, "copied", 0)[-500:] == sent
 
 
+def _produced(broker: BrokerProcess, topic: str, ends: list[int]) -> bool:
+    """An acks=-1 produce of b"all three", its end put in `ends`; False if it was refused."""
+    try:
+        ends.append(produce(broker, topic, 0, [b"all three"]))
+        return True
+    except NotEnoughReplicasError:
+        return False
+
+
 def _takes(broker: BrokerProcess, topic: str) -> bool:
     try:
         produce(broker, topic, 0, [b"probe"], all_in_sync=False)
@@ -167,7 +176,11 @@ def test_a_stopped_follower_leaves_the_isr_and_comes_back(three, zk_chroot) -> N
         wait_until(
             "the followers to rejoin", lambda: set(state(cluster, "lagging").isr) == set(p.replicas)
         )
-        end = produce(leader, "lagging", 0, [b"all three"])
+        # The leader takes the ISR it wrote when its own watch brings it back, a moment after
+        # ZooKeeper shows it; until then acks=-1 is refused, before anything is appended.
+        ends: list[int] = []
+        wait_until("the leader to count them in", lambda: _produced(leader, "lagging", ends))
+        end = ends[0]
         for follower in (a, b):
             assert log_bytes(follower, "lagging", 0)[:end] == log_bytes(leader, "lagging", 0)[:end]
 
