@@ -258,14 +258,14 @@ class ReplicaFetcher(threading.Thread):
             self._fetch_size[key] = max(self._fetch_size.get(key, self.max_bytes), needed)
             return
         self._fetch_size.pop(key, None)
-        start = r.log.end_offset
-        for epoch, epoch_start in answer.epochs:
-            if epoch_start <= start + end:  # the epochs that wrote the bytes copied now
-                try:
-                    r.epochs.assign(epoch, max(epoch_start, r.epochs.latest_start))
-                except EpochFileError as exc:
-                    log.error("%s: %s", r.name, exc)
-        if end:
+        if end:  # most answers of a fetch of several partitions bring nothing: no work
+            start = r.log.end_offset
+            for epoch, epoch_start in answer.epochs:
+                if epoch_start <= start + end:  # the epochs that wrote the bytes copied now
+                    try:
+                        r.epochs.assign(epoch, max(epoch_start, r.epochs.latest_start))
+                    except EpochFileError as exc:
+                        log.error("%s: %s", r.name, exc)
             r.log.append_verbatim(data[:end], count)
             self.fetched_bytes += end
         r.high_watermark = max(r.high_watermark, min(answer.high_watermark, r.log.end_offset))
