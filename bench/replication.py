@@ -21,6 +21,11 @@ partitions, 100-byte messages, the library's own clients (bench/systems/replicat
                            high watermark having it; one message in flight
   latency_rf1              the same on a 0.7 topic with acks=1 (a reference)
 
+Every one-producer produce workload runs twice: at 100 messages per request (11,000 bytes;
+the post's batch.size was 8,196) and, named <workload>_b1000, at 1,000 (a synchronous
+producer's bytes in flight about the post's five 8 KB requests per partition; the fixed
+cost of a request, and of each follower's fetch of it, spread over ten times the messages).
+
 Three brokers share the machine's cores here, so every produce and consume workload also
 reports the CPU seconds each broker process used per million messages (utime + stime from
 /proc/<pid>/stat, from the moment the engine says go until every message is below the high
@@ -70,7 +75,10 @@ SIZE = 100  # the post's 100-byte messages
 ENTRY = SIZE + 10
 PARTITIONS = 6
 BROKERS = (0, 1, 2)
-BATCH = 100  # messages per produce request (11,000 bytes; the post's batch.size was 8,196)
+BATCH = 100  # messages per produce request: 11,000 bytes (the post's batch.size was 8,196)
+LARGE = 1000  # ... and ten times that: the fixed cost of a request (and of a follower's fetch
+# of it, in Python) spread over more messages; a synchronous producer with this much in each
+# request has about as many bytes in flight as the post's (5 requests of 8 KB per partition)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -82,17 +90,32 @@ class Workload:
     acks: int = 1
     producers: int = 1
     label: str = ""
+    batch: int = BATCH  # messages per produce request
+
+    @property
+    def base(self) -> str:
+        """The rf 1 workload its throughput is compared with."""
+        if self.kind == "consume":
+            return "consume_rf1"
+        return "rf1" if self.batch == BATCH else f"rf1_b{self.batch}"
+
+
+def _produce(name: str, layout: str, acks: int, label: str, producers: int = 1) -> list[Workload]:
+    """A produce workload at BATCH messages per request, and (one producer) at LARGE."""
+    out = [Workload(name, "produce", layout, acks, producers, label)]
+    if producers == 1:
+        big = f"{label}, {LARGE:,} per request"
+        out.append(Workload(f"{name}_b{LARGE}", "produce", layout, acks, 1, big, LARGE))
+    return out
 
 
 WORKLOADS = (
-    Workload("rf1", "produce", "rf1", 1, 1, "rf 1"),
-    Workload("rf3_acks1", "produce", "rf3", 1, 1, "rf 3, acks=1"),
-    Workload("rf3_acks_all", "produce", "rf3", -1, 1, "rf 3, acks=-1"),
-    Workload("rf3_acks1_3_producers", "produce", "rf3", 1, 3, "rf 3, acks=1, 3 producers"),
-    Workload("rf3_acks1_one_leader", "produce", "one_leader", 1, 1, "rf 3, acks=1, one leader"),
-    Workload(
-        "rf3_acks_all_one_leader", "produce", "one_leader", -1, 1, "rf 3, acks=-1, one leader"
-    ),
+    *_produce("rf1", "rf1", 1, "rf 1"),
+    *_produce("rf3_acks1", "rf3", 1, "rf 3, acks=1"),
+    *_produce("rf3_acks_all", "rf3", -1, "rf 3, acks=-1"),
+    *_produce("rf3_acks1_3_producers", "rf3", 1, "rf 3, acks=1, 3 producers", 3),
+    *_produce("rf3_acks1_one_leader", "one_leader", 1, "rf 3, acks=1, one leader"),
+    *_produce("rf3_acks_all_one_leader", "one_leader", -1, "rf 3, acks=-1, one leader"),
     Workload("consume_rf1", "consume", "rf1", 1, 1, "consumer, rf 1"),
     Workload("consume_rf3", "consume", "rf3", 1, 1, "consumer, rf 3"),
     Workload("latency_rf3_acks_all", "latency", "rf3", -1, 1, "latency, rf 3, acks=-1"),
@@ -110,13 +133,21 @@ POST = {
 }
 
 FULL = {
-    "n": 400_000,  # messages per producer
+    "n": 400_000,  # messages per producer, BATCH per request
+    "n_large": 2_000_000,  # LARGE per request
     "n_consume": 1_200_000,
     "latency": 10_000,
     "latency_warmup": 500,
     "reps": 3,
 }
-QUICK = {"n": 3_000, "n_consume": 6_000, "latency": 100, "latency_warmup": 10, "reps": 1}
+QUICK = {
+    "n": 3_000,
+    "n_large": 6_000,
+    "n_consume": 6_000,
+    "latency": 100,
+    "latency_warmup": 10,
+    "reps": 1,
+}
 BROKER_SETTINGS = {
     # bench/systems/logbroker.py's broker: the sample flush settings (every 10,000 messages
     # or 1,000 ms); the replication keys at their defaults, written out for the report
@@ -356,8 +387,8 @@ class Bench:
         endpoint: dict[str, Any],
         topic: str,
     ) -> None:
-        n = int(self.cfg["n"] * self.args.scale)
-        job = ("produce", dict(topic=topic, n=n, size=SIZE, batch=self.args.batch))
+        n = int(self.cfg["n" if w.batch == BATCH else "n_large"] * self.args.scale)
+        job = ("produce", dict(topic=topic, n=n, size=SIZE, batch=w.batch))
         tag = f"{key.replace(':', '-')}-r{rep}"
         results, cpu = self._measured(cluster, endpoint, [job] * w.producers, tag)
         messages = sum(r["messages"] for r in results)
@@ -406,6 +437,9 @@ class Bench:
         if w.layout == "one_leader" and nbytes:
             # broker 0 took every produced byte; 1 and 2 each copied every one of them
             leader = cpu[0] / nbytes
+            if not leader:  # a run shorter than a clock tick of the leader's (--quick)
+                self.notes.append(f"{key}: the leader's CPU read 0 ticks; no per-byte ratio")
+                return
             for b in (1, 2):
                 self.add(key, f"follower{b}_vs_leader_cpu_per_byte", "x", cpu[b] / nbytes / leader)
 
@@ -493,19 +527,24 @@ def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
         shown = "-" if measured is None else fmt.format(measured)
         out.append([goal, shown, target, "n/a" if met is None else ("yes" if met else "**no**")])
 
-    rf1 = _get(idx, "rf1", "throughput")
-    for w, factor, post in (("rf3_acks1", 0.75, "0.96×"), ("rf3_acks_all", 0.5, "0.51×")):
-        mine = _get(idx, w, "throughput")
-        ratio = mine / rf1 if mine and rf1 else None
-        label = BY_NAME[w].label
-        row(
-            f"{label} ≥ {factor}× rf 1 (the post: {post})",
-            ratio,
-            f"≥ {factor}×",
-            None if ratio is None else ratio >= factor,
-            "{:.2f}×",
-        )
-    for w in ("rf3_acks1_one_leader", "rf3_acks_all_one_leader"):
+    for suffix in ("", f"_b{LARGE}"):
+        for w, factor, post in (("rf3_acks1", 0.75, "0.96×"), ("rf3_acks_all", 0.5, "0.51×")):
+            mine = _get(idx, w + suffix, "throughput")
+            rf1 = _get(idx, "rf1" + suffix, "throughput")
+            ratio = mine / rf1 if mine and rf1 else None
+            row(
+                f"{BY_NAME[w + suffix].label}: ≥ {factor}× rf 1 (the post: {post})",
+                ratio,
+                f"≥ {factor}×",
+                None if ratio is None else ratio >= factor,
+                "{:.2f}×",
+            )
+    for w in (
+        "rf3_acks1_one_leader",
+        "rf3_acks_all_one_leader",
+        f"rf3_acks1_one_leader_b{LARGE}",
+        f"rf3_acks_all_one_leader_b{LARGE}",
+    ):
         worst = max(
             (x for b in (1, 2) if (x := _get(idx, w, f"follower{b}_vs_leader_cpu_per_byte"))),
             default=None,
@@ -543,9 +582,8 @@ def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
 def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
     idx = {(r["workload"], r["metric"]): r for r in records}
     m = info["machine"]
-    rf1 = _get(idx, "rf1", "throughput")
-    c1 = _get(idx, "consume_rf1", "throughput")
     loads = [x[2] for x in info["loads"]]
+    p = info["parameters"]
     parts = [
         "# Replication benchmark: the 2014 post's table on one machine",
         "",
@@ -561,25 +599,24 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
         f"{min(loads, default=0):.2f}–{max(loads, default=0):.2f} as the workloads started "
         "(other engineers' tests run on this machine too).",
         "",
-        f"Six partitions, {SIZE}-byte messages, {info['parameters']['batch']} messages per "
-        "produce request (one set, one partition, the library's `Producer.send`, synchronous: "
-        "the next request after the answer), "
-        f"{info['parameters']['n']:,} messages per producer, {info['parameters']['n_consume']:,} "
-        "consumed. Each cell: median of the repetitions (min–max); ratios are of medians, "
-        "with the range of the per-repetition ratios (workloads of a repetition ran minutes "
-        "apart, on fresh brokers).",
+        f"Six partitions, {SIZE}-byte messages; {p['batch']} messages per produce request "
+        f"({p['n']:,} per producer), and {p['large_batch']:,} in the `_b{p['large_batch']}` "
+        f"workloads ({p['n_large']:,}): one set to one partition per request, the library's "
+        "`Producer.send`, synchronous (the next request after the answer); "
+        f"{p['n_consume']:,} messages consumed. Each cell: median of the repetitions "
+        "(min–max); ratios are of medians, with the range of the per-repetition ratios.",
         "",
     ]
-    rows = [["workload", "msgs/s", "× rf 1", "per-rep ratios", "the post (3 machines)"]]
+    rows = [["workload", "msgs/s", "× its rf 1", "per-rep ratios", "the post (3 machines)"]]
     for w in WORKLOADS:
         if w.kind == "latency":
             continue
         r = idx.get((w.name, "throughput"))
         if r is None:
             continue
-        base, base_name = (c1, "consume_rf1") if w.kind == "consume" else (rf1, "rf1")
+        base = _get(idx, w.base, "throughput")
         ratio = f"{r['median'] / base:.2f}×" if base else ""
-        reps = rep_ratios(info, w.name, base_name)
+        reps = rep_ratios(info, w.name, w.base)
         spread = f"{min(reps):.2f}–{max(reps):.2f}" if len(reps) > 1 else ""
         rows.append([f"`{w.name}` ({w.label})", _cell(r), ratio, spread, POST.get(w.name, "")])
     parts += [report._md_table(rows), ""]
@@ -750,7 +787,7 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
     )
     blue = report.COLORS["logbroker"]
 
-    def bars(ax: Any, names: list[str], metric: str, color: Any, ratio_to: float | None) -> None:
+    def bars(ax: Any, names: list[str], metric: str, color: Any, ratios: bool) -> None:
         found = [w for w in names if (w, metric) in idx]
         med = [idx[(w, metric)]["median"] for w in found]
         lo = [idx[(w, metric)]["median"] - idx[(w, metric)]["min"] for w in found]
@@ -765,8 +802,9 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
             edgecolor="black",
             linewidth=0.5,
         )
-        for b, v in zip(drawn, med, strict=True):
-            label = report._fmt(v) + (f"\n{v / ratio_to:.2f}×" if ratio_to else "")
+        for b, v, w in zip(drawn, med, found, strict=True):
+            base = _get(idx, BY_NAME[w].base, metric) if ratios else None
+            label = report._fmt(v) + (f"\n{v / base:.2f}×" if base else "")
             ax.annotate(
                 label,
                 (b.get_x() + b.get_width() / 2, v),
@@ -781,27 +819,29 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
         )
         ax.grid(axis="y", alpha=0.3)
 
-    produce = [w.name for w in WORKLOADS if w.kind == "produce"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 1]})
-    rf1 = _get(idx, "rf1", "throughput")
-    bars(ax1, produce, "throughput", blue, rf1)
-    if rf1:
-        for factor, style in ((0.75, "--"), (0.5, ":")):
-            ax1.axhline(factor * rf1, color="gray", linestyle=style, linewidth=0.8)
-            ax1.annotate(
-                f"{factor}× rf 1",
-                (len(produce) - 0.5, factor * rf1),
-                fontsize=7,
-                color="gray",
-                ha="right",
-                va="bottom",
-            )
-    ax1.set_ylabel("messages/s (acknowledged)")
-    ax1.set_title(f"Producer throughput, {SIZE}-byte messages, 6 partitions (× rf 1 under each)")
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [6, 5, 2]})
+    for ax, batch in zip(axes, (BATCH, LARGE), strict=False):
+        produce = [w.name for w in WORKLOADS if w.kind == "produce" and w.batch == batch]
+        bars(ax, produce, "throughput", blue, True)
+        rf1 = _get(idx, BY_NAME[produce[0]].base, "throughput")
+        if rf1:
+            for factor, style in ((0.75, "--"), (0.5, ":")):
+                ax.axhline(factor * rf1, color="gray", linestyle=style, linewidth=0.8)
+                ax.annotate(
+                    f"{factor}× rf 1",
+                    (len(produce) - 0.5, factor * rf1),
+                    fontsize=7,
+                    color="gray",
+                    ha="right",
+                    va="bottom",
+                )
+        ax.set_ylabel("messages/s (acknowledged)")
+        ax.set_title(f"Producer, {batch:,} messages per request (× rf 1 under each)", fontsize=9)
     consume = [w.name for w in WORKLOADS if w.kind == "consume"]
-    bars(ax2, consume, "throughput", "#2ca02c", _get(idx, "consume_rf1", "throughput"))
-    ax2.set_ylabel("messages/s")
-    ax2.set_title("One consumer")
+    bars(axes[2], consume, "throughput", "#2ca02c", True)
+    axes[2].set_ylabel("messages/s")
+    axes[2].set_title("One consumer", fontsize=9)
+    fig.suptitle(f"Throughput, {SIZE}-byte messages, 6 partitions, three brokers on 2 cores")
     fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
     fig.tight_layout()
     fig.savefig(outdir / "replication_throughput.png", dpi=110)
@@ -963,9 +1003,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3; quick 1)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     p.add_argument(
-        "--batch", type=int, default=BATCH, help=f"messages per produce request (default {BATCH})"
-    )
-    p.add_argument(
         "--only",
         default="",
         help="comma-separated workloads (default: all): " + ",".join(BY_NAME),
@@ -1053,10 +1090,12 @@ def main(argv: list[str] | None = None) -> int:
         "parameters": {
             "message_bytes": SIZE,
             "partitions": PARTITIONS,
-            "batch": args.batch,
+            "batch": BATCH,
+            "large_batch": LARGE,
             "reps": args.reps,
             "scale": args.scale,
             "n": int(cfg["n"] * args.scale),
+            "n_large": int(cfg["n_large"] * args.scale),
             "n_consume": int(cfg["n_consume"] * args.scale),
             "latency": cfg["latency"],
             "latency_warmup": cfg["latency_warmup"],
