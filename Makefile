@@ -96,7 +96,7 @@ bench: setup
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 # The 2014 post's replication table (docs/performance.md, "Replication"): three brokers on this
-# machine, rf 1 against rf 3 with acks 1 and -1, ~15 min; only bench/requirements.txt (the plots)
+# machine, rf 1 against rf 3 with acks 1 and -1, ~5 min; only bench/requirements.txt (the plots)
 # is installed. BENCH_ARGS as above, e.g. BENCH_ARGS="--reps 5 --baseline replication".
 .PHONY: bench-replication
 bench-replication: setup

@@ -672,7 +672,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
         )
     parts += [report._md_table(crows), ""]
     frows = [["workload", "follower 1 / leader", "follower 2 / leader"]]
-    for w in ("rf3_acks1_one_leader", "rf3_acks_all_one_leader"):
+    for w in (x.name for x in WORKLOADS if x.layout == "one_leader"):
         if (w, "follower1_vs_leader_cpu_per_byte") in idx:
             frows.append(
                 [
