@@ -106,3 +106,11 @@ clean:
 bench: setup
 	@bash bench/install-peers.sh $(VENV)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# The 2014 post's replication table (docs/performance.md, "Replication"): three brokers on this
+# machine, rf 1 against rf 3 with acks 1 and -1, ~5 min; only bench/requirements.txt (the plots)
+# is installed. BENCH_ARGS as above, e.g. BENCH_ARGS="--reps 5 --baseline replication".
+.PHONY: bench-replication
+bench-replication: setup
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r bench/requirements.txt
+	$(BIN)/python bench/replication.py $(BENCH_ARGS)

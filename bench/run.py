@@ -66,6 +66,7 @@ import tempfile
 import time
 import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -239,8 +240,10 @@ class Engine:
         endpoint: dict[str, Any],
         jobs: list[tuple[str, dict[str, Any]]],
         tag: str,
+        at_go: Callable[[], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """Start every job's process, wait until all are READY, say go to all at once."""
+        """Start every job's process, wait until all are READY, say go to all at once
+        (`at_go()` runs just before: bench/replication.py reads the brokers' CPU there)."""
         spy = self._spy(system, tag)
         procs = [
             self._spawn(system, action, endpoint, params, True, f"{tag}-{i}")
@@ -249,6 +252,8 @@ class Engine:
         try:
             for proc in procs:
                 self._wait_line(proc, "READY")
+            if at_go is not None:
+                at_go()
             for proc in procs:
                 assert proc.stdin is not None
                 proc.stdin.write("go\n")

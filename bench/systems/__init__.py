@@ -40,9 +40,11 @@ from types import ModuleType
 
 NAMES = ("logbroker", "rabbitmq", "activemq", "redis", "redis_c", "tcp")
 PEERS = ("rabbitmq", "activemq", "redis")
+# Clients of other benchmarks' workers, not systems run.py measures: bench/replication.py's.
+OTHERS = ("replicated",)
 
 
 def load(name: str) -> ModuleType:
-    if name not in NAMES:
+    if name not in NAMES + OTHERS:
         raise ValueError(f"unknown system {name!r} (known: {', '.join(NAMES)})")
     return importlib.import_module(f"systems.{name}")

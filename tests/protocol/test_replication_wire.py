@@ -66,7 +66,7 @@ def test_offsets_for_leader_epoch_request_bytes() -> None:
 def test_replica_fetch_response_bytes_and_back() -> None:
     data = b"\x00\x00\x00\x06\x01\x00abcd"  # one message's bytes, sent as they are
     parts = encode_replica_fetch_response(
-        [ReplicaSet("t", 0, 0, 100, 140, ((3, 90), (4, 120)), len(data), data)]
+        [ReplicaSet("t", 0, 0, 100, 140, ((3, 90), (4, 120)), len(data), data, 1)]
     )
     response = b"".join(parts)
     body = (
@@ -80,12 +80,13 @@ def test_replica_fetch_response_bytes_and_back() -> None:
         + struct.pack(">h", 2)  # two epochs
         + struct.pack(">iq", 3, 90)  # epoch 3 wrote from offset 90
         + struct.pack(">iq", 4, 120)  # epoch 4 from 120
+        + struct.pack(">i", 1)  # whole messages, one (-1: not counted)
         + struct.pack(">i", len(data)) + data  # the log data
     )  # fmt: skip
     assert response == struct.pack(">i", len(body)) + body
     [s] = decode_replica_fetch_response(body)
-    assert (s.topic, s.partition, s.error, s.high_watermark, s.log_end, s.epochs) == (
-        "t", 0, 0, 100, 140, ((3, 90), (4, 120)),
+    assert (s.topic, s.partition, s.error, s.high_watermark, s.log_end, s.epochs, s.messages) == (
+        "t", 0, 0, 100, 140, ((3, 90), (4, 120)), 1,
     )  # fmt: skip
     assert bytes(s.data) == data
     # the data part is handed over as it is (a file region goes to sendfile)
@@ -112,7 +113,7 @@ def test_malformed_answers_and_requests_name_their_field() -> None:
             struct.pack(">hh", 0, 1)
             + struct.pack(">h", 1)
             + b"t"
-            + struct.pack(">ihqqhi", 0, 0, 1, 1, 5, 0)
+            + struct.pack(">ihqqhii", 0, 0, 1, 1, 5, -1, 0)
         )
     with pytest.raises(NotLeaderForPartitionError):
         decode_offsets_for_leader_epoch_response(struct.pack(">h", 8))

@@ -1,15 +1,20 @@
-"""The pure parts of replication: the assignment, the ZooKeeper values, the epoch file."""
+"""The pure parts of replication: the assignment, the ZooKeeper values, the epoch file, and
+what a follower appends of a leader's answer."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.replication import ReplicaSet
 from logbroker.replication.assignment import AssignmentError, assign
 from logbroker.replication.epochs import UNDEFINED, EpochFileError, LeaderEpochs
+from logbroker.replication.fetcher import ReplicaFetcher
 from logbroker.replication.state import (
     Assignment,
     ControllerInfo,
@@ -18,6 +23,7 @@ from logbroker.replication.state import (
     decode_election,
     encode_election,
 )
+from logbroker.storage.log import Log, LogConfig
 
 
 def test_assignment_is_kafkas_round_robin_with_leaders_spread() -> None:
@@ -90,3 +96,27 @@ def test_epoch_file_finds_where_an_epoch_ends(tmp_path: Path) -> None:
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n1 10\n")
     with pytest.raises(EpochFileError, match="2 entries announced, 1 found"):
         LeaderEpochs(tmp_path)
+
+
+def test_a_follower_appends_only_whole_messages(tmp_path: Path) -> None:
+    """Bytes the leader counted are appended as they come; uncounted ones (-1) only up to
+    their last whole message; a first message larger than the fetch is asked for whole."""
+    log = Log(tmp_path / "t-0", "t", 0, LogConfig(), lambda: 0)
+    epochs = LeaderEpochs.create(log.directory)
+    follower = SimpleNamespace(
+        topic="t", partition=0, log=log, epochs=epochs, state=None, high_watermark=0, name="t-0"
+    )
+    fetcher = ReplicaFetcher(1, 0, lambda broker: None, max_bytes=1024, max_wait_ms=100)
+
+    def answer(data: bytes, messages: int) -> ReplicaSet[memoryview]:
+        return ReplicaSet("t", 0, 0, 60, 9999, ((0, 0),), len(data), memoryview(data), messages)
+
+    data = build_message_set([b"a" * 50, b"b" * 50, b"c" * 50])  # 3 x 60 bytes
+    fetcher._take(follower, answer(data[:120], 2))
+    assert log.end_offset == 120 and follower.high_watermark == 60
+    fetcher._take(follower, answer(data[120:] + build_message_set([b"d" * 50])[:30], -1))
+    assert log.end_offset == 180  # the cut-off "d" waits for the next fetch
+    big = build_message_set([b"e" * 5000])
+    fetcher._take(follower, answer(big[:1024], -1))
+    assert log.end_offset == 180 and fetcher._fetch_size[("t", 0)] == len(big)
+    assert bytes(log.read(0, 1000).read()) == data and epochs.entries == [(0, 0)]

@@ -9,7 +9,9 @@ network cuts included, are the network-namespace suite's; docs/chaos.md). What a
 - a follower that stops leaves the ISR after replica.lag.time.max.ms, acks=-1 is then refused
   when the ISR is under min.insync.replicas, and it rejoins once it has caught up;
 - a leader that took messages it could not replicate and died comes back as a follower and
-  truncates them (leader epochs), so no two replicas disagree about an offset.
+  truncates them (leader epochs), so no two replicas disagree about an offset;
+- a follower far behind copies its leader in fetches smaller than the backlog, and than some
+  single messages, and ends up byte-identical.
 """
 
 from __future__ import annotations
@@ -129,6 +131,15 @@ def test_acks_all_is_on_every_replica_byte_for_byte(three, zk_chroot) -> None:
         assert consume(leader, "copied", 0)[-500:] == sent
 
 
+def _produced(broker: BrokerProcess, topic: str, ends: list[int]) -> bool:
+    """An acks=-1 produce of b"all three", its end put in `ends`; False if it was refused."""
+    try:
+        ends.append(produce(broker, topic, 0, [b"all three"]))
+        return True
+    except NotEnoughReplicasError:
+        return False
+
+
 def _takes(broker: BrokerProcess, topic: str) -> bool:
     try:
         produce(broker, topic, 0, [b"probe"], all_in_sync=False)
@@ -165,7 +176,11 @@ def test_a_stopped_follower_leaves_the_isr_and_comes_back(three, zk_chroot) -> N
         wait_until(
             "the followers to rejoin", lambda: set(state(cluster, "lagging").isr) == set(p.replicas)
         )
-        end = produce(leader, "lagging", 0, [b"all three"])
+        # The leader takes the ISR it wrote when its own watch brings it back, a moment after
+        # ZooKeeper shows it; until then acks=-1 is refused, before anything is appended.
+        ends: list[int] = []
+        wait_until("the leader to count them in", lambda: _produced(leader, "lagging", ends))
+        end = ends[0]
         for follower in (a, b):
             assert log_bytes(follower, "lagging", 0)[:end] == log_bytes(leader, "lagging", 0)[:end]
 
@@ -209,3 +224,47 @@ def test_a_dead_leaders_unreplicated_tail_is_truncated(three, zk_chroot) -> None
         epochs = LeaderEpochs(Path(old.log_dir) / "diverged-0").entries
         assert epochs == LeaderEpochs(Path(new.log_dir) / "diverged-0").entries
         assert len(epochs) == 2 and epochs[1][1] >= committed
+
+
+def test_a_follower_far_behind_copies_in_small_fetches_byte_for_byte(
+    broker_factory, zk_chroot
+) -> None:
+    """The leader cuts each fetch where one of its appends ended and counts its messages; a
+    message larger than replica.fetch.max.bytes comes uncounted and cut, and the follower
+    asks again for as much as it needs (fetcher.py)."""
+    three = {
+        i: broker_factory(
+            broker_id=i,
+            zk=zk_chroot,
+            zk_sessiontimeout_ms=SESSION_MS,
+            replica_lag_time_max_ms=LAG_MS,
+            replica_fetch_wait_max_ms=200,
+            replica_fetch_max_bytes=1024,
+        )
+        for i in range(3)
+    }
+    with Cluster(zk_chroot.connect) as cluster:
+        [p] = cluster.create_replicated_topic("behind", 1, 3)
+        leader = three[p.leader]
+        slow, other = (three[r] for r in p.replicas if r != p.leader)
+        wait_until("the leader to take produces", lambda: _takes(leader, "behind"))
+        os.kill(slow.pid, signal.SIGSTOP)
+        try:
+            sent = []
+            for i in range(120):
+                batch = (
+                    [f"big {i} ".encode() * 400]  # ~3 KB: more than a fetch's 1024 bytes
+                    if i % 15 == 0
+                    else [f"small {i}.{j}".encode() * (1 + j % 5) for j in range(1 + i % 9)]
+                )
+                produce(leader, "behind", 0, batch, all_in_sync=False)
+                sent += batch
+        finally:
+            os.kill(slow.pid, signal.SIGCONT)
+        wait_until(
+            "the slow follower back in the ISR", lambda: len(state(cluster, "behind").isr) == 3
+        )
+        end = produce(leader, "behind", 0, [b"last"])  # acks=-1: on every replica
+        for follower in (slow, other):
+            assert log_bytes(follower, "behind", 0)[:end] == log_bytes(leader, "behind", 0)[:end]
+        assert consume(leader, "behind", 0)[-len(sent) - 1 :] == [*sent, b"last"]

@@ -1,12 +1,15 @@
-"""The log of one partition on real files: appends, the fetch rules, rolling, offsets_before."""
+"""The log of one partition on real files: appends, the fetch rules, rolling, offsets_before,
+and the append marks that let a leader hand a follower whole messages, counted."""
 
 from __future__ import annotations
 
 import pytest
 
+from logbroker.protocol import compression
 from logbroker.protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from logbroker.protocol.message_set import build_message_set, iter_messages, validate
 from logbroker.protocol.requests import EARLIEST_TIME, LATEST_TIME
+from logbroker.storage import log as log_module
 from logbroker.storage.log import Log, LogConfig
 
 HOUR = 3600 * 1000
@@ -204,3 +207,64 @@ def test_append_many_drops_partial_tails_like_append(tmp_path):
     torn = whole + build_message_set([b"torn"])[:-1]
     log.append_many([(torn, validate(torn)), (whole, validate(whole))])
     assert [m.payload for m in iter_messages(log.read(0, 100).read())] == [b"whole", b"whole"]
+
+
+def test_read_whole_ends_where_an_append_ended_and_counts_its_messages(tmp_path):
+    log = make_log(tmp_path)
+    log.append(build_message_set([b"a" * 100] * 3))  # 0..330, 3 messages
+    log.append(build_message_set([b"b" * 100] * 2, compression.GZIP))  # one wrapper, 2 inside
+    gzip_end = log.end_offset
+    sets = [build_message_set([b"c" * 100]), build_message_set([b"d" * 100] * 2)]
+    log.append_many([(m, validate(m)) for m in sets])  # one write: one mark at its end
+    end = log.end_offset
+    assert log.read_whole(0, 10_000)[1] == 3 + 2 + 3
+    region, messages = log.read_whole(0, 350)  # `read` would cut the next set's bytes
+    assert (region.offset, region.length, messages) == (0, 330, 3)
+    assert payloads_of(region) == [b"a" * 100] * 3
+    region, messages = log.read_whole(330, end - 330 - 1)  # the last append does not fit
+    assert (region.length, messages) == (gzip_end - 330, 2)
+    assert log.read_whole(end, 1000)[1:] == (0,) and log.read_whole(end, 1000)[0].length == 0
+    # not an append's end, or no append's end within max_size: read's region, not counted
+    region, messages = log.read_whole(110, 1000)
+    assert (region.length, messages) == (log.read(110, 1000).length, -1)
+    region, messages = log.read_whole(0, 200)
+    assert (region.length, messages) == (200, -1)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read_whole(end + 1, 100)
+
+
+def test_read_whole_stays_in_one_segment_and_forgets_what_truncation_cut(tmp_path):
+    log = make_log(tmp_path, segment_bytes=500)
+    log.append(build_message_set([b"a" * 100] * 3))  # 330 bytes
+    log.append(build_message_set([b"b" * 100] * 2))  # 220 more: a new segment at 330
+    assert [s.base_offset for s in log.segments] == [0, 330]
+    region, messages = log.read_whole(0, 10_000)
+    assert (region.length, messages) == (330, 3)  # the segment's end is an append's end
+    assert log.read_whole(330, 10_000)[1] == 2
+    log.truncate_to(330)  # at an append's end: the marks before it stay
+    assert log.read_whole(0, 10_000)[1] == 3
+    log.append(build_message_set([b"c" * 100]))
+    assert log.read_whole(330, 10_000)[1] == 1
+    log.truncate_to(110)  # between two marks (a message boundary): counting starts there
+    assert log.read_whole(0, 10_000)[1] == -1
+    log.append(build_message_set([b"d" * 100] * 4))
+    region, messages = log.read_whole(110, 10_000)
+    assert messages == 4 and payloads_of(region) == [b"d" * 100] * 4
+
+
+def test_a_reopened_log_counts_from_its_end_and_marks_stay_bounded(tmp_path, monkeypatch):
+    log = make_log(tmp_path)
+    log.append(build_message_set([b"old"] * 5))
+    end = log.end_offset
+    log.close()
+    log = make_log(tmp_path)  # the marks are in memory only: the end at open is the first
+    log.append(build_message_set([b"new"] * 2))
+    assert log.read_whole(0, 10_000)[1] == -1
+    assert log.read_whole(end, 10_000)[1] == 2
+    monkeypatch.setattr(log_module, "MARKS", 4)
+    starts = []
+    for _ in range(20):
+        starts.append(log.end_offset)
+        log.append(build_message_set([b"m"]))
+    assert log.read_whole(starts[0], 10_000)[1] == -1  # forgotten: too many appends since
+    assert log.read_whole(starts[-4], 10_000)[1] == 4

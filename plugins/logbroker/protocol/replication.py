@@ -17,14 +17,18 @@ Responses (after the int32 size; error 0 from a healthy leader, as for the exten
     REPLICA_FETCH             int16 error (0) | int16 count | ReplicaSet × count, request order
     ReplicaSet := Topic | int32 partition | int16 error | int64 high watermark | int64 log end
                     | int16 epoch count | (int32 epoch | int64 start offset) × epoch count
-                    | int32 data size N | N bytes of log data (whole messages, verbatim)
+                    | int32 messages | int32 data size N | N bytes of log data (verbatim)
     OFFSETS_FOR_LEADER_EPOCH  int16 error (0) | int16 count | EpochEnd × count
     EpochEnd   := Topic | int32 partition | int16 error | int32 epoch | int64 end offset
 
 A ReplicaSet's epochs are the leader's epochs that start at or after the fetch offset, so a
 follower records, before appending, which epoch wrote which of the bytes it copies (epochs.py).
-Its data ends at a message boundary: a follower appends it as it comes, with no per-message
-work. The high watermark is the leader's: the end of what every in-sync replica holds.
+`messages` >= 0 says that the data is whole messages, that many (as the leader's appends
+counted them, through compression: Log.read_whole): a follower appends it as it comes, with no
+per-message work. -1 says that the leader did not count them (the follower is further behind
+than the leader remembers its appends): the last message may be cut off, and the follower
+finds where the whole ones end. The high watermark is the leader's: the end of what every
+in-sync replica holds.
 An EpochEnd answers "where does epoch e end in the leader's log": the largest epoch the
 leader has that is not above e, and the start of the epoch after it (or the leader's log end
 for its current epoch); epoch -1 and end -1 when the leader has no epoch that old.
@@ -32,6 +36,8 @@ for its current epoch); epoch -1 and end -1 when the leader has no epoch that ol
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Sequence
 from typing import Generic, NamedTuple, TypeVar
 
@@ -54,6 +60,15 @@ from .wire import (
 
 REPLICA_FETCH = 9
 OFFSETS_FOR_LEADER_EPOCH = 10
+
+# A follower fetches every partition it copies from a leader in one request, and the leader
+# answers each of them, data or not: these are per partition and per fetch, so they go as a
+# few packs and unpacks of fixed groups of fields (the checks of ranges stay).
+_FETCH = struct.Struct(">iqii")  # ReplicaFetch after its topic
+_SET_HEAD = struct.Struct(">ihqqh")  # ReplicaSet after its topic, up to its epoch count
+_EPOCH = struct.Struct(">iq")
+_SET_SIZES = struct.Struct(">ii")  # messages, data size
+_SET_HEAD_FIELDS = struct.Struct(">ihqq")  # _SET_HEAD without the count (read by Reader.count)
 
 T = TypeVar("T")
 
@@ -106,6 +121,7 @@ class ReplicaSet(NamedTuple, Generic[T]):
     epochs: tuple[tuple[int, int], ...]  # (epoch, start offset), increasing
     size: int
     data: T
+    messages: int = -1  # whole messages in data; -1: not counted, the last may be cut off
 
 
 class EpochEnd(NamedTuple):
@@ -128,11 +144,15 @@ def encode_replication_request(req: ReplicaFetchRequest | OffsetsForLeaderEpochR
         parts.append(INT32.pack(check_int(req.min_bytes, 0, INT32_MAX, "min bytes")))
         parts.append(INT16.pack(check_int(len(req.fetches), 0, INT16_MAX, "fetches")))
         for f in req.fetches:
-            parts.append(encode_string(validate_topic(f.topic)))
-            parts.append(INT32.pack(check_int(f.partition, 0, INT32_MAX, "partition")))
-            parts.append(INT64.pack(check_int(f.offset, 0, INT64_MAX, "offset")))
-            parts.append(INT32.pack(check_int(f.max_bytes, 0, INT32_MAX, "max bytes")))
-            parts.append(INT32.pack(check_int(f.leader_epoch, -1, INT32_MAX, "leader epoch")))
+            parts.append(_topic_bytes(f.topic))
+            parts.append(
+                _FETCH.pack(
+                    check_int(f.partition, 0, INT32_MAX, "partition"),
+                    check_int(f.offset, 0, INT64_MAX, "offset"),
+                    check_int(f.max_bytes, 0, INT32_MAX, "max bytes"),
+                    check_int(f.leader_epoch, -1, INT32_MAX, "leader epoch"),
+                )
+            )
     else:
         parts.append(INT16.pack(check_int(len(req.queries), 0, INT16_MAX, "queries")))
         for q in req.queries:
@@ -152,17 +172,20 @@ def decode_replication_request(
         max_wait_ms = reader.non_negative_int32("max wait ms")
         min_bytes = reader.non_negative_int32("min bytes")
         fetches = []
-        for _ in range(reader.count("fetches", 2 + 4 + 8 + 4 + 4)):
+        for _ in range(reader.count("fetches", 2 + _FETCH.size)):
             topic = _topic(reader)
-            partition = reader.non_negative_int32("partition")
             pos = reader.pos
-            offset = reader.int64("offset")
-            if offset < 0:
-                reader.fail(f"offset {offset} at byte {pos} is negative")
-            max_bytes = reader.non_negative_int32("max bytes")
-            fetches.append(
-                ReplicaFetch(topic, partition, offset, max_bytes, reader.int32("leader epoch"))
+            partition, offset, max_bytes, epoch = reader.unpack(
+                _FETCH, "partition, offset, max bytes, leader epoch"
             )
+            for value, what, at in (
+                (partition, "partition", pos),
+                (offset, "offset", pos + 4),
+                (max_bytes, "max bytes", pos + 12),
+            ):
+                if value < 0:
+                    reader.fail(f"{what} {value} at byte {at} is negative")
+            fetches.append(ReplicaFetch(topic, partition, offset, max_bytes, epoch))
         return ReplicaFetchRequest(replica_id, max_wait_ms, min_bytes, tuple(fetches))
     queries = []
     for _ in range(reader.count("queries", 2 + 4 + 4)):
@@ -182,6 +205,12 @@ def _topic(reader: Reader) -> str:
         raise InvalidRequestError(f"{reader.context}: topic at byte {pos}: {exc}") from None
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_bytes(topic: str) -> bytes:
+    """A legal topic's short string (raises ValueError for an illegal one, never cached)."""
+    return encode_string(validate_topic(topic))
+
+
 # -- responses -----------------------------------------------------------------------------
 
 
@@ -193,17 +222,28 @@ def encode_replica_fetch_response(sets: Sequence[ReplicaSet[T]]) -> list[bytes |
     total = 4
     for s in sets:
         piece = [
-            encode_string(s.topic),
-            INT32.pack(s.partition),
-            INT16.pack(s.error),
-            INT64.pack(check_int(s.high_watermark, -1, INT64_MAX, "high watermark")),
-            INT64.pack(check_int(s.log_end, -1, INT64_MAX, "log end")),
-            INT16.pack(check_int(len(s.epochs), 0, INT16_MAX, "epochs")),
+            _topic_bytes(s.topic),
+            _SET_HEAD.pack(
+                s.partition,
+                s.error,
+                check_int(s.high_watermark, -1, INT64_MAX, "high watermark"),
+                check_int(s.log_end, -1, INT64_MAX, "log end"),
+                check_int(len(s.epochs), 0, INT16_MAX, "epochs"),
+            ),
         ]
         for epoch, start in s.epochs:
-            piece.append(INT32.pack(check_int(epoch, 0, INT32_MAX, "epoch")))
-            piece.append(INT64.pack(check_int(start, 0, INT64_MAX, "epoch start")))
-        piece.append(INT32.pack(check_int(s.size, 0, INT32_MAX, "data size")))
+            piece.append(
+                _EPOCH.pack(
+                    check_int(epoch, 0, INT32_MAX, "epoch"),
+                    check_int(start, 0, INT64_MAX, "epoch start"),
+                )
+            )
+        piece.append(
+            _SET_SIZES.pack(
+                check_int(s.messages, -1, INT32_MAX, "messages"),
+                check_int(s.size, 0, INT32_MAX, "data size"),
+            )
+        )
         header.extend(piece)
         total += sum(len(p) for p in piece) + s.size
         if s.size:
@@ -239,19 +279,29 @@ def _reader(body: Buffer, context: str) -> Reader:
 def decode_replica_fetch_response(body: Buffer) -> list[ReplicaSet[memoryview]]:
     reader = _reader(body, "REPLICA_FETCH response")
     sets = []
-    for _ in range(reader.count("sets", 2 + 4 + 2 + 8 + 8 + 2 + 4)):
+    for _ in range(reader.count("sets", 2 + _SET_HEAD.size + _SET_SIZES.size)):
         topic = reader.string("topic")
-        partition = reader.int32("partition")
-        error = reader.int16("error")
-        high_watermark = reader.int64("high watermark")
-        log_end = reader.int64("log end")
-        epochs = tuple(
-            (reader.int32("epoch"), reader.int64("epoch start"))
-            for _ in range(reader.count("epochs", 12))
+        partition, error, high_watermark, log_end = reader.unpack(
+            _SET_HEAD_FIELDS, "partition, error, high watermark, log end"
         )
+        epochs = []
+        for _ in range(reader.count("epochs", _EPOCH.size)):
+            epoch, start = reader.unpack(_EPOCH, "epoch, epoch start")
+            epochs.append((epoch, start))
+        (messages,) = reader.unpack(INT32, "messages")
         data = reader.sized_bytes("data")
         sets.append(
-            ReplicaSet(topic, partition, error, high_watermark, log_end, epochs, len(data), data)
+            ReplicaSet(
+                topic,
+                partition,
+                error,
+                high_watermark,
+                log_end,
+                tuple(epochs),
+                len(data),
+                data,
+                messages,
+            )
         )
     reader.done()
     return sets

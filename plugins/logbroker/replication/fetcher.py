@@ -4,11 +4,14 @@ A fetcher sends REPLICA_FETCH (protocol/replication.py) for every partition this
 follows on that leader, each from its log's end, in the leader epoch it follows. The leader
 holds the request until it has something new (or `replica.fetch.wait.max.ms`), and answers
 with its bytes from there: the follower records the leader's epochs that start in them
-(epochs.py) and appends the whole messages verbatim (Log.append_verbatim: no per-message work
-beyond walking the sizes); a cut-off last message is fetched again from the new end. Its next
-fetch, from its new end, is how the leader learns that the follower has the data. Bytes are
-appended only at the offset they were fetched from: an answer that cannot be this fetch's
-(see `_take`) is dropped with the connection, and the fetch is made again from the log's end.
+(epochs.py) and appends the messages verbatim (Log.append_verbatim). The leader cuts the bytes
+where one of its appends ended and says how many messages they hold (Log.read_whole), so the
+follower does no per-message work; only when the leader could not say (a follower far behind)
+does it walk the sizes to find the whole messages, and fetch a cut-off last one again from its
+new end. Its next fetch, from its new end, is how the leader learns that the follower has the
+data. Bytes are appended only at the offset they were fetched from: an answer that cannot be
+this fetch's (see `_take`) is dropped with the connection, and the fetch is made again from
+the log's end.
 
 The follower's high watermark is the leader's, capped at its own end: never above what it
 holds. A partition whose leader answers that it does not lead it (codes 8, 9, 13) waits for
@@ -262,20 +265,23 @@ class ReplicaFetcher(threading.Thread):
                 f"ending at {r.log.end_offset}: not this fetch's answer, not appended"
             )
         data = answer.data
-        end, count = whole_entries(data)
+        if answer.messages >= 0:  # whole messages, counted by the leader
+            end, count = len(data), answer.messages
+        else:
+            end, count = whole_entries(data)
         if end == 0 and len(data):
             needed = first_entry_size(data) or self.max_bytes
             self._fetch_size[key] = max(self._fetch_size.get(key, self.max_bytes), needed)
             return
         self._fetch_size.pop(key, None)
-        start = r.log.end_offset
-        for epoch, epoch_start in answer.epochs:
-            if epoch_start <= start + end:  # the epochs that wrote the bytes copied now
-                try:
-                    r.epochs.assign(epoch, max(epoch_start, r.epochs.latest_start))
-                except EpochFileError as exc:
-                    log.error("%s: %s", r.name, exc)
-        if end:
+        if end:  # most answers of a fetch of several partitions bring nothing: no work
+            start = r.log.end_offset
+            for epoch, epoch_start in answer.epochs:
+                if epoch_start <= start + end:  # the epochs that wrote the bytes copied now
+                    try:
+                        r.epochs.assign(epoch, max(epoch_start, r.epochs.latest_start))
+                    except EpochFileError as exc:
+                        log.error("%s: %s", r.name, exc)
             r.log.append_verbatim(data[:end], count)
             self.fetched_bytes += end
         r.high_watermark = max(r.high_watermark, min(answer.high_watermark, r.log.end_offset))

@@ -54,6 +54,7 @@ class BrokerServer:
         self.server: SocketServer | None = None
         self.metrics = BrokerMetrics(config.brokerid)
         self.waiters = AppendWaiters()
+        self.replica_waiters = AppendWaiters()  # followers' REPLICA_FETCHes (handlers.py)
         self.address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
         self._step = "starting"  # what start() is doing, for its error message
@@ -117,6 +118,7 @@ class BrokerServer:
                 self.waiters,
                 warnings=warnings,
                 replicas=self.replicas,
+                replica_waiters=self.replica_waiters,
             )
             self.metrics.set_gauge_source(self._gauges)
             if self.replicas is not None:
@@ -216,6 +218,7 @@ class BrokerServer:
         log.info("broker %d shutting down", self.config.brokerid)
         await self._controlled_shutdown()
         self.waiters.wake_all()
+        self.replica_waiters.wake_all()
         await self._stop_parts()
         log.info("broker %d stopped cleanly", self.config.brokerid)
 

@@ -131,6 +131,7 @@ class RequestHandlers:
         run_blocking: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
         warnings: RateLimitedLog | None = None,
         replicas: ReplicaManager | None = None,
+        replica_waiters: AppendWaiters | None = None,
     ) -> None:
         self.logs = logs
         self.replicas = replicas
@@ -139,6 +140,10 @@ class RequestHandlers:
         self.config = config
         self.metrics = metrics
         self.waiters = waiters
+        # Followers' REPLICA_FETCHes wait apart from consumers' fetches: a follower wants
+        # the leader's appends, a consumer of a replicated partition the high watermark's
+        # moves, and neither is woken by what only the other wants.
+        self.replica_waiters = replica_waiters if replica_waiters is not None else AppendWaiters()
         self._run_blocking = run_blocking or _in_thread
         self._deferred: dict[Log, list[tuple[Buffer, Validation]]] = {}
         # Compressed sets are inflated and checked here; the loop never inflates.
@@ -187,14 +192,10 @@ class RequestHandlers:
             except StorageError as exc:
                 self.metrics.error("storage", part_log.topic)
                 failed.append(exc)
-                self.waiters.appended(
-                    part_log.topic, part_log.partition
-                )  # a roll may have kept some
+                self._appended(part_log)  # a roll may have kept some
                 continue
-            if part_log.replica is not None:
-                self._leader_appended(part_log)
             # A waiting fetch is answered first: counting is not on its way.
-            self.waiters.appended(part_log.topic, part_log.partition)
+            self._appended(part_log)
             messages = nbytes = 0
             for _, check in sets:
                 messages += check.messages
@@ -435,12 +436,14 @@ class RequestHandlers:
                         )
                 offset, next_offset = part_log.append(p.messages, check)
                 self.metrics.produced(p.topic, check.messages, check.valid_bytes)
-                self.waiters.appended(p.topic, partition)
+                self._appended(part_log)
                 touched[id(part_log)] = part_log
-                if isinstance(replica, Replica):
-                    self._leader_appended(part_log)
-                    if req.all_in_sync and next_offset > replica.high_watermark:
-                        in_sync.append((len(results), replica, next_offset))
+                if (
+                    req.all_in_sync
+                    and isinstance(replica, Replica)
+                    and next_offset > replica.high_watermark
+                ):
+                    in_sync.append((len(results), replica, next_offset))
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
                 self.metrics.error(_error_kind(exc), p.topic if is_legal_topic(p.topic) else None)
@@ -482,14 +485,21 @@ class RequestHandlers:
 
     # -- replication ------------------------------------------------------------------
 
-    def _leader_appended(self, part_log: Log) -> None:
-        """A leader's append: with no follower in the ISR, the high watermark moves now."""
+    def _appended(self, part_log: Log) -> None:
+        """Wake who waits for an append: a 0.7 log's consumers; a replicated log's followers,
+        and its consumers only when the high watermark moved (with no follower in the ISR,
+        it moves now)."""
         replica = part_log.replica
-        if isinstance(replica, Replica) and replica.advance_high_watermark():
+        if not isinstance(replica, Replica):
+            self.waiters.appended(part_log.topic, part_log.partition)
+            return
+        self.replica_waiters.appended(part_log.topic, part_log.partition)
+        if replica.advance_high_watermark():
             self._high_watermark_moved(replica)
 
     def _high_watermark_moved(self, replica: Replica) -> None:
-        """Consumers waiting on the partition see the newly committed messages."""
+        """Consumers waiting on the partition see the newly committed messages (followers
+        learn the high watermark with the data their next fetch brings)."""
         self.waiters.appended(replica.topic, replica.partition)
 
     def _replica_set(self, req: ReplicaFetchRequest, i: int) -> ReplicaSet[FileRegion]:
@@ -515,7 +525,7 @@ class RequestHandlers:
                 self._high_watermark_moved(replica)
             if req.replica_id not in state.isr and replica.wants_in(req.replica_id, fetch.offset):
                 self.replicas.ask_in(replica, req.replica_id)  # type: ignore[union-attr]
-            region = replica.log.read(fetch.offset, fetch.max_bytes)
+            region, messages = replica.log.read_whole(fetch.offset, fetch.max_bytes)
             epochs = replica.epochs.entries
             # the epoch that wrote `fetch.offset`, and those that start in what is sent
             covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
@@ -531,6 +541,7 @@ class RequestHandlers:
                 tuple(covering + later),
                 region.length,
                 region,
+                messages,
             )
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc), fetch.topic)
@@ -545,20 +556,30 @@ class RequestHandlers:
         if (
             req.max_wait_ms == 0
             or not req.fetches
-            or self.waiters.closed
+            or self.replica_waiters.closed
             or any(s.error or s.size for s in sets)
         ):
             return encode_replica_fetch_response(sets)
 
         def look(final: bool) -> Response | None:
-            again = [self._replica_set(req, i) for i in range(len(req.fetches))]
-            if final or any(s.error or s.size for s in again):
-                return encode_replica_fetch_response(again)
-            return None
+            # Woken by an append: only the partitions whose log moved past the fetch (or whose
+            # leadership ended) are read again; the others' sets stand, their high watermark
+            # as it was (the follower takes the newer one with its next data). The timer's
+            # last look reads them all again.
+            if final:
+                sets[:] = [self._replica_set(req, i) for i in range(len(req.fetches))]
+                return encode_replica_fetch_response(sets)
+            found = False
+            for i, f in enumerate(req.fetches):
+                replica = self.replicas.replica(f.topic, f.partition) if self.replicas else None
+                if replica is None or not replica.leading or replica.log.end_offset != f.offset:
+                    sets[i] = again = self._replica_set(req, i)
+                    found = found or bool(again.error or again.size)
+            return encode_replica_fetch_response(sets) if found else None
 
         keys = [(f.topic, f.partition) for f in req.fetches]
         loop = asyncio.get_running_loop()
-        return WaitingFetch(self.waiters, keys, look, req.max_wait_ms / 1000, loop)
+        return WaitingFetch(self.replica_waiters, keys, look, req.max_wait_ms / 1000, loop)
 
     def offsets_for_leader_epoch(self, req: OffsetsForLeaderEpochRequest, client: str) -> Response:
         """Where each asked epoch ends in this leader's log (epochs.py)."""

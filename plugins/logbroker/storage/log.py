@@ -23,6 +23,13 @@ this broker leads it (`leading`, set by the replication package; always True for
 Concurrency: appends, rolls, truncation and deletes hold the log's lock. Readers take no
 lock: the segment list is an immutable tuple replaced whole (copy-on-write), and a segment's
 size only grows while a reader may look at it.
+
+Append marks: the log remembers where its last appends ended and how many messages it had
+taken by then (the last `MARKS` to `2 * MARKS` of them, in memory only; the log's end at open
+is the first, with a count of 0). Every append ends at a message boundary, so a region between
+two marks is whole messages, and the difference of their counts says how many: `read_whole`
+gives a follower such a region (REPLICA_FETCH), which it appends as it comes, without walking
+its entries. Truncation forgets the marks past the cut.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import bisect
 import itertools
 import logging
 import threading
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +59,7 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]  # milliseconds since the epoch
 REPLICA_MARKER = "leader-epoch-checkpoint"  # in a replicated partition's directory only
+MARKS = 4096  # append ends remembered (between MARKS and 2 * MARKS): see "Append marks"
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,10 @@ class Log:
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self._load(recover)
+        # append marks (the module's doc): where appends ended, and the messages taken by then
+        self.appended_messages = 0
+        self._mark_ends = array("q", [self.end_offset])
+        self._mark_counts = array("q", [0])
 
     # -- loading ----------------------------------------------------------------------
 
@@ -183,6 +196,30 @@ class Log:
         segment = segments[bisect.bisect_right(bases, offset) - 1]
         return segment.region(offset - segment.base_offset, max(0, max_size))
 
+    def read_whole(self, offset: int, max_size: int) -> tuple[FileRegion, int]:
+        """What a follower copies: bytes from `offset`, at most `max_size`, that end where an
+        append ended, and how many messages they hold (as the appends counted them: through
+        compression). When the marks do not say (`offset` is not a remembered append end, or
+        no append within `max_size` of it is remembered), `read`'s region and -1: its last
+        entry may then be cut, and the caller finds the whole ones itself."""
+        with self._lock:  # the marks change under it; reading them is short
+            ends, counts = self._mark_ends, self._mark_counts
+            first = bisect.bisect_left(ends, offset)
+            if first < len(ends) and ends[first] == offset:
+                # ends[-1] is the log's end: an offset past it raises in `read`, as ever
+                last = bisect.bisect_right(ends, offset + max_size, first) - 1
+                if last > first:
+                    region = self.read(offset, ends[last] - offset)
+                    # a segment's end (reads stay in one segment) is an append's end too
+                    cut = offset + region.length
+                    if cut != ends[last]:
+                        last = bisect.bisect_left(ends, cut, first, last)
+                    if ends[last] == cut:
+                        return region, counts[last] - counts[first]
+                elif ends[first] == ends[-1]:
+                    return self.read(offset, max_size), 0  # at the end: nothing to send
+        return self.read(offset, max_size), -1
+
     def offsets_before(self, time_ms: int, max_offsets: int) -> list[int]:
         """0.7's getOffsetsBefore: segment starts (and the end), newest first.
 
@@ -235,7 +272,7 @@ class Log:
             segment = self._maybe_roll(len(data), now)
             offset = segment.end_offset
             segment.append(data, now)
-            flush_now = self._count_unflushed(check.messages)
+            flush_now = self._count_appended(check.messages)
         if flush_now:
             self._flush_soon()
         return offset, offset + len(data)
@@ -251,7 +288,7 @@ class Log:
             segment = self._maybe_roll(len(data), now)
             segment.append(memoryview(data), now)
             end = segment.end_offset
-            flush_now = self._count_unflushed(messages)
+            flush_now = self._count_appended(messages)
         if flush_now:
             self._flush_soon()
         return end
@@ -276,6 +313,7 @@ class Log:
             last = segments[keep]
             removed += last.truncate_to(offset - last.base_offset)
             self._set_segments(segments[: keep + 1])
+            self._forget_marks_after(offset)
         for segment in doomed:
             removed += segment.size
             segment.delete()
@@ -316,14 +354,37 @@ class Log:
                     segment.append_all(buffers, size, now)
                     written += messages
             finally:
-                flush_now = self._count_unflushed(written)
+                flush_now = self._count_appended(written)
         if flush_now:
             self._flush_soon()
 
-    def _count_unflushed(self, messages: int) -> bool:
-        """Count appended messages (lock held); True when log.flush.interval is reached."""
+    def _count_appended(self, messages: int) -> bool:
+        """Count appended messages and mark where the append ended (lock held; the module's
+        "Append marks"); True when log.flush.interval is reached."""
+        end = self._segments[-1].end_offset
+        ends = self._mark_ends
+        if end != ends[-1]:
+            self.appended_messages += messages
+            if len(ends) >= 2 * MARKS:
+                del ends[:MARKS]
+                del self._mark_counts[:MARKS]
+            ends.append(end)
+            self._mark_counts.append(self.appended_messages)
         self.unflushed_messages += messages
         return self.unflushed_messages >= self.config.flush_interval_messages
+
+    def _forget_marks_after(self, offset: int) -> None:
+        """Truncation (lock held): the marks past `offset` go; a cut between two marks starts
+        the marks again there."""
+        ends, counts = self._mark_ends, self._mark_counts
+        keep = bisect.bisect_right(ends, offset)
+        del ends[keep:]
+        del counts[keep:]
+        if not ends or ends[-1] != offset:
+            self._mark_ends, self._mark_counts = array("q", [offset]), array("q", [0])
+            self.appended_messages = 0
+        else:
+            self.appended_messages = counts[-1]
 
     def _flush_soon(self) -> None:
         if self._request_flush is not None:
