@@ -21,6 +21,7 @@ from .commands import (
     schemas,
     topics,
 )
+from .protocol import native
 
 EPILOG = """\
 examples:
@@ -52,6 +53,11 @@ SUBCOMMANDS = (
 )
 
 
+def version() -> str:
+    """The version, and which message-set walks run (protocol/native.py)."""
+    return f"logbroker {__version__}\nmessage walks: {native.ACTIVE}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logbroker",
@@ -59,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="logbroker: a Kafka 0.7-compatible distributed commit log.",
         epilog=EPILOG,
     )
-    parser.add_argument("--version", action="version", version=f"logbroker {__version__}")
+    parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add_parser(sub)

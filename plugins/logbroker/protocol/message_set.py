@@ -12,16 +12,21 @@ Grammar (produce requests, segment files and fetch responses all carry exactly t
 Nothing here builds a Python object per message on the hot paths: `validate` walks the
 entries with `struct.unpack_from` and `zlib.crc32` over memoryview slices, and
 `build_message_set` joins packed headers and payloads into one buffer.
+
+Two walks have a compiled twin in `_native.pyx` (Cython): `validate` (the broker's check of
+every produced set) and the plain-entry runs of `message_columns` (the batch consumer's and
+the Spark source's decoding). native.py decides which runs; the functions here are the
+reference, and `validate_python` stays reachable by that name.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from . import compression
+from . import compression, native
 from .errors import (
     CorruptMessageError,
     InflatedSizeTooLargeError,
@@ -107,7 +112,7 @@ class Validation(NamedTuple):
         return self.error is None and self.valid_bytes < self.length
 
 
-def validate(
+def validate_python(
     buffer: Buffer,
     base_offset: int = 0,
     *,
@@ -199,7 +204,9 @@ def validate(
             else:
                 if budget is None:
                     budget = InflateBudget.stored()
-                inner_count = _validate_compressed(codec, payload, base_offset + pos, depth, budget)
+                inner_count = _validate_compressed(
+                    codec, payload, base_offset + pos, depth, budget, validate_python
+                )
                 if isinstance(inner_count, InvalidMessageError):
                     error = inner_count
                     break
@@ -214,10 +221,26 @@ def validate(
     return Validation(pos, entries, messages, largest, error, length, compressed)
 
 
+# What the library calls: the compiled twin when native.py chose it (same signature, same
+# results and errors), else the reference above.
+validate = validate_python
+if native.IN_USE is not None:
+    validate = native.IN_USE.validate
+
+
 def _validate_compressed(
-    codec: int, payload: memoryview, offset: int, depth: int, budget: InflateBudget
+    codec: int,
+    payload: memoryview,
+    offset: int,
+    depth: int,
+    budget: InflateBudget,
+    walk: Callable[..., Validation],
 ) -> int | InvalidMessageError:
-    """Messages inside a compressed wrapper, or the error that makes the wrapper invalid."""
+    """Messages inside a compressed wrapper, or the error that makes the wrapper invalid.
+
+    `walk` validates the inflated set: the caller's own implementation (this function
+    serves both validate_python and its compiled twin).
+    """
     if codec not in compression.CODEC_NAMES:
         return UnknownCodecError(
             f"unknown compression codec {codec} in the entry at offset {offset}"
@@ -242,7 +265,7 @@ def _validate_compressed(
     except InvalidMessageError as exc:
         return CorruptMessageError(f"compressed set at offset {offset}: {exc}")
     budget.remaining -= len(inner)
-    check = validate(inner, depth=depth + 1, budget=budget)
+    check = walk(inner, depth=depth + 1, budget=budget)
     if check.error is not None:
         kind = type(check.error) if isinstance(check.error, InflatedSizeTooLargeError) else None
         return (kind or CorruptMessageError)(f"compressed set at offset {offset}: {check.error}")
@@ -463,40 +486,34 @@ class MessageColumns(NamedTuple):
     end: int  # where the whole entries end in the buffer (a partial trailing one is left)
 
 
+PlainRun = Callable[[bytes, int, int, list[int], list[bytes]], int]
+
+
 def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
     """Deep iteration as columns, with iter_messages' checks and errors.
 
     The readers' hot loop (SimpleConsumer.iter_batches, the Spark source): a run of plain
-    magic-1 entries is walked with one struct call and one slice per message, their CRCs
-    checked together at the end of the run (the first mismatch raises, naming its offset,
-    before anything after it is looked at); any other entry (compressed, magic 0, damaged)
-    goes through iter_messages alone, which unwraps it or raises naming its offset.
+    magic-1 entries is walked by `_plain_run` (compiled when native.py chose it), and any
+    other entry (compressed, magic 0, damaged) goes through iter_messages alone, which
+    unwraps it or raises naming its offset.
     """
+    return message_columns_using(_plain_run, buffer, base_offset)
+
+
+def message_columns_using(
+    plain_run: PlainRun, buffer: Buffer, base_offset: int = 0
+) -> MessageColumns:
+    """message_columns with a given walk of the plain runs (the tests run both)."""
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     length = len(data)
     unpack_int = _INT32.unpack_from
-    unpack_magic1 = ENTRY_MAGIC1.unpack_from
     offsets: list[int] = []
     payloads: list[bytes] = []
     indexes: list[int] = []  # filled only up to the last unwrapped entry; zeros after
     add_offset, add_payload = offsets.append, payloads.append
-    last_header = length - 10  # a magic-1 entry's header (size, magic, attributes, crc) fits
     pos = 0
     while pos + ENTRY_OVERHEAD <= length:
-        run_start = len(payloads)
-        crcs: list[int] = []
-        add_crc = crcs.append
-        while pos <= last_header:
-            size, magic, attributes, crc = unpack_magic1(data, pos)
-            end = pos + 4 + size
-            if magic != 1 or attributes & 3 or size < 6 or end > length:
-                break
-            add_payload(data[pos + 10 : end])
-            add_crc(crc)
-            add_offset(base_offset + pos)
-            pos = end
-        if crcs:
-            _check_crcs(payloads, run_start, crcs, offsets)
+        pos = plain_run(data, pos, base_offset, offsets, payloads)
         if pos + ENTRY_OVERHEAD > length:
             break
         (size,) = unpack_int(data, pos)
@@ -511,6 +528,39 @@ def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
         pos = end
     indexes.extend([0] * (len(payloads) - len(indexes)))
     return MessageColumns(offsets, indexes, payloads, pos)
+
+
+def plain_run_python(
+    data: bytes, pos: int, base_offset: int, offsets: list[int], payloads: list[bytes]
+) -> int:
+    """The run of whole, plain magic-1 entries from `pos`: appends each one's absolute offset
+    and payload and returns where the run stops (at the first entry that is anything else).
+
+    One struct call and one slice per message; the run's CRCs are checked together at its end
+    (the first mismatch raises, naming its offset, before anything after it is looked at).
+    """
+    length = len(data)
+    unpack_magic1 = ENTRY_MAGIC1.unpack_from
+    add_offset, add_payload = offsets.append, payloads.append
+    last_header = length - 10  # a magic-1 entry's header (size, magic, attributes, crc) fits
+    run_start = len(payloads)
+    crcs: list[int] = []
+    add_crc = crcs.append
+    while pos <= last_header:
+        size, magic, attributes, crc = unpack_magic1(data, pos)
+        end = pos + 4 + size
+        if magic != 1 or attributes & 3 or size < 6 or end > length:
+            break
+        add_payload(data[pos + 10 : end])
+        add_crc(crc)
+        add_offset(base_offset + pos)
+        pos = end
+    if crcs:
+        _check_crcs(payloads, run_start, crcs, offsets)
+    return pos
+
+
+_plain_run: PlainRun = plain_run_python if native.IN_USE is None else native.IN_USE.plain_run
 
 
 def _check_crcs(payloads: list[bytes], start: int, crcs: list[int], offsets: list[int]) -> None:

@@ -1,0 +1,14 @@
+# The compiled twins of message_set.py's walks (_native.pyx); signatures for mypy.
+from .message_set import Buffer, InflateBudget, Validation
+
+def validate(
+    buffer: Buffer,
+    base_offset: int = 0,
+    *,
+    depth: int = 0,
+    budget: InflateBudget | None = None,
+    inflate: bool = True,
+) -> Validation: ...
+def plain_run(
+    data: bytes, pos: int, base_offset: int, offsets: list[int], payloads: list[bytes]
+) -> int: ...
