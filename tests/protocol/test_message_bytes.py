@@ -34,8 +34,9 @@ from logbroker.protocol.message_set import (
     first_entry_size,
     iter_entries,
     iter_messages,
-    validate,
 )
+
+from .walk_paths import Validate
 
 
 def _crc32_reference(data: bytes) -> int:
@@ -200,7 +201,7 @@ def test_decode_checks_the_crc() -> None:
         decode_message(message, offset=77)
 
 
-def test_empty_payload_magic0_is_five_bytes() -> None:
+def test_empty_payload_magic0_is_five_bytes(validate: Validate) -> None:
     expected = b"".join(
         [
             struct.pack(">i", 5),  # entry size: the minimum message, 5 header bytes, no payload
@@ -214,7 +215,7 @@ def test_empty_payload_magic0_is_five_bytes() -> None:
     assert list(iter_messages(expected)) == [Message(0, 9, b"", 0, 0)]
 
 
-def test_empty_payload_magic1_is_six_bytes() -> None:
+def test_empty_payload_magic1_is_six_bytes(validate: Validate) -> None:
     expected = b"".join(
         [
             struct.pack(">i", 6),  # entry size: 6 header bytes, no payload
@@ -274,7 +275,7 @@ MAGIC1_SET_A_BC_DEF = b"".join(
 )
 
 
-def test_message_set_magic1_bytes_and_offsets() -> None:
+def test_message_set_magic1_bytes_and_offsets(validate: Validate) -> None:
     buffer = build_message_set([b"a", b"bc", b"def"])
     assert buffer == MAGIC1_SET_A_BC_DEF
     assert len(buffer) == 36
@@ -300,7 +301,7 @@ def test_message_set_offsets_are_absolute() -> None:
     assert [m.offset for m in MessageSet(MAGIC1_SET_A_BC_DEF, 1000)] == [1000, 1011, 1023]
 
 
-def test_message_set_magic0_bytes_and_offsets() -> None:
+def test_message_set_magic0_bytes_and_offsets(validate: Validate) -> None:
     expected = b"".join(
         [
             # entry at offset 0
@@ -340,7 +341,7 @@ def test_magic0_and_magic1_entries_mix_in_one_set() -> None:
     ]
 
 
-def test_empty_message_set() -> None:
+def test_empty_message_set(validate: Validate) -> None:
     assert build_message_set([]) == b""
     assert validate(b"") == (0, 0, 0, 0, None, 0, 0)
     assert not validate(b"").partial_tail
@@ -352,7 +353,7 @@ def test_empty_message_set() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def test_gzip_wrapper_encode() -> None:
+def test_gzip_wrapper_encode(validate: Validate) -> None:
     buffer = build_message_set([b"hello", b"world"], codec=compression.GZIP)
     (size,) = struct.unpack_from(">i", buffer, 0)
     assert size == len(buffer) - 4  # entry size: the whole rest of the buffer, one entry
@@ -397,7 +398,7 @@ GZIP_STORED_INNER = b"".join(
 CRC_GZIP_STORED_INNER = 0x60CCC557
 
 
-def test_gzip_wrapper_decode() -> None:
+def test_gzip_wrapper_decode(validate: Validate) -> None:
     buffer = b"".join(
         [
             struct.pack(">i", 59),  # entry size: 6 + 53 bytes of gzip
@@ -447,7 +448,7 @@ def test_snappy_wrapper_encode() -> None:
     assert build_message_set([b"hello", b"world"], codec=compression.SNAPPY) == SNAPPY_WRAPPER
 
 
-def test_snappy_wrapper_decode() -> None:
+def test_snappy_wrapper_decode(validate: Validate) -> None:
     assert list(iter_messages(SNAPPY_WRAPPER, 7)) == [
         Message(7, 7, b"hello", 1, 0),
         Message(7, 69, b"world", 1, 0),  # 7 + 4 + 58
@@ -455,7 +456,7 @@ def test_snappy_wrapper_decode() -> None:
     assert validate(SNAPPY_WRAPPER) == (62, 1, 2, 52, None, 62, 1)
 
 
-def test_raw_snappy_without_magic_is_accepted_on_read() -> None:
+def test_raw_snappy_without_magic_is_accepted_on_read(validate: Validate) -> None:
     raw = b"".join(
         [
             b"\x1e",  # raw snappy block, no snappy-java header: uncompressed length 30
@@ -531,7 +532,7 @@ def test_codec_names() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def test_next_offset_rule_inside_a_compressed_wrapper() -> None:
+def test_next_offset_rule_inside_a_compressed_wrapper(validate: Validate) -> None:
     base = 500
     plain_a = encode_message(b"a")  # 11 bytes at 500
     wrapper = build_message_set([b"x", b"yz", b"hello"], codec=compression.GZIP)  # at 511
@@ -555,7 +556,7 @@ def test_next_offset_rule_for_a_single_message_wrapper() -> None:
     assert list(iter_messages(wrapper, 40)) == [Message(40, 40 + len(wrapper), b"only", 1, 0)]
 
 
-def test_nested_compression_is_iterated() -> None:
+def test_nested_compression_is_iterated(validate: Validate) -> None:
     inner_wrapper = build_message_set([b"x", b"yz"], codec=compression.SNAPPY)
     outer_payload = gzip.compress(inner_wrapper + encode_message(b"def"), mtime=0)
     buffer = _entry(1, compression.GZIP, outer_payload)
@@ -572,7 +573,7 @@ def test_nested_compression_is_iterated() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def test_unknown_magic() -> None:
+def test_unknown_magic(validate: Validate) -> None:
     bad = b"".join(
         [
             struct.pack(">i", 11),  # entry size
@@ -601,7 +602,7 @@ def test_unknown_magic() -> None:
     assert not check.partial_tail
 
 
-def test_unknown_codec() -> None:
+def test_unknown_codec(validate: Validate) -> None:
     bad = b"".join(
         [
             struct.pack(">i", 11),  # entry size
@@ -622,7 +623,7 @@ def test_unknown_codec() -> None:
     assert (check.valid_bytes, check.entries, check.messages) == (11, 1, 1)
 
 
-def test_unknown_errors_are_invalid_message_errors() -> None:
+def test_unknown_errors_are_invalid_message_errors(validate: Validate) -> None:
     for cls in (UnknownMagicError, UnknownCodecError, CorruptMessageError):
         assert issubclass(cls, InvalidMessageError)
         assert errors.error_code(cls("x")) == 2
@@ -634,7 +635,7 @@ def test_unknown_errors_are_invalid_message_errors() -> None:
 
 
 @pytest.mark.parametrize("cut", [24, 26, 27, 28, 33, 35])
-def test_validate_stops_quietly_at_a_partial_trailing_entry(cut: int) -> None:
+def test_validate_stops_quietly_at_a_partial_trailing_entry(validate: Validate, cut: int) -> None:
     # Entries at 0, 11, 23 (end 36): cut anywhere inside the third entry, from its size field on.
     check = validate(MAGIC1_SET_A_BC_DEF[:cut])
     assert check.error is None
@@ -645,7 +646,7 @@ def test_validate_stops_quietly_at_a_partial_trailing_entry(cut: int) -> None:
 
 
 @pytest.mark.parametrize("cut", [1, 4, 5, 10])
-def test_validate_partial_first_entry(cut: int) -> None:
+def test_validate_partial_first_entry(validate: Validate, cut: int) -> None:
     check = validate(MAGIC1_SET_A_BC_DEF[:cut])
     assert (check.valid_bytes, check.entries, check.error, check.partial_tail) == (
         0,
@@ -655,7 +656,7 @@ def test_validate_partial_first_entry(cut: int) -> None:
     )
 
 
-def test_validate_partial_compressed_wrapper() -> None:
+def test_validate_partial_compressed_wrapper(validate: Validate) -> None:
     check = validate(SNAPPY_WRAPPER[:-1])
     assert (check.valid_bytes, check.entries, check.error, check.partial_tail) == (
         0,
@@ -666,7 +667,7 @@ def test_validate_partial_compressed_wrapper() -> None:
 
 
 @pytest.mark.parametrize("size", [4, 0, -1, -(2**31)])
-def test_validate_reports_a_size_under_five(size: int) -> None:
+def test_validate_reports_a_size_under_five(validate: Validate, size: int) -> None:
     buffer = b"".join(
         [
             encode_message(b"a"),  # a good entry, offset 0, 11 bytes
@@ -682,7 +683,7 @@ def test_validate_reports_a_size_under_five(size: int) -> None:
         list(iter_messages(buffer, 100))
 
 
-def test_validate_reports_a_size_under_five_in_the_last_four_bytes() -> None:
+def test_validate_reports_a_size_under_five_in_the_last_four_bytes(validate: Validate) -> None:
     # Four bytes are enough to read the size; 0.7 (`shallowValidBytes`) throws for size < 5
     # as soon as it has read it, and so does iter_messages.
     buffer = encode_message(b"a") + struct.pack(">i", 0)  # entry size 0, nothing after it
@@ -694,7 +695,7 @@ def test_validate_reports_a_size_under_five_in_the_last_four_bytes() -> None:
 
 
 @pytest.mark.parametrize("at_end", [True, False])
-def test_validate_reports_a_magic1_entry_of_five_bytes(at_end: bool) -> None:
+def test_validate_reports_a_magic1_entry_of_five_bytes(validate: Validate, at_end: bool) -> None:
     short = b"".join(
         [
             struct.pack(">i", 5),  # entry size 5: enough for magic 0, one short for magic 1
@@ -712,7 +713,7 @@ def test_validate_reports_a_magic1_entry_of_five_bytes(at_end: bool) -> None:
         list(iter_messages(buffer))
 
 
-def test_validate_reports_a_crc_mismatch() -> None:
+def test_validate_reports_a_crc_mismatch(validate: Validate) -> None:
     damaged = bytearray(MAGIC1_SET_A_BC_DEF)
     damaged[21] ^= 0x01  # first payload byte of the second entry ("b" -> "c")
     check = validate(damaged, 100)
@@ -725,7 +726,7 @@ def test_validate_reports_a_crc_mismatch() -> None:
         list(iter_messages(damaged, 100))
 
 
-def test_validate_reports_a_damaged_crc_field() -> None:
+def test_validate_reports_a_damaged_crc_field(validate: Validate) -> None:
     damaged = bytearray(MAGIC1_SET_A_BC_DEF)
     damaged[17] ^= 0x80  # first byte of the second entry's CRC
     check = validate(damaged)
@@ -734,7 +735,11 @@ def test_validate_reports_a_damaged_crc_field() -> None:
 
 
 def _wrapper_checks(
-    buffer: bytes, *, fragment: str, error: type[InvalidMessageError] = CorruptMessageError
+    validate: Validate,
+    buffer: bytes,
+    *,
+    fragment: str,
+    error: type[InvalidMessageError] = CorruptMessageError,
 ) -> None:
     check = validate(encode_message(b"a") + buffer, 100)
     assert isinstance(check.error, error), check
@@ -745,23 +750,23 @@ def _wrapper_checks(
         list(iter_messages(encode_message(b"a") + buffer, 100))
 
 
-def test_validate_reports_a_corrupt_gzip_payload() -> None:
+def test_validate_reports_a_corrupt_gzip_payload(validate: Validate) -> None:
     # The wrapper's CRC is right (it covers the compressed bytes); the bytes are not gzip.
-    _wrapper_checks(_entry(1, compression.GZIP, b"this is not gzip"), fragment="gzip")
+    _wrapper_checks(validate, _entry(1, compression.GZIP, b"this is not gzip"), fragment="gzip")
 
 
-def test_validate_reports_a_truncated_gzip_payload() -> None:
-    _wrapper_checks(_entry(1, compression.GZIP, GZIP_STORED_INNER[:-9]), fragment="gzip")
+def test_validate_reports_a_truncated_gzip_payload(validate: Validate) -> None:
+    _wrapper_checks(validate, _entry(1, compression.GZIP, GZIP_STORED_INNER[:-9]), fragment="gzip")
 
 
-def test_validate_reports_a_gzip_payload_with_a_bad_trailer() -> None:
+def test_validate_reports_a_gzip_payload_with_a_bad_trailer(validate: Validate) -> None:
     bad_trailer = GZIP_STORED_INNER[:-8] + struct.pack("<II", CRC_INNER_HELLO_WORLD ^ 1, 30)
-    _wrapper_checks(_entry(1, compression.GZIP, bad_trailer), fragment="gzip")
+    _wrapper_checks(validate, _entry(1, compression.GZIP, bad_trailer), fragment="gzip")
 
 
-def test_validate_reports_a_corrupt_snappy_payload() -> None:
+def test_validate_reports_a_corrupt_snappy_payload(validate: Validate) -> None:
     # Raw snappy (first byte not 0x82) whose literal runs past the end of the block.
-    _wrapper_checks(_entry(1, compression.SNAPPY, b"\x1e\x74hello"), fragment="snappy")
+    _wrapper_checks(validate, _entry(1, compression.SNAPPY, b"\x1e\x74hello"), fragment="snappy")
 
 
 @pytest.mark.parametrize(
@@ -775,13 +780,14 @@ def test_validate_reports_a_corrupt_snappy_payload() -> None:
         SNAPPY_JAVA_INNER[:21] + b"\x78" + SNAPPY_JAVA_INNER[22:],  # literal longer than block
     ],
 )
-def test_validate_reports_a_corrupt_snappy_java_stream(stream: bytes) -> None:
-    _wrapper_checks(_entry(1, compression.SNAPPY, stream), fragment="snappy")
+def test_validate_reports_a_corrupt_snappy_java_stream(validate: Validate, stream: bytes) -> None:
+    _wrapper_checks(validate, _entry(1, compression.SNAPPY, stream), fragment="snappy")
 
 
-def test_validate_reports_a_snappy_block_claiming_too_much() -> None:
+def test_validate_reports_a_snappy_block_claiming_too_much(validate: Validate) -> None:
     # varint 0xffffffff0f: 4 GiB claimed by a 6-byte block; refused before inflating.
     _wrapper_checks(
+        validate,
         _entry(1, compression.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"),
         fragment="snappy",
         error=InflatedSizeTooLargeError,
@@ -792,31 +798,35 @@ def _gzip_wrapper(inner: bytes) -> bytes:
     return _entry(1, compression.GZIP, gzip.compress(inner, mtime=0))
 
 
-def test_validate_reports_a_damaged_inner_crc() -> None:
+def test_validate_reports_a_damaged_inner_crc(validate: Validate) -> None:
     inner = bytearray(INNER_HELLO_WORLD)
     inner[25] ^= 0x20  # "world" -> "World"
-    _wrapper_checks(_gzip_wrapper(bytes(inner)), fragment="CRC mismatch")
+    _wrapper_checks(validate, _gzip_wrapper(bytes(inner)), fragment="CRC mismatch")
 
 
-def test_validate_reports_a_partial_inner_entry() -> None:
-    _wrapper_checks(_gzip_wrapper(INNER_HELLO_WORLD[:-1]), fragment="partial")
+def test_validate_reports_a_partial_inner_entry(validate: Validate) -> None:
+    _wrapper_checks(validate, _gzip_wrapper(INNER_HELLO_WORLD[:-1]), fragment="partial")
 
 
-def test_validate_reports_an_inner_size_under_five() -> None:
-    _wrapper_checks(_gzip_wrapper(INNER_HELLO_WORLD + struct.pack(">i", 2)), fragment="minimum")
+def test_validate_reports_an_inner_size_under_five(validate: Validate) -> None:
+    _wrapper_checks(
+        validate, _gzip_wrapper(INNER_HELLO_WORLD + struct.pack(">i", 2)), fragment="minimum"
+    )
 
 
-def test_validate_reports_an_inner_unknown_magic() -> None:
+def test_validate_reports_an_inner_unknown_magic(validate: Validate) -> None:
     inner = INNER_HELLO_WORLD[:15] + b"\x00\x00\x00\x0b\x07" + INNER_HELLO_WORLD[20:]
-    _wrapper_checks(_gzip_wrapper(inner), fragment="magic byte 7")
+    _wrapper_checks(validate, _gzip_wrapper(inner), fragment="magic byte 7")
 
 
-def test_validate_reports_an_empty_compressed_set() -> None:
+def test_validate_reports_an_empty_compressed_set(validate: Validate) -> None:
     # 0.7 never writes one (an empty list compresses to an empty buffer) and its iterator
     # cannot advance past one; both validate and iter_messages refuse it.
-    _wrapper_checks(_gzip_wrapper(b""), fragment="empty")
+    _wrapper_checks(validate, _gzip_wrapper(b""), fragment="empty")
     _wrapper_checks(
-        _entry(1, compression.SNAPPY, compression.snappy_java_compress(b"")), fragment="empty"
+        validate,
+        _entry(1, compression.SNAPPY, compression.snappy_java_compress(b"")),
+        fragment="empty",
     )
 
 
@@ -826,7 +836,7 @@ def test_compressing_no_messages_gives_an_empty_set() -> None:
     assert build_message_set([], codec=compression.SNAPPY) == b""
 
 
-def test_validate_reports_nesting_too_deep() -> None:
+def test_validate_reports_nesting_too_deep(validate: Validate) -> None:
     buffer = encode_message(b"deep")
     for _ in range(6):
         buffer = _gzip_wrapper(buffer)
@@ -837,7 +847,7 @@ def test_validate_reports_nesting_too_deep() -> None:
         list(iter_messages(buffer))
 
 
-def test_validate_and_iter_messages_agree_on_the_nesting_limit() -> None:
+def test_validate_and_iter_messages_agree_on_the_nesting_limit(validate: Validate) -> None:
     buffer = encode_message(b"deep")
     for _ in range(4):  # four wrappers, one inside the other: the most that is accepted
         buffer = _gzip_wrapper(buffer)
@@ -849,7 +859,7 @@ def test_validate_and_iter_messages_agree_on_the_nesting_limit() -> None:
         list(iter_messages(buffer))
 
 
-def test_validate_bounds_what_a_compressed_set_may_inflate_to() -> None:
+def test_validate_bounds_what_a_compressed_set_may_inflate_to(validate: Validate) -> None:
     inner = build_message_set([b"\x00" * 10_000] * 10)
     check = validate(_gzip_wrapper(inner), budget=InflateBudget(50_000, 1 << 30, 1))
     assert isinstance(check.error, InflatedSizeTooLargeError)
@@ -862,7 +872,7 @@ def test_validate_bounds_what_a_compressed_set_may_inflate_to() -> None:
     )
 
 
-def test_one_budget_bounds_what_all_sets_of_a_request_inflate_to() -> None:
+def test_one_budget_bounds_what_all_sets_of_a_request_inflate_to(validate: Validate) -> None:
     inner = build_message_set([b"\x00" * 10_000] * 10)  # 100,100 bytes inflated
     budget = InflateBudget(len(inner), 2 * len(inner) + 10, 1)
     assert validate(_gzip_wrapper(inner), budget=budget).error is None
@@ -873,7 +883,9 @@ def test_one_budget_bounds_what_all_sets_of_a_request_inflate_to() -> None:
     assert "left of the request's limit (10 bytes)" in str(third.error)
 
 
-def test_a_produce_budget_refuses_nested_compression_that_stored_data_may_hold() -> None:
+def test_a_produce_budget_refuses_nested_compression_that_stored_data_may_hold(
+    validate: Validate,
+) -> None:
     nested = _gzip_wrapper(_gzip_wrapper(encode_message(b"deep")))
     assert validate(nested).error is None  # an older broker stored it: still readable
     check = validate(nested, budget=InflateBudget(1 << 20, 1 << 20, PRODUCE_MAX_NESTING))
@@ -882,7 +894,7 @@ def test_a_produce_budget_refuses_nested_compression_that_stored_data_may_hold()
     assert check.valid_bytes == 0
 
 
-def test_validate_without_inflating_checks_wrappers_and_counts_them() -> None:
+def test_validate_without_inflating_checks_wrappers_and_counts_them(validate: Validate) -> None:
     buffer = encode_message(b"plain") + _gzip_wrapper(encode_message(b"inner"))
     shallow = validate(buffer, inflate=False)
     assert (shallow.error, shallow.valid_bytes, shallow.compressed) == (None, len(buffer), 1)
@@ -894,12 +906,12 @@ def test_validate_without_inflating_checks_wrappers_and_counts_them() -> None:
     assert isinstance(validate(bytes(damaged), inflate=False).error, CorruptMessageError)
 
 
-def test_validate_largest_payload_is_top_level() -> None:
+def test_validate_largest_payload_is_top_level(validate: Validate) -> None:
     buffer = encode_message(b"a" * 50) + encode_message(b"b" * 70) + encode_message(b"c")
     assert validate(buffer).largest_payload == 70
 
 
-def test_validate_accepts_any_buffer_type() -> None:
+def test_validate_accepts_any_buffer_type(validate: Validate) -> None:
     for buffer in (
         MAGIC1_SET_A_BC_DEF,
         bytearray(MAGIC1_SET_A_BC_DEF),

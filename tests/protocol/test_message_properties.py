@@ -43,6 +43,7 @@ import struct
 import zlib
 
 import cramjam
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,13 +56,15 @@ from logbroker.protocol.errors import (
 )
 from logbroker.protocol.message import Message, encode_message
 from logbroker.protocol.message_set import (
+    PRODUCE_MAX_NESTING,
+    InflateBudget,
     Validation,
     build_message_set,
     iter_entries,
     iter_messages,
-    message_columns,
-    validate,
 )
+
+from .walk_paths import COMPILED, PATHS, PYTHON, Walks
 
 SETTINGS = settings(
     max_examples=200,
@@ -136,9 +139,9 @@ def _is_partial_entry(tail: bytes) -> bool:
     return size >= 5 and 4 + size > len(tail)
 
 
-def _check_sound_and_consistent(buffer: bytes, base: int = 0) -> Validation:
+def _check_sound_and_consistent(walks: Walks, buffer: bytes, base: int = 0) -> Validation:
     """validate never raises, is sound, stops only where it must, and agrees with iteration."""
-    check = validate(buffer, base)
+    check = walks.validate(buffer, base)
     assert check.length == len(buffer)
     assert 0 <= check.valid_bytes <= len(buffer)
     assert check.error is None or isinstance(check.error, InvalidMessageError)
@@ -165,11 +168,12 @@ def _check_sound_and_consistent(buffer: bytes, base: int = 0) -> Validation:
     if raised is not None:
         assert type(raised) is type(check.error)
         assert f"offset {base + check.valid_bytes}" in str(raised)
-    _check_columns_agree(buffer, base, yielded, raised, check)
+    _check_columns_agree(walks, buffer, base, yielded, raised, check)
     return check
 
 
 def _check_columns_agree(
+    walks: Walks,
     buffer: bytes,
     base: int,
     yielded: list[Message],
@@ -178,7 +182,7 @@ def _check_columns_agree(
 ) -> None:
     """message_columns (the Spark reader's walk) gives iter_messages' messages, or its error."""
     try:
-        columns = message_columns(buffer, base)
+        columns = walks.columns(buffer, base)
     except InvalidMessageError as exc:
         assert raised is not None and type(exc) is type(raised)
         assert f"offset {base + check.valid_bytes}" in str(exc)
@@ -210,9 +214,10 @@ def _entry_at(spans: list[tuple[int, int, int]], position: int) -> tuple[int, in
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(set_specs(), st.integers(0, 2**40))
-def test_round_trip(spec: tuple[list[bytes], int, int], base: int) -> None:
+def test_round_trip(walks: Walks, spec: tuple[list[bytes], int, int], base: int) -> None:
     payloads, codec, magic = spec
     buffer = build_message_set(payloads, codec, magic)
     messages = list(iter_messages(buffer, base))
@@ -232,7 +237,7 @@ def test_round_trip(spec: tuple[list[bytes], int, int], base: int) -> None:
         assert [m.next_offset for m in messages[:-1]] == [base] * (len(messages) - 1)
         if messages:
             assert messages[-1].next_offset == base + len(buffer)
-    check = validate(buffer, base)
+    check = walks.validate(buffer, base)
     top_level = len(payloads) if codec == compression.NONE else int(bool(payloads))
     wrappers = int(codec != compression.NONE and bool(payloads))
     assert check == Validation(
@@ -241,15 +246,16 @@ def test_round_trip(spec: tuple[list[bytes], int, int], base: int) -> None:
     assert not check.partial_tail
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(st.lists(set_specs(), max_size=5), st.integers(0, 2**40))
 def test_concatenation_validates_as_the_sum(
-    specs: list[tuple[list[bytes], int, int]], base: int
+    walks: Walks, specs: list[tuple[list[bytes], int, int]], base: int
 ) -> None:
     parts = [build_message_set(p, c, m) for p, c, m in specs]
     buffer = b"".join(parts)
-    checks = [validate(part) for part in parts]
-    whole = validate(buffer, base)
+    checks = [walks.validate(part) for part in parts]
+    whole = walks.validate(buffer, base)
     assert whole.error is None
     assert whole.valid_bytes == len(buffer) == sum(c.valid_bytes for c in checks)
     assert whole.entries == sum(c.entries for c in checks)
@@ -268,32 +274,35 @@ def test_concatenation_validates_as_the_sum(
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(valid_sets(), st.data())
 def test_truncation_gives_the_whole_entries_and_a_quiet_tail(
-    original: tuple[bytes, list[bytes]], data: st.DataObject
+    walks: Walks, original: tuple[bytes, list[bytes]], data: st.DataObject
 ) -> None:
     buffer, _ = original
     cut = data.draw(st.integers(0, len(buffer)), label="cut")
     spans = _entry_spans(buffer)
     whole = [span for span in spans if span[1] <= cut]
     kept = whole[-1][1] if whole else 0
-    check = _check_sound_and_consistent(buffer[:cut])
+    check = _check_sound_and_consistent(walks, buffer[:cut])
     assert check.error is None
     assert check.valid_bytes == kept
     assert check.entries == len(whole)
     assert check.partial_tail == (kept < cut)
-    assert check.messages == validate(buffer[:kept]).messages
+    assert check.messages == walks.validate(buffer[:kept]).messages
 
 
-def _flip_outcome(buffer: bytes, position: int, mask: int, base: int) -> tuple[Validation, str]:
+def _flip_outcome(
+    walks: Walks, buffer: bytes, position: int, mask: int, base: int
+) -> tuple[Validation, str]:
     """Flip one byte and check the properties; return the check and the field flipped."""
     spans = _entry_spans(buffer)
     start, _, magic = _entry_at(spans, position)
     damaged = bytearray(buffer)
     damaged[position] ^= mask
     damaged_bytes = bytes(damaged)
-    check = _check_sound_and_consistent(damaged_bytes, base)
+    check = _check_sound_and_consistent(walks, damaged_bytes, base)
     assert check.valid_bytes >= start  # the entries in front of the damage are kept
     assert check.entries >= sum(1 for span in spans if span[1] <= start)
     rel = position - start
@@ -331,32 +340,35 @@ def _flip_outcome(buffer: bytes, position: int, mask: int, base: int) -> tuple[V
     return check, "crc" if rel < 4 + header else "payload"
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(valid_sets(), st.data(), st.integers(1, 255), st.integers(0, 2**40))
 def test_a_flipped_byte_is_never_accepted_silently(
-    original: tuple[bytes, list[bytes]], data: st.DataObject, mask: int, base: int
+    walks: Walks, original: tuple[bytes, list[bytes]], data: st.DataObject, mask: int, base: int
 ) -> None:
     buffer, _ = original
     position = data.draw(st.integers(0, len(buffer) - 1), label="position")
-    _flip_outcome(buffer, position, mask, base)
+    _flip_outcome(walks, buffer, position, mask, base)
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(valid_sets(), st.data(), st.integers(1, 255))
 def test_a_flipped_payload_byte_is_a_crc_error(
-    original: tuple[bytes, list[bytes]], data: st.DataObject, mask: int
+    walks: Walks, original: tuple[bytes, list[bytes]], data: st.DataObject, mask: int
 ) -> None:
     # Aim at the CRC-covered bytes (and the CRC) only, so that every example exercises them.
     buffer, _ = original
     start, end, magic = data.draw(st.sampled_from(_entry_spans(buffer)), label="entry")
     first = start + 4 + (1 if magic == 0 else 2)  # the CRC field's first byte
     position = data.draw(st.integers(first, end - 1), label="position")
-    check, field = _flip_outcome(buffer, position, mask, 0)
+    check, field = _flip_outcome(walks, buffer, position, mask, 0)
     assert field in ("crc", "payload")
     assert check.valid_bytes == start
     assert isinstance(check.error, CorruptMessageError)
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(
     st.lists(st.binary(max_size=30), min_size=1, max_size=5),
@@ -365,7 +377,7 @@ def test_a_flipped_payload_byte_is_a_crc_error(
     st.integers(1, 255),
 )
 def test_damage_inside_a_compressed_set_is_caught_at_the_wrapper(
-    payloads: list[bytes], codec: int, data: st.DataObject, mask: int
+    walks: Walks, payloads: list[bytes], codec: int, data: st.DataObject, mask: int
 ) -> None:
     inner = bytearray(build_message_set(payloads))
     start, end, _ = data.draw(st.sampled_from(_entry_spans(bytes(inner))), label="inner entry")
@@ -374,23 +386,28 @@ def test_damage_inside_a_compressed_set_is_caught_at_the_wrapper(
     compressed = compression.compress(codec, bytes(inner))
     wrapper = struct.pack(">iBBI", 6 + len(compressed), 1, codec, zlib.crc32(compressed))
     buffer = encode_message(b"in front") + wrapper + compressed
-    check = _check_sound_and_consistent(buffer, 1000)
+    check = _check_sound_and_consistent(walks, buffer, 1000)
     assert isinstance(check.error, CorruptMessageError)
     assert "CRC mismatch" in str(check.error)
     assert (check.valid_bytes, check.entries, check.messages) == (18, 1, 1)
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
 @given(valid_sets(), st.data(), st.binary(min_size=1, max_size=16), st.integers(0, 2**40))
 def test_inserted_garbage_keeps_the_prefix_and_stays_sound(
-    original: tuple[bytes, list[bytes]], data: st.DataObject, garbage: bytes, base: int
+    walks: Walks,
+    original: tuple[bytes, list[bytes]],
+    data: st.DataObject,
+    garbage: bytes,
+    base: int,
 ) -> None:
     buffer, _ = original
     position = data.draw(st.integers(0, len(buffer)), label="position")
     spans = _entry_spans(buffer)
     start = _entry_at(spans, position)[0] if position < len(buffer) else len(buffer)
     damaged = buffer[:position] + garbage + buffer[position:]
-    check = _check_sound_and_consistent(damaged, base)
+    check = _check_sound_and_consistent(walks, damaged, base)
     assert check.valid_bytes >= start
 
 
@@ -436,16 +453,20 @@ def _raw_snappy(data: bytes) -> bytes:
     return bytes(cramjam.snappy.compress_raw(data))
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @settings(SETTINGS, max_examples=500)
 @given(st.binary(max_size=300), st.integers(0, 2**40))
-def test_validate_and_iteration_on_arbitrary_bytes(buffer: bytes, base: int) -> None:
-    _check_sound_and_consistent(buffer, base)
+def test_validate_and_iteration_on_arbitrary_bytes(walks: Walks, buffer: bytes, base: int) -> None:
+    _check_sound_and_consistent(walks, buffer, base)
 
 
+@pytest.mark.parametrize("walks", PATHS)
 @settings(SETTINGS, max_examples=500)
 @given(st.lists(chunks(), min_size=1, max_size=5), st.integers(0, 2**40))
-def test_validate_and_iteration_on_entry_like_bytes(pieces: list[bytes], base: int) -> None:
-    _check_sound_and_consistent(b"".join(pieces), base)
+def test_validate_and_iteration_on_entry_like_bytes(
+    walks: Walks, pieces: list[bytes], base: int
+) -> None:
+    _check_sound_and_consistent(walks, b"".join(pieces), base)
 
 
 # ---------------------------------------------------------------------------------------
@@ -464,11 +485,12 @@ FIXED = b"".join(
 )
 
 
-def test_every_flip_of_a_fixed_set() -> None:
+@pytest.mark.parametrize("walks", PATHS)
+def test_every_flip_of_a_fixed_set(walks: Walks) -> None:
     fields: dict[str, int] = {}
     for position in range(len(FIXED)):
         for mask in (0x01, 0x02, 0x04, 0x10, 0x80, 0xFF):
-            check, field = _flip_outcome(FIXED, position, mask, 0)
+            check, field = _flip_outcome(walks, FIXED, position, mask, 0)
             fields[field] = fields.get(field, 0) + 1
             start, _, _ = _entry_at(_entry_spans(FIXED), position)
             damaged = bytearray(FIXED)
@@ -490,3 +512,59 @@ def test_every_flip_of_a_fixed_set() -> None:
                 assert check.valid_bytes == start, (position, mask, check)
                 assert check.error is not None
     assert set(fields) == {"size", "magic", "attributes", "crc", "payload"}
+
+
+# ---------------------------------------------------------------------------------------
+# The compiled walks give the reference's answers, byte for byte
+# ---------------------------------------------------------------------------------------
+
+
+@st.composite
+def damaged_sets(draw: st.DrawFn) -> bytes:
+    """A valid set cut short, with a byte flipped or garbage inserted; or entry-like bytes."""
+    kind = draw(st.sampled_from(["cut", "flip", "insert", "chunks", "bytes"]))
+    if kind == "chunks":
+        return b"".join(draw(st.lists(chunks(), min_size=1, max_size=5)))
+    if kind == "bytes":
+        return draw(st.binary(max_size=300))
+    buffer, _ = draw(valid_sets())
+    position = draw(st.integers(0, len(buffer) - 1))
+    if kind == "cut":
+        return buffer[:position]
+    if kind == "insert":
+        return buffer[:position] + draw(st.binary(min_size=1, max_size=16)) + buffer[position:]
+    damaged = bytearray(buffer)
+    damaged[position] ^= draw(st.integers(1, 255))
+    return bytes(damaged)
+
+
+def _text(error: BaseException | None) -> tuple[str, str] | None:
+    return None if error is None else (type(error).__name__, str(error))
+
+
+def _answers(walks: Walks, buffer: bytes | bytearray | memoryview, base: int) -> list[object]:
+    """Everything a walk says about `buffer`, errors as (class, message)."""
+    said: list[object] = []
+    for kwargs in (
+        {},
+        {"inflate": False},
+        {"budget": InflateBudget(1 << 20, 1 << 20, PRODUCE_MAX_NESTING)},
+        {"budget": InflateBudget(64, 1 << 20, 4)},  # a set inflating past 64 bytes: refused
+    ):
+        check = walks.validate(buffer, base, **kwargs)
+        said.append((*check[:4], _text(check.error), *check[5:]))
+    try:
+        said.append(walks.columns(buffer, base))
+    except InvalidMessageError as exc:
+        said.append(_text(exc))
+    return said
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the _native extension is not built")
+@settings(SETTINGS, max_examples=400)
+@given(damaged_sets(), st.integers(0, 2**40), st.sampled_from([bytes, bytearray, memoryview]))
+def test_both_walks_agree_on_generated_and_damaged_bytes(
+    buffer: bytes, base: int, kind: type[bytes | bytearray | memoryview]
+) -> None:
+    assert COMPILED is not None
+    assert _answers(COMPILED, kind(buffer), base) == _answers(PYTHON, kind(buffer), base)
