@@ -3,9 +3,10 @@
 # run the same Python minor version as the driver), and spark-submit.
 FROM python:3.11-slim-bookworm
 
-# A JRE for Spark; procps because Spark's scripts call ps.
+# A JRE for Spark; procps because Spark's scripts call ps; gcc and zlib's headers because
+# `pip install -e .` compiles the message-set walks (setup.py, protocol/_native.pyx).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps gcc zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
@@ -14,7 +15,7 @@ COPY requirements.lock ./
 RUN pip install --no-cache-dir uv==0.13.9 \
  && uv pip install --system --no-cache --compile-bytecode -r requirements.lock
 
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY plugins ./plugins
 COPY spark_apps ./spark_apps
 COPY include ./include

@@ -16,11 +16,14 @@ system-deps:
 # lock (Airflow, Spark and GX: ~200 packages) in a fraction of pip's time; --compile-bytecode
 # because this environment sets PYTHONDONTWRITEBYTECODE and imports are slow without .pyc.
 UV_VERSION := 0.13.9
-$(STAMP): pyproject.toml requirements.lock
+# The editable install also compiles the message-set walks (setup.py: _native.pyx with the
+# system's gcc and zlib); the last line says whether they run compiled or in pure Python.
+$(STAMP): pyproject.toml requirements.lock setup.py plugins/logbroker/protocol/_native.pyx
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -r requirements.lock
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@$(BIN)/logbroker --version | tail -n 1
 	@touch $(STAMP)
 
 # The Spark reader's numba code, compiled into its cache once (not in every Spark worker).

@@ -3,7 +3,9 @@
 # coordination service brokers and consumer groups use), a Java runtime to run it and Spark,
 # Python's venv module (Debian ships it apart from python3), headless Chromium (the UI and
 # Data Docs tests render pages in it), docker-compose v1 (it validates docker-compose.yaml
-# without a Docker engine) and iproute2 (`ip`: the tests' separate hosts, network namespaces).
+# without a Docker engine), iproute2 (`ip`: the tests' separate hosts, network namespaces),
+# and gcc with zlib's and Python's headers (`pip install -e .` compiles the message-set walks,
+# plugins/logbroker/protocol/_native.pyx; without them they run in pure Python).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail
 
@@ -14,6 +16,11 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -r /usr/include/zlib.h ] || need+=(zlib1g-dev)  # brings libc6-dev, which gcc only recommends
+"${PYTHON:-python3}" -c 'import os, sysconfig, sys
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    2>/dev/null || need+=(python3-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 SUDO=""
