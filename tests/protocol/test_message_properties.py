@@ -34,6 +34,9 @@ holds for every input; the exhaustive flip test on a fixed set checks that each 
 is in fact rejected at its entry — except one that the format cannot see: a compressed
 wrapper whose codec bits are flipped to 0 is a valid plain message (the attributes are not
 under the CRC, in 0.7 as here).
+
+Every property holds for both walks, the pure-Python reference and its compiled twin
+(walk_paths.py), and the last test requires the two to give the same answers, byte for byte.
 """
 
 from __future__ import annotations

@@ -1,0 +1,80 @@
+"""Micro-benchmark: the message-set walks in pure Python beside their compiled twins.
+
+    .venv/bin/python bench/native_walks.py [--batch 50] [--size 200] [--reps 7] [--seconds 0.3]
+
+Times, in one process and interleaved (machines here are shared and noisy), each walk on
+the same bytes: `validate` of one produced set of `--batch` messages of `--size` bytes
+(what the broker does per PRODUCE), and `message_columns` of a 1 MiB fetched region of such
+sets (what SimpleConsumer.iter_batches and the Spark source do per fetch). Prints the median
+over `--reps` of µs per set and ns per message. Nothing here is asserted; tests never time
+anything. The compiled rows need the extension (`make setup` builds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from functools import partial
+
+from logbroker.protocol import native
+from logbroker.protocol.message_set import (
+    build_message_set,
+    message_columns_using,
+    plain_run_python,
+    validate_python,
+)
+
+
+def per_call(function: Callable[[], object], seconds: float) -> float:
+    """Seconds per call, timing batches of calls for about `seconds`."""
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(50):
+            function()
+        calls += 50
+    return elapsed / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=50, help="messages per set")
+    parser.add_argument("--size", type=int, default=200, help="bytes per payload")
+    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
+    parser.add_argument("--seconds", type=float, default=0.3, help="per case and repetition")
+    args = parser.parse_args()
+    if native.COMPILED is None:
+        raise SystemExit("the _native extension is not built: run `make setup`")
+
+    payload = (b"0123456789abcdef" * (args.size // 16 + 1))[: args.size]
+    one_set = build_message_set([payload] * args.batch)
+    region = one_set * max(1, (1 << 20) // len(one_set))
+    region_messages = args.batch * (len(region) // len(one_set))
+    compiled = native.COMPILED
+    cases: dict[str, tuple[Callable[[], object], int]] = {
+        "validate, python": (partial(validate_python, one_set), args.batch),
+        "validate, compiled": (partial(compiled.validate, one_set), args.batch),
+        "message_columns, python": (
+            partial(message_columns_using, plain_run_python, region),
+            region_messages,
+        ),
+        "message_columns, compiled": (
+            partial(message_columns_using, compiled.plain_run, region),
+            region_messages,
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.reps):
+        for name, (function, _) in cases.items():
+            times[name].append(per_call(function, args.seconds))
+
+    print(f"{args.batch} x {args.size} B sets; message_columns over {len(region)} B")
+    print(f"{'walk':<28}{'µs per call':>14}{'ns per message':>16}")
+    for name, (_, messages) in cases.items():
+        median = statistics.median(times[name])
+        print(f"{name:<28}{median * 1e6:>14.2f}{median * 1e9 / messages:>16.1f}")
+
+
+if __name__ == "__main__":
+    main()
