@@ -9,6 +9,7 @@ test_message_bytes.py runs against both).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,19 @@ def test_a_pure_python_process_runs_the_reference() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
     assert ran.stdout.split() == ["True", "True"], ran.stderr
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+def test_both_validates_treat_odd_buffers_alike() -> None:
+    """Views of other item sizes and shapes are read as their bytes; what is not one block
+    of bytes raises the same error from both."""
+    data = message_set.build_message_set([b"abcd"] * 4)  # 4 x 14 bytes: whole int32s
+    assert native.COMPILED is not None
+    compiled = native.COMPILED.validate
+    for odd in (memoryview(data).cast("i"), memoryview(data).cast("B", (2, len(data) // 2))):
+        assert compiled(odd) == message_set.validate_python(odd) == message_set.validate(data)
+    for wrong in (None, "text", memoryview(data)[::2]):
+        with pytest.raises((TypeError, BufferError)) as reference:
+            message_set.validate_python(wrong)
+        with pytest.raises(reference.type, match=re.escape(str(reference.value))):
+            compiled(wrong)

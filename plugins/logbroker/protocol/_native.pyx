@@ -72,8 +72,9 @@ def validate(buffer, base_offset=0, *, depth=0, budget=None, bint inflate=True):
         _bind()
     try:
         PyObject_GetBuffer(buffer, &pybuf, PyBUF_SIMPLE)
-    except BufferError:
-        # Not one contiguous block (a strided view): the reference says what is wrong with it.
+    except (BufferError, TypeError):
+        # Not one contiguous block of bytes (a strided view, not a buffer at all): the
+        # reference raises what it raises for it.
         return _validate_python(
             buffer, base_offset, depth=depth, budget=budget, inflate=inflate
         )
