@@ -46,7 +46,7 @@ class Walks(NamedTuple):
 PYTHON = Walks(
     "python",
     validate_python,
-    partial(message_columns_using, plain_run_python),
+    partial(message_columns_using, plain_run_python, iterate=iter_messages_python),
     iter_messages_python,
     stored_set_end_python,
     build_message_set_python,
@@ -55,7 +55,11 @@ COMPILED = (
     Walks(
         "compiled",
         native.COMPILED.validate,
-        partial(message_columns_using, native.COMPILED.plain_run),
+        partial(
+            message_columns_using,
+            native.COMPILED.plain_run,
+            iterate=native.COMPILED.iter_messages,
+        ),
         native.COMPILED.iter_messages,
         native.COMPILED.stored_set_end,
         native.COMPILED.build_message_set,

@@ -541,9 +541,14 @@ def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
 
 
 def message_columns_using(
-    plain_run: PlainRun, buffer: Buffer, base_offset: int = 0
+    plain_run: PlainRun,
+    buffer: Buffer,
+    base_offset: int = 0,
+    iterate: Callable[[bytes, int], Iterator[Message]] | None = None,
 ) -> MessageColumns:
-    """message_columns with a given walk of the plain runs (the tests run both)."""
+    """message_columns with given walks of the plain runs and of the other entries
+    (`iterate`, by default the library's iter_messages): the tests run both."""
+    iterate = iter_messages if iterate is None else iterate
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     length = len(data)
     unpack_int = _INT32.unpack_from
@@ -561,7 +566,7 @@ def message_columns_using(
         if size >= MIN_MESSAGE_SIZE and end > length:
             break  # a partial trailing entry
         indexes.extend([0] * (len(payloads) - len(indexes)))  # the plain run's
-        for index, m in enumerate(iter_messages(data[pos : max(end, pos + 4)], base_offset + pos)):
+        for index, m in enumerate(iterate(data[pos : max(end, pos + 4)], base_offset + pos)):
             add_offset(m.offset)
             indexes.append(index)
             add_payload(m.payload)
