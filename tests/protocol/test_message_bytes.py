@@ -1057,6 +1057,26 @@ def test_validate_largest_payload_is_top_level(validate: Validate) -> None:
     assert validate(buffer).largest_payload == 70
 
 
+def test_a_large_inflated_set_is_checked_like_any_other(validate: Validate) -> None:
+    # Over 256 KiB: the compiled walk checks an inflated set (depth 1) without the GIL.
+    entries = [encode_message(bytes([i % 251]) * 200) for i in range(2000)]
+    big = b"".join(entries)  # 2000 x 210 bytes
+    assert len(big) > 256 * 1024
+    assert validate(big, depth=1) == validate(big) == (len(big), 2000, 2000, 200, None, len(big), 0)
+    assert validate(_gzip_wrapper(big)).messages == 2000
+    damaged = bytearray(big)
+    damaged[1500 * 210 + 100] ^= 0x04  # a payload byte of entry 1500
+    for check in (validate(damaged, 7, depth=1), validate(bytes(damaged), 7)):
+        assert (check.valid_bytes, check.entries, check.messages) == (1500 * 210, 1500, 1500)
+        assert isinstance(check.error, CorruptMessageError)
+        assert str(check.error).startswith(f"CRC mismatch in the entry at offset {7 + 1500 * 210}:")
+    wrapped = validate(_gzip_wrapper(bytes(damaged)))
+    assert isinstance(wrapped.error, CorruptMessageError)
+    assert "compressed set at offset 0: CRC mismatch in the entry at offset 315000" in str(
+        wrapped.error
+    )
+
+
 def test_validate_accepts_any_buffer_type(validate: Validate, iter_messages: IterMessages) -> None:
     for buffer in (
         MAGIC1_SET_A_BC_DEF,

@@ -113,6 +113,37 @@ cdef inline uint32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     return <uint32_t>crc32(0, p, <unsigned int>n)
 
 
+# An inflated set (depth > 0) at least this long is checked without the GIL: in the broker
+# only the inflating workers check those, and the event loop runs meanwhile (the worker then
+# waits for the GIL to come back). The event loop's own checks (depth 0) keep the GIL.
+cdef Py_ssize_t NOGIL_BYTES = 256 * 1024
+
+
+cdef Py_ssize_t _plain_prefix(
+    const unsigned char *data,
+    Py_ssize_t pos,
+    Py_ssize_t length,
+    Py_ssize_t *entries,
+    Py_ssize_t *largest,
+) noexcept nogil:
+    """Past the whole, plain, intact magic-1 entries from `pos`: where they end. Counts them
+    in `entries` and keeps the largest payload in `largest`."""
+    cdef Py_ssize_t end, last_header = length - 10  # a magic-1 entry's header fits
+    cdef int32_t size
+    while pos <= last_header:
+        size = _int32(data + pos)
+        end = pos + 4 + <Py_ssize_t>size
+        if data[pos + 4] != 1 or data[pos + 5] & 3 or size < 6 or end > length:
+            break
+        if _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
+            break
+        if size - 6 > largest[0]:
+            largest[0] = size - 6
+        entries[0] += 1
+        pos = end
+    return pos
+
+
 def validate(buffer, base_offset=0, *, depth=0, budget=None, bint inflate=True):
     """message_set.validate_python, compiled: the same Validation, or the same error in it."""
     cdef Py_buffer pybuf
@@ -145,26 +176,22 @@ cdef object _validate(
 ):
     cdef Py_ssize_t pos = 0, end, payload_start
     cdef Py_ssize_t entries = 0, messages = 0, largest = 0, compressed = 0
-    cdef Py_ssize_t last_header = length - 10  # a magic-1 entry's header fits
+    cdef Py_ssize_t plain
     cdef int32_t size
     cdef unsigned char magic, attributes, codec
     cdef uint32_t crc, computed
     cdef object error = None, view = None, inner_count
+    cdef bint release = length >= NOGIL_BYTES and depth != 0
     while pos + ENTRY_OVERHEAD <= length:
         # Whole, plain, intact magic-1 entries: nearly every entry. Anything else, a damaged
         # entry included, goes to the general path below, which names it.
-        while pos <= last_header:
-            size = _int32(data + pos)
-            end = pos + 4 + <Py_ssize_t>size
-            if data[pos + 4] != 1 or data[pos + 5] & 3 or size < 6 or end > length:
-                break
-            if _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
-                break
-            if size - 6 > largest:
-                largest = size - 6
-            entries += 1
-            messages += 1
-            pos = end
+        plain = entries
+        if release and length - pos >= NOGIL_BYTES:
+            with nogil:
+                pos = _plain_prefix(data, pos, length, &entries, &largest)
+        else:
+            pos = _plain_prefix(data, pos, length, &entries, &largest)
+        messages += entries - plain
         if pos + ENTRY_OVERHEAD > length:
             break
         size = _int32(data + pos)
