@@ -7,10 +7,16 @@ compare them). message_set.py picks these when this module imports, unless
 LOGBROKER_PURE_PYTHON=1 (protocol/native.py). The byte layout is message.py's; CRC32 is
 zlib's C function, the one Python's zlib.crc32 calls.
 
-Only the loops are here. What is rare and not per message stays in Python and is called
-from here: building the error of a damaged entry, and inflating and checking a compressed
-set (message_set._validate_compressed, which validates the inner set with this module
-again).
+Here: validate, plain_run (message_columns' runs of plain entries), iter_messages,
+stored_set_end and build_message_set. Only the loops are here. What is rare and not per
+message stays in Python and is called from here: building the error of a damaged entry;
+inflating and checking a compressed set (message_set._validate_compressed, and
+_unwrapped for iter_messages, which walk the inner set with this module again);
+compressing a built set (message_set._wrap); and any buffer or payload of a type the loops
+do not read (a strided view, a bytearray payload), handed whole to the reference.
+
+The GIL is released only around validate's run of plain entries in an inflated set
+(depth > 0) of NOGIL_BYTES or more: see there why.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
