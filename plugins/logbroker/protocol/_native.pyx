@@ -41,10 +41,27 @@ cdef extern from "zlib.h":
 cdef extern from *:
     """
     /* A Message (a NamedTuple, so a tuple subtype) from its five fields, made the way
-       tuple.__new__(Message, fields) makes it, without the tuple of fields in between. */
+       tuple.__new__(Message, fields) makes it, without the tuple of fields in between.
+       From 3.14 tuples cache their hash in a field this would leave unset: there, and
+       when LB_GENERIC_MESSAGE is defined (to test this path), tuple.__new__ itself. */
+    #if PY_VERSION_HEX >= 0x030E0000 && !defined(LB_GENERIC_MESSAGE)
+    #define LB_GENERIC_MESSAGE
+    #endif
     static PyObject *lb_message(PyObject *type, PyObject *offset, PyObject *next_offset,
                                 PyObject *payload, PyObject *magic, PyObject *attributes)
     {
+    #ifdef LB_GENERIC_MESSAGE
+        PyObject *fields = PyTuple_Pack(5, offset, next_offset, payload, magic, attributes);
+        if (fields == NULL)
+            return NULL;
+        PyObject *args = PyTuple_Pack(1, fields);
+        Py_DECREF(fields);
+        if (args == NULL)
+            return NULL;
+        PyObject *message = PyTuple_Type.tp_new((PyTypeObject *)type, args, NULL);
+        Py_DECREF(args);
+        return message;
+    #else
         PyObject *m = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 5);
         if (m == NULL)
             return NULL;
@@ -59,6 +76,7 @@ cdef extern from *:
         Py_INCREF(attributes);
         PyTuple_SET_ITEM(m, 4, attributes);
         return m;
+    #endif
     }
     """
     object lb_message(object type, object offset, object next_offset, object payload, object magic, object attributes)
