@@ -9,10 +9,24 @@ from logbroker.mirror.events import AuditedEvents
 from logbroker.mirror.metrics import MirrorMetrics
 from logbroker.mirror.mirror_maker import mirror_filter
 from logbroker.mirror.partition_map import target_partition
-from logbroker.protocol import compression
+from logbroker.protocol import compression, native
 from logbroker.protocol.errors import CorruptMessageError
-from logbroker.protocol.message_set import build_message_set, iter_stored_messages, stored_set_end
+from logbroker.protocol.message_set import (
+    build_message_set,
+    iter_stored_messages,
+    stored_set_end_python,
+)
 from logbroker.serde.framing import prefix
+
+# The mirror's check of a fetched set: the reference and its compiled twin (_native.pyx).
+STORED_SET_ENDS = [
+    pytest.param(stored_set_end_python, id="python"),
+    pytest.param(
+        getattr(native.COMPILED, "stored_set_end", None),
+        id="compiled",
+        marks=pytest.mark.skipif(native.COMPILED is None, reason="_native is not built"),
+    ),
+]
 
 
 def test_same_partition_when_the_target_has_it_else_a_stable_choice():
@@ -47,7 +61,8 @@ def test_audit_is_always_mirrored_whatever_the_filter():
         mirror_filter("a", "b")
 
 
-def test_a_stored_set_is_checked_whole_and_ends_before_a_partial_entry():
+@pytest.mark.parametrize("stored_set_end", STORED_SET_ENDS)
+def test_a_stored_set_is_checked_whole_and_ends_before_a_partial_entry(stored_set_end):
     plain = build_message_set([b"a", b"bb"])
     wrapped = build_message_set([b"c" * 100] * 50, compression.SNAPPY)
     data = plain + wrapped

@@ -1,13 +1,36 @@
-"""`validate`: each test that takes it runs against both message-set walks (walk_paths.py)."""
+"""Each test that takes `walks`, or one of the walks by its name (`validate`,
+`iter_messages`, `stored_set_end`, `build_message_set`), runs once per implementation, the
+pure-Python reference and the compiled twin (walk_paths.py), all its walks from the same one.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from .walk_paths import PATHS, Validate, Walks
+from .walk_paths import PATHS, BuildMessageSet, IterMessages, StoredSetEnd, Validate, Walks
 
 
 @pytest.fixture(params=PATHS)
-def validate(request: pytest.FixtureRequest) -> Validate:
-    walks: Walks = request.param
+def walks(request: pytest.FixtureRequest) -> Walks:
+    path: Walks = request.param
+    return path
+
+
+@pytest.fixture
+def validate(walks: Walks) -> Validate:
     return walks.validate
+
+
+@pytest.fixture
+def iter_messages(walks: Walks) -> IterMessages:
+    return walks.iter_messages
+
+
+@pytest.fixture
+def stored_set_end(walks: Walks) -> StoredSetEnd:
+    return walks.stored_set_end
+
+
+@pytest.fixture
+def build_message_set(walks: Walks) -> BuildMessageSet:
+    return walks.build_message_set

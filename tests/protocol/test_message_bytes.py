@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 import pytest
@@ -30,13 +31,11 @@ from logbroker.protocol.message_set import (
     PRODUCE_MAX_NESTING,
     InflateBudget,
     MessageSet,
-    build_message_set,
     first_entry_size,
     iter_entries,
-    iter_messages,
 )
 
-from .walk_paths import Validate
+from .walk_paths import BuildMessageSet, IterMessages, StoredSetEnd, Validate
 
 
 def _crc32_reference(data: bytes) -> int:
@@ -201,7 +200,9 @@ def test_decode_checks_the_crc() -> None:
         decode_message(message, offset=77)
 
 
-def test_empty_payload_magic0_is_five_bytes(validate: Validate) -> None:
+def test_empty_payload_magic0_is_five_bytes(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     expected = b"".join(
         [
             struct.pack(">i", 5),  # entry size: the minimum message, 5 header bytes, no payload
@@ -215,7 +216,7 @@ def test_empty_payload_magic0_is_five_bytes(validate: Validate) -> None:
     assert list(iter_messages(expected)) == [Message(0, 9, b"", 0, 0)]
 
 
-def test_empty_payload_magic1_is_six_bytes(validate: Validate) -> None:
+def test_empty_payload_magic1_is_six_bytes(validate: Validate, iter_messages: IterMessages) -> None:
     expected = b"".join(
         [
             struct.pack(">i", 6),  # entry size: 6 header bytes, no payload
@@ -275,7 +276,9 @@ MAGIC1_SET_A_BC_DEF = b"".join(
 )
 
 
-def test_message_set_magic1_bytes_and_offsets(validate: Validate) -> None:
+def test_message_set_magic1_bytes_and_offsets(
+    validate: Validate, iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     buffer = build_message_set([b"a", b"bc", b"def"])
     assert buffer == MAGIC1_SET_A_BC_DEF
     assert len(buffer) == 36
@@ -292,7 +295,7 @@ def test_message_set_magic1_bytes_and_offsets(validate: Validate) -> None:
     assert validate(buffer) == (36, 3, 3, 3, None, 36, 0)
 
 
-def test_message_set_offsets_are_absolute() -> None:
+def test_message_set_offsets_are_absolute(iter_messages: IterMessages) -> None:
     assert [(m.offset, m.next_offset) for m in iter_messages(MAGIC1_SET_A_BC_DEF, 1000)] == [
         (1000, 1011),
         (1011, 1023),
@@ -301,7 +304,9 @@ def test_message_set_offsets_are_absolute() -> None:
     assert [m.offset for m in MessageSet(MAGIC1_SET_A_BC_DEF, 1000)] == [1000, 1011, 1023]
 
 
-def test_message_set_magic0_bytes_and_offsets(validate: Validate) -> None:
+def test_message_set_magic0_bytes_and_offsets(
+    validate: Validate, iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     expected = b"".join(
         [
             # entry at offset 0
@@ -332,7 +337,7 @@ def test_message_set_magic0_bytes_and_offsets(validate: Validate) -> None:
     assert validate(buffer) == (33, 3, 3, 3, None, 33, 0)
 
 
-def test_magic0_and_magic1_entries_mix_in_one_set() -> None:
+def test_magic0_and_magic1_entries_mix_in_one_set(iter_messages: IterMessages) -> None:
     buffer = encode_message(b"a", magic=0) + encode_message(b"bc") + encode_message(b"", magic=0)
     assert list(iter_messages(buffer)) == [
         Message(0, 10, b"a", 0, 0),  # 4 + 5 + 1
@@ -341,7 +346,9 @@ def test_magic0_and_magic1_entries_mix_in_one_set() -> None:
     ]
 
 
-def test_empty_message_set(validate: Validate) -> None:
+def test_empty_message_set(
+    validate: Validate, iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     assert build_message_set([]) == b""
     assert validate(b"") == (0, 0, 0, 0, None, 0, 0)
     assert not validate(b"").partial_tail
@@ -353,7 +360,9 @@ def test_empty_message_set(validate: Validate) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def test_gzip_wrapper_encode(validate: Validate) -> None:
+def test_gzip_wrapper_encode(
+    validate: Validate, iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     buffer = build_message_set([b"hello", b"world"], codec=compression.GZIP)
     (size,) = struct.unpack_from(">i", buffer, 0)
     assert size == len(buffer) - 4  # entry size: the whole rest of the buffer, one entry
@@ -398,7 +407,7 @@ GZIP_STORED_INNER = b"".join(
 CRC_GZIP_STORED_INNER = 0x60CCC557
 
 
-def test_gzip_wrapper_decode(validate: Validate) -> None:
+def test_gzip_wrapper_decode(validate: Validate, iter_messages: IterMessages) -> None:
     buffer = b"".join(
         [
             struct.pack(">i", 59),  # entry size: 6 + 53 bytes of gzip
@@ -443,12 +452,12 @@ SNAPPY_WRAPPER = b"".join(
 )
 
 
-def test_snappy_wrapper_encode() -> None:
+def test_snappy_wrapper_encode(build_message_set: BuildMessageSet) -> None:
     assert _crc32_reference(SNAPPY_JAVA_INNER) == CRC_SNAPPY_JAVA_INNER
     assert build_message_set([b"hello", b"world"], codec=compression.SNAPPY) == SNAPPY_WRAPPER
 
 
-def test_snappy_wrapper_decode(validate: Validate) -> None:
+def test_snappy_wrapper_decode(validate: Validate, iter_messages: IterMessages) -> None:
     assert list(iter_messages(SNAPPY_WRAPPER, 7)) == [
         Message(7, 7, b"hello", 1, 0),
         Message(7, 69, b"world", 1, 0),  # 7 + 4 + 58
@@ -456,7 +465,9 @@ def test_snappy_wrapper_decode(validate: Validate) -> None:
     assert validate(SNAPPY_WRAPPER) == (62, 1, 2, 52, None, 62, 1)
 
 
-def test_raw_snappy_without_magic_is_accepted_on_read(validate: Validate) -> None:
+def test_raw_snappy_without_magic_is_accepted_on_read(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     raw = b"".join(
         [
             b"\x1e",  # raw snappy block, no snappy-java header: uncompressed length 30
@@ -532,7 +543,9 @@ def test_codec_names() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def test_next_offset_rule_inside_a_compressed_wrapper(validate: Validate) -> None:
+def test_next_offset_rule_inside_a_compressed_wrapper(
+    validate: Validate, iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     base = 500
     plain_a = encode_message(b"a")  # 11 bytes at 500
     wrapper = build_message_set([b"x", b"yz", b"hello"], codec=compression.GZIP)  # at 511
@@ -551,12 +564,16 @@ def test_next_offset_rule_inside_a_compressed_wrapper(validate: Validate) -> Non
     assert check == (len(buffer), 3, 5, len(wrapper) - 10, None, len(buffer), 1)
 
 
-def test_next_offset_rule_for_a_single_message_wrapper() -> None:
+def test_next_offset_rule_for_a_single_message_wrapper(
+    iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     wrapper = build_message_set([b"only"], codec=compression.SNAPPY)
     assert list(iter_messages(wrapper, 40)) == [Message(40, 40 + len(wrapper), b"only", 1, 0)]
 
 
-def test_nested_compression_is_iterated(validate: Validate) -> None:
+def test_nested_compression_is_iterated(
+    validate: Validate, iter_messages: IterMessages, build_message_set: BuildMessageSet
+) -> None:
     inner_wrapper = build_message_set([b"x", b"yz"], codec=compression.SNAPPY)
     outer_payload = gzip.compress(inner_wrapper + encode_message(b"def"), mtime=0)
     buffer = _entry(1, compression.GZIP, outer_payload)
@@ -573,7 +590,7 @@ def test_nested_compression_is_iterated(validate: Validate) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def test_unknown_magic(validate: Validate) -> None:
+def test_unknown_magic(validate: Validate, iter_messages: IterMessages) -> None:
     bad = b"".join(
         [
             struct.pack(">i", 11),  # entry size
@@ -602,7 +619,7 @@ def test_unknown_magic(validate: Validate) -> None:
     assert not check.partial_tail
 
 
-def test_unknown_codec(validate: Validate) -> None:
+def test_unknown_codec(validate: Validate, iter_messages: IterMessages) -> None:
     bad = b"".join(
         [
             struct.pack(">i", 11),  # entry size
@@ -635,7 +652,9 @@ def test_unknown_errors_are_invalid_message_errors(validate: Validate) -> None:
 
 
 @pytest.mark.parametrize("cut", [24, 26, 27, 28, 33, 35])
-def test_validate_stops_quietly_at_a_partial_trailing_entry(validate: Validate, cut: int) -> None:
+def test_validate_stops_quietly_at_a_partial_trailing_entry(
+    validate: Validate, cut: int, iter_messages: IterMessages
+) -> None:
     # Entries at 0, 11, 23 (end 36): cut anywhere inside the third entry, from its size field on.
     check = validate(MAGIC1_SET_A_BC_DEF[:cut])
     assert check.error is None
@@ -667,7 +686,9 @@ def test_validate_partial_compressed_wrapper(validate: Validate) -> None:
 
 
 @pytest.mark.parametrize("size", [4, 0, -1, -(2**31)])
-def test_validate_reports_a_size_under_five(validate: Validate, size: int) -> None:
+def test_validate_reports_a_size_under_five(
+    validate: Validate, size: int, iter_messages: IterMessages
+) -> None:
     buffer = b"".join(
         [
             encode_message(b"a"),  # a good entry, offset 0, 11 bytes
@@ -683,7 +704,9 @@ def test_validate_reports_a_size_under_five(validate: Validate, size: int) -> No
         list(iter_messages(buffer, 100))
 
 
-def test_validate_reports_a_size_under_five_in_the_last_four_bytes(validate: Validate) -> None:
+def test_validate_reports_a_size_under_five_in_the_last_four_bytes(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     # Four bytes are enough to read the size; 0.7 (`shallowValidBytes`) throws for size < 5
     # as soon as it has read it, and so does iter_messages.
     buffer = encode_message(b"a") + struct.pack(">i", 0)  # entry size 0, nothing after it
@@ -695,7 +718,9 @@ def test_validate_reports_a_size_under_five_in_the_last_four_bytes(validate: Val
 
 
 @pytest.mark.parametrize("at_end", [True, False])
-def test_validate_reports_a_magic1_entry_of_five_bytes(validate: Validate, at_end: bool) -> None:
+def test_validate_reports_a_magic1_entry_of_five_bytes(
+    validate: Validate, at_end: bool, iter_messages: IterMessages
+) -> None:
     short = b"".join(
         [
             struct.pack(">i", 5),  # entry size 5: enough for magic 0, one short for magic 1
@@ -713,7 +738,7 @@ def test_validate_reports_a_magic1_entry_of_five_bytes(validate: Validate, at_en
         list(iter_messages(buffer))
 
 
-def test_validate_reports_a_crc_mismatch(validate: Validate) -> None:
+def test_validate_reports_a_crc_mismatch(validate: Validate, iter_messages: IterMessages) -> None:
     damaged = bytearray(MAGIC1_SET_A_BC_DEF)
     damaged[21] ^= 0x01  # first payload byte of the second entry ("b" -> "c")
     check = validate(damaged, 100)
@@ -736,6 +761,7 @@ def test_validate_reports_a_damaged_crc_field(validate: Validate) -> None:
 
 def _wrapper_checks(
     validate: Validate,
+    iter_messages: IterMessages,
     buffer: bytes,
     *,
     fragment: str,
@@ -750,23 +776,42 @@ def _wrapper_checks(
         list(iter_messages(encode_message(b"a") + buffer, 100))
 
 
-def test_validate_reports_a_corrupt_gzip_payload(validate: Validate) -> None:
+def test_validate_reports_a_corrupt_gzip_payload(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     # The wrapper's CRC is right (it covers the compressed bytes); the bytes are not gzip.
-    _wrapper_checks(validate, _entry(1, compression.GZIP, b"this is not gzip"), fragment="gzip")
+    _wrapper_checks(
+        validate, iter_messages, _entry(1, compression.GZIP, b"this is not gzip"), fragment="gzip"
+    )
 
 
-def test_validate_reports_a_truncated_gzip_payload(validate: Validate) -> None:
-    _wrapper_checks(validate, _entry(1, compression.GZIP, GZIP_STORED_INNER[:-9]), fragment="gzip")
+def test_validate_reports_a_truncated_gzip_payload(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
+    _wrapper_checks(
+        validate,
+        iter_messages,
+        _entry(1, compression.GZIP, GZIP_STORED_INNER[:-9]),
+        fragment="gzip",
+    )
 
 
-def test_validate_reports_a_gzip_payload_with_a_bad_trailer(validate: Validate) -> None:
+def test_validate_reports_a_gzip_payload_with_a_bad_trailer(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     bad_trailer = GZIP_STORED_INNER[:-8] + struct.pack("<II", CRC_INNER_HELLO_WORLD ^ 1, 30)
-    _wrapper_checks(validate, _entry(1, compression.GZIP, bad_trailer), fragment="gzip")
+    _wrapper_checks(
+        validate, iter_messages, _entry(1, compression.GZIP, bad_trailer), fragment="gzip"
+    )
 
 
-def test_validate_reports_a_corrupt_snappy_payload(validate: Validate) -> None:
+def test_validate_reports_a_corrupt_snappy_payload(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     # Raw snappy (first byte not 0x82) whose literal runs past the end of the block.
-    _wrapper_checks(validate, _entry(1, compression.SNAPPY, b"\x1e\x74hello"), fragment="snappy")
+    _wrapper_checks(
+        validate, iter_messages, _entry(1, compression.SNAPPY, b"\x1e\x74hello"), fragment="snappy"
+    )
 
 
 @pytest.mark.parametrize(
@@ -780,14 +825,21 @@ def test_validate_reports_a_corrupt_snappy_payload(validate: Validate) -> None:
         SNAPPY_JAVA_INNER[:21] + b"\x78" + SNAPPY_JAVA_INNER[22:],  # literal longer than block
     ],
 )
-def test_validate_reports_a_corrupt_snappy_java_stream(validate: Validate, stream: bytes) -> None:
-    _wrapper_checks(validate, _entry(1, compression.SNAPPY, stream), fragment="snappy")
+def test_validate_reports_a_corrupt_snappy_java_stream(
+    validate: Validate, stream: bytes, iter_messages: IterMessages
+) -> None:
+    _wrapper_checks(
+        validate, iter_messages, _entry(1, compression.SNAPPY, stream), fragment="snappy"
+    )
 
 
-def test_validate_reports_a_snappy_block_claiming_too_much(validate: Validate) -> None:
+def test_validate_reports_a_snappy_block_claiming_too_much(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     # varint 0xffffffff0f: 4 GiB claimed by a 6-byte block; refused before inflating.
     _wrapper_checks(
         validate,
+        iter_messages,
         _entry(1, compression.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"),
         fragment="snappy",
         error=InflatedSizeTooLargeError,
@@ -798,45 +850,133 @@ def _gzip_wrapper(inner: bytes) -> bytes:
     return _entry(1, compression.GZIP, gzip.compress(inner, mtime=0))
 
 
-def test_validate_reports_a_damaged_inner_crc(validate: Validate) -> None:
+def test_validate_reports_a_damaged_inner_crc(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     inner = bytearray(INNER_HELLO_WORLD)
     inner[25] ^= 0x20  # "world" -> "World"
-    _wrapper_checks(validate, _gzip_wrapper(bytes(inner)), fragment="CRC mismatch")
+    _wrapper_checks(validate, iter_messages, _gzip_wrapper(bytes(inner)), fragment="CRC mismatch")
 
 
-def test_validate_reports_a_partial_inner_entry(validate: Validate) -> None:
-    _wrapper_checks(validate, _gzip_wrapper(INNER_HELLO_WORLD[:-1]), fragment="partial")
-
-
-def test_validate_reports_an_inner_size_under_five(validate: Validate) -> None:
+def test_validate_reports_a_partial_inner_entry(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     _wrapper_checks(
-        validate, _gzip_wrapper(INNER_HELLO_WORLD + struct.pack(">i", 2)), fragment="minimum"
+        validate, iter_messages, _gzip_wrapper(INNER_HELLO_WORLD[:-1]), fragment="partial"
     )
 
 
-def test_validate_reports_an_inner_unknown_magic(validate: Validate) -> None:
-    inner = INNER_HELLO_WORLD[:15] + b"\x00\x00\x00\x0b\x07" + INNER_HELLO_WORLD[20:]
-    _wrapper_checks(validate, _gzip_wrapper(inner), fragment="magic byte 7")
-
-
-def test_validate_reports_an_empty_compressed_set(validate: Validate) -> None:
-    # 0.7 never writes one (an empty list compresses to an empty buffer) and its iterator
-    # cannot advance past one; both validate and iter_messages refuse it.
-    _wrapper_checks(validate, _gzip_wrapper(b""), fragment="empty")
+def test_validate_reports_an_inner_size_under_five(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     _wrapper_checks(
         validate,
+        iter_messages,
+        _gzip_wrapper(INNER_HELLO_WORLD + struct.pack(">i", 2)),
+        fragment="minimum",
+    )
+
+
+def test_validate_reports_an_inner_unknown_magic(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
+    inner = INNER_HELLO_WORLD[:15] + b"\x00\x00\x00\x0b\x07" + INNER_HELLO_WORLD[20:]
+    _wrapper_checks(validate, iter_messages, _gzip_wrapper(inner), fragment="magic byte 7")
+
+
+def test_validate_reports_an_empty_compressed_set(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
+    # 0.7 never writes one (an empty list compresses to an empty buffer) and its iterator
+    # cannot advance past one; both validate and iter_messages refuse it.
+    _wrapper_checks(validate, iter_messages, _gzip_wrapper(b""), fragment="empty")
+    _wrapper_checks(
+        validate,
+        iter_messages,
         _entry(1, compression.SNAPPY, compression.snappy_java_compress(b"")),
         fragment="empty",
     )
 
 
-def test_compressing_no_messages_gives_an_empty_set() -> None:
+def test_compressing_no_messages_gives_an_empty_set(build_message_set: BuildMessageSet) -> None:
     # MessageSet.createByteBuffer in 0.7: no messages -> an empty buffer, never an empty wrapper.
     assert build_message_set([], codec=compression.GZIP) == b""
     assert build_message_set([], codec=compression.SNAPPY) == b""
 
 
-def test_validate_reports_nesting_too_deep(validate: Validate) -> None:
+def test_building_refuses_an_unknown_magic_or_codec(build_message_set: BuildMessageSet) -> None:
+    with pytest.raises(UnknownMagicError, match=r"^unknown magic byte 2 \(known: 0, 1\)$"):
+        build_message_set([b"a"], magic=2)
+    with pytest.raises(UnknownCodecError, match=r"^unknown compression codec 3$"):
+        build_message_set([b"a"], codec=3)
+    # Magic 0 with a codec: the wrapper and its messages are magic 1, as 0.7 wrote them.
+    assert build_message_set([b"x", b"yz"], codec=compression.GZIP, magic=0) == (
+        build_message_set([b"x", b"yz"], codec=compression.GZIP)
+    )
+
+
+def test_building_takes_any_iterable_of_bytes_like_payloads(
+    build_message_set: BuildMessageSet,
+) -> None:
+    # The compiled builder hands what is not exactly bytes to the reference, in order.
+    payloads = [b"a", bytearray(b"bc"), memoryview(b"def")]
+    assert build_message_set(iter(payloads)) == MAGIC1_SET_A_BC_DEF
+    assert build_message_set(p for p in [b"a", b"bc", b"def"]) == MAGIC1_SET_A_BC_DEF
+    with pytest.raises(TypeError, match="a bytes-like object is required, not 'str'"):
+        build_message_set([b"a", "bc"])
+    with pytest.raises(TypeError, match=r"object of type 'int' has no len\(\)"):
+        build_message_set([b"a", 7], magic=0)
+
+
+def test_stored_set_end_counts_whole_checked_entries(stored_set_end: StoredSetEnd) -> None:
+    wrapped = _gzip_wrapper(INNER_HELLO_WORLD)  # inner not looked at: a copier forwards it
+    data = MAGIC1_SET_A_BC_DEF + encode_message(b"z", magic=0) + wrapped
+    assert stored_set_end(data, 7) == (len(data), 5)
+    for cut in range(len(data)):
+        whole = [end for end in (11, 23, 36, 46, len(data)) if end <= cut]
+        assert stored_set_end(data[:cut]) == (whole[-1] if whole else 0, len(whole))
+    assert stored_set_end(bytearray(data)) == stored_set_end(memoryview(data)) == (len(data), 5)
+    assert stored_set_end(b"") == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("damage", "error", "message"),
+    [
+        (
+            lambda b: b[:11] + struct.pack(">i", 4) + b[15:],
+            CorruptMessageError,
+            "entry at offset 111 declares 4 bytes, under the minimum message size 5",
+        ),
+        (
+            lambda b: b[:11] + struct.pack(">iB", 5, 1) + b[16:],
+            CorruptMessageError,
+            "magic 1 entry at offset 111 is only 5 bytes",
+        ),
+        (
+            lambda b: b[:15] + b"\x07" + b[16:],
+            UnknownMagicError,
+            "unknown magic byte 7 in the entry at offset 111",
+        ),
+        (lambda b: b[:-1] + b"x", CorruptMessageError, "CRC mismatch in the entry at offset 123"),
+        (
+            lambda b: b[:18] + b"\x00" + b[19:],
+            CorruptMessageError,
+            "CRC mismatch in the entry at offset 111",
+        ),
+    ],
+)
+def test_stored_set_end_names_the_damaged_entry(
+    stored_set_end: StoredSetEnd,
+    damage: Callable[[bytes], bytes],
+    error: type[InvalidMessageError],
+    message: str,
+) -> None:
+    with pytest.raises(error) as raised:
+        stored_set_end(damage(MAGIC1_SET_A_BC_DEF), 100)
+    assert str(raised.value) == message
+
+
+def test_validate_reports_nesting_too_deep(validate: Validate, iter_messages: IterMessages) -> None:
     buffer = encode_message(b"deep")
     for _ in range(6):
         buffer = _gzip_wrapper(buffer)
@@ -847,7 +987,9 @@ def test_validate_reports_nesting_too_deep(validate: Validate) -> None:
         list(iter_messages(buffer))
 
 
-def test_validate_and_iter_messages_agree_on_the_nesting_limit(validate: Validate) -> None:
+def test_validate_and_iter_messages_agree_on_the_nesting_limit(
+    validate: Validate, iter_messages: IterMessages
+) -> None:
     buffer = encode_message(b"deep")
     for _ in range(4):  # four wrappers, one inside the other: the most that is accepted
         buffer = _gzip_wrapper(buffer)
@@ -859,7 +1001,9 @@ def test_validate_and_iter_messages_agree_on_the_nesting_limit(validate: Validat
         list(iter_messages(buffer))
 
 
-def test_validate_bounds_what_a_compressed_set_may_inflate_to(validate: Validate) -> None:
+def test_validate_bounds_what_a_compressed_set_may_inflate_to(
+    validate: Validate, build_message_set: BuildMessageSet
+) -> None:
     inner = build_message_set([b"\x00" * 10_000] * 10)
     check = validate(_gzip_wrapper(inner), budget=InflateBudget(50_000, 1 << 30, 1))
     assert isinstance(check.error, InflatedSizeTooLargeError)
@@ -872,7 +1016,9 @@ def test_validate_bounds_what_a_compressed_set_may_inflate_to(validate: Validate
     )
 
 
-def test_one_budget_bounds_what_all_sets_of_a_request_inflate_to(validate: Validate) -> None:
+def test_one_budget_bounds_what_all_sets_of_a_request_inflate_to(
+    validate: Validate, build_message_set: BuildMessageSet
+) -> None:
     inner = build_message_set([b"\x00" * 10_000] * 10)  # 100,100 bytes inflated
     budget = InflateBudget(len(inner), 2 * len(inner) + 10, 1)
     assert validate(_gzip_wrapper(inner), budget=budget).error is None
@@ -911,7 +1057,27 @@ def test_validate_largest_payload_is_top_level(validate: Validate) -> None:
     assert validate(buffer).largest_payload == 70
 
 
-def test_validate_accepts_any_buffer_type(validate: Validate) -> None:
+def test_a_large_inflated_set_is_checked_like_any_other(validate: Validate) -> None:
+    # Over 256 KiB: the compiled walk checks an inflated set (depth 1) without the GIL.
+    entries = [encode_message(bytes([i % 251]) * 200) for i in range(2000)]
+    big = b"".join(entries)  # 2000 x 210 bytes
+    assert len(big) > 256 * 1024
+    assert validate(big, depth=1) == validate(big) == (len(big), 2000, 2000, 200, None, len(big), 0)
+    assert validate(_gzip_wrapper(big)).messages == 2000
+    damaged = bytearray(big)
+    damaged[1500 * 210 + 100] ^= 0x04  # a payload byte of entry 1500
+    for check in (validate(damaged, 7, depth=1), validate(bytes(damaged), 7)):
+        assert (check.valid_bytes, check.entries, check.messages) == (1500 * 210, 1500, 1500)
+        assert isinstance(check.error, CorruptMessageError)
+        assert str(check.error).startswith(f"CRC mismatch in the entry at offset {7 + 1500 * 210}:")
+    wrapped = validate(_gzip_wrapper(bytes(damaged)))
+    assert isinstance(wrapped.error, CorruptMessageError)
+    assert "compressed set at offset 0: CRC mismatch in the entry at offset 315000" in str(
+        wrapped.error
+    )
+
+
+def test_validate_accepts_any_buffer_type(validate: Validate, iter_messages: IterMessages) -> None:
     for buffer in (
         MAGIC1_SET_A_BC_DEF,
         bytearray(MAGIC1_SET_A_BC_DEF),

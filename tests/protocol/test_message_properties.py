@@ -64,7 +64,6 @@ from logbroker.protocol.message_set import (
     Validation,
     build_message_set,
     iter_entries,
-    iter_messages,
 )
 
 from .walk_paths import COMPILED, PATHS, PYTHON, Walks
@@ -160,7 +159,7 @@ def _check_sound_and_consistent(walks: Walks, buffer: bytes, base: int = 0) -> V
     yielded = []
     raised: InvalidMessageError | None = None
     try:
-        for message in iter_messages(buffer, base):
+        for message in walks.iter_messages(buffer, base):
             yielded.append(message)
     except InvalidMessageError as exc:
         raised = exc
@@ -172,7 +171,25 @@ def _check_sound_and_consistent(walks: Walks, buffer: bytes, base: int = 0) -> V
         assert type(raised) is type(check.error)
         assert f"offset {base + check.valid_bytes}" in str(raised)
     _check_columns_agree(walks, buffer, base, yielded, raised, check)
+    _check_stored_set_end_agrees(walks, buffer, base)
     return check
+
+
+def _check_stored_set_end_agrees(walks: Walks, buffer: bytes, base: int) -> None:
+    """stored_set_end (the mirror's copy) keeps what validate keeps without inflating: it
+    checks sizes, magic and CRCs, not codecs, so it may go further only past a codec 3."""
+    shallow = walks.validate(buffer, base, inflate=False)
+    try:
+        end = walks.stored_set_end(buffer, base)
+    except InvalidMessageError as exc:
+        assert shallow.error is not None
+        assert isinstance(shallow.error, UnknownCodecError) or str(exc) in str(shallow.error)
+        return
+    if shallow.error is None:
+        assert end == (shallow.valid_bytes, shallow.entries)
+    else:
+        assert isinstance(shallow.error, UnknownCodecError)
+        assert end[0] > shallow.valid_bytes
 
 
 def _check_columns_agree(
@@ -222,8 +239,8 @@ def _entry_at(spans: list[tuple[int, int, int]], position: int) -> tuple[int, in
 @given(set_specs(), st.integers(0, 2**40))
 def test_round_trip(walks: Walks, spec: tuple[list[bytes], int, int], base: int) -> None:
     payloads, codec, magic = spec
-    buffer = build_message_set(payloads, codec, magic)
-    messages = list(iter_messages(buffer, base))
+    buffer = walks.build_message_set(payloads, codec, magic)
+    messages = list(walks.iter_messages(buffer, base))
     assert [m.payload for m in messages] == payloads
     if codec == compression.NONE:
         assert all((m.magic, m.attributes) == (magic, 0) for m in messages)
@@ -255,7 +272,7 @@ def test_round_trip(walks: Walks, spec: tuple[list[bytes], int, int], base: int)
 def test_concatenation_validates_as_the_sum(
     walks: Walks, specs: list[tuple[list[bytes], int, int]], base: int
 ) -> None:
-    parts = [build_message_set(p, c, m) for p, c, m in specs]
+    parts = [walks.build_message_set(p, c, m) for p, c, m in specs]
     buffer = b"".join(parts)
     checks = [walks.validate(part) for part in parts]
     whole = walks.validate(buffer, base)
@@ -267,9 +284,9 @@ def test_concatenation_validates_as_the_sum(
     # Each part's messages come back in order, shifted to where the part starts.
     expected, start = [], base
     for part in parts:
-        expected += list(iter_messages(part, start))
+        expected += list(walks.iter_messages(part, start))
         start += len(part)
-    assert list(iter_messages(buffer, base)) == expected
+    assert list(walks.iter_messages(buffer, base)) == expected
 
 
 # ---------------------------------------------------------------------------------------
@@ -332,8 +349,8 @@ def _flip_outcome(
         elif new_codec == old_codec:
             # Unused attribute bits: not covered by the CRC, and not an error in 0.7.
             assert (check.error, check.valid_bytes) == (None, len(buffer))
-            assert [m.payload for m in iter_messages(damaged_bytes)] == [
-                m.payload for m in iter_messages(buffer)
+            assert [m.payload for m in walks.iter_messages(damaged_bytes)] == [
+                m.payload for m in walks.iter_messages(buffer)
             ]
         return check, "attributes"
     # A CRC byte or a payload byte: never accepted, whatever the entry.
@@ -509,7 +526,7 @@ def test_every_flip_of_a_fixed_set(walks: Walks) -> None:
                 # wrapper read as codec none is a valid message whose payload is the
                 # compressed bytes.
                 assert check.error is None
-                assert [m.payload for m in iter_messages(bytes(damaged))][-1] == b"def"
+                assert [m.payload for m in walks.iter_messages(bytes(damaged))][-1] == b"def"
                 continue
             if old_codec != new_codec:
                 assert check.valid_bytes == start, (position, mask, check)
@@ -560,6 +577,16 @@ def _answers(walks: Walks, buffer: bytes | bytearray | memoryview, base: int) ->
         said.append(walks.columns(buffer, base))
     except InvalidMessageError as exc:
         said.append(_text(exc))
+    messages: list[Message] = []
+    try:
+        messages.extend(walks.iter_messages(buffer, base))
+    except InvalidMessageError as exc:
+        said.append(_text(exc))  # after the messages before the damage, as the reference
+    said.append(messages)
+    try:
+        said.append(walks.stored_set_end(buffer, base))
+    except InvalidMessageError as exc:
+        said.append(_text(exc))
     return said
 
 
@@ -571,3 +598,27 @@ def test_both_walks_agree_on_generated_and_damaged_bytes(
 ) -> None:
     assert COMPILED is not None
     assert _answers(COMPILED, kind(buffer), base) == _answers(PYTHON, kind(buffer), base)
+
+
+def _built(walks: Walks, payloads: list[bytes], codec: int, magic: int) -> object:
+    try:
+        return walks.build_message_set(payloads, codec, magic)
+    except (InvalidMessageError, TypeError) as exc:
+        return _text(exc)
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the _native extension is not built")
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.binary(max_size=40), st.sampled_from([bytes, bytearray, memoryview]))),
+    st.integers(0, 3),
+    st.integers(0, 2),
+)
+def test_both_builders_agree(
+    payloads: list[tuple[bytes, type[bytes | bytearray | memoryview]]], codec: int, magic: int
+) -> None:
+    assert COMPILED is not None
+    typed = [kind(payload) for payload, kind in payloads]
+    built = _built(COMPILED, typed, codec, magic)
+    assert built == _built(PYTHON, typed, codec, magic)
+    assert _built(COMPILED, iter(typed), codec, magic) == built  # any iterable, consumed once

@@ -12,12 +12,14 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from logbroker import __version__
 from logbroker.protocol import message_set, native
+from logbroker.protocol.errors import InvalidMessageError
 
 LOGBROKER = Path(sys.executable).with_name("logbroker")
 
@@ -29,14 +31,24 @@ def test_the_extension_is_built() -> None:
     )
 
 
+# Each compiled twin, and the name message_set calls it by (the reference is `<twin>_python`).
+WALKS = {
+    "validate": "validate",
+    "plain_run": "_plain_run",
+    "iter_messages": "iter_messages",
+    "stored_set_end": "stored_set_end",
+    "build_message_set": "build_message_set",
+}
+
+
 def test_the_library_uses_the_path_the_environment_asks_for() -> None:
     # The suite runs in one process, so the choice made at import time is the one to check.
-    if os.environ.get(native.PURE_PYTHON_ENV) == "1" or native.COMPILED is None:
-        assert message_set.validate is message_set.validate_python
-        assert message_set._plain_run is message_set.plain_run_python
-    else:
-        assert message_set.validate is native.COMPILED.validate
-        assert message_set._plain_run is native.COMPILED.plain_run
+    pure = os.environ.get(native.PURE_PYTHON_ENV) == "1" or native.COMPILED is None
+    for name in WALKS:
+        expected = (
+            getattr(message_set, f"{name}_python") if pure else getattr(native.COMPILED, name)
+        )
+        assert getattr(message_set, WALKS[name]) is expected, name
 
 
 def _version(pure_python: bool) -> str:
@@ -69,13 +81,14 @@ def test_version_names_the_forced_pure_python_path() -> None:
 def test_a_pure_python_process_runs_the_reference() -> None:
     env = {**os.environ, native.PURE_PYTHON_ENV: "1"}
     code = (
-        "from logbroker.protocol import message_set as m; "
-        "print(m.validate is m.validate_python, m._plain_run is m.plain_run_python)"
+        "from logbroker.protocol import message_set as m; print("
+        + ", ".join(f"m.{called} is m.{name}_python" for name, called in WALKS.items())
+        + ")"
     )
     ran = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
-    assert ran.stdout.split() == ["True", "True"], ran.stderr
+    assert ran.stdout.split() == ["True"] * len(WALKS), ran.stderr
 
 
 @pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
@@ -92,3 +105,29 @@ def test_both_validates_treat_odd_buffers_alike() -> None:
             message_set.validate_python(wrong)
         with pytest.raises(reference.type, match=re.escape(str(reference.value))):
             compiled(wrong)
+
+
+def _outcome(walk: Callable[..., object], buffer: object) -> object:
+    """What `walk(buffer, 3)` gives (a generator run to its end), or its error."""
+    try:
+        result = walk(buffer, 3)
+        return list(result) if isinstance(result, Iterator) else result
+    except (TypeError, BufferError, ValueError, InvalidMessageError) as exc:
+        return type(exc), str(exc)
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+@pytest.mark.parametrize("name", ["iter_messages", "stored_set_end"])
+def test_both_iterations_and_set_ends_treat_odd_buffers_alike(name: str) -> None:
+    data = message_set.build_message_set([b"abcd"] * 4)  # 4 x 14 bytes: whole int32s
+    reference = getattr(message_set, f"{name}_python")
+    twin = getattr(native.COMPILED, name)
+    for odd in (
+        memoryview(data).cast("i"),
+        memoryview(data).cast("B", (2, len(data) // 2)),
+        memoryview(data)[::2],
+        None,
+        "text",
+        7,
+    ):
+        assert _outcome(twin, odd) == _outcome(reference, odd), odd

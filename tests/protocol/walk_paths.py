@@ -8,37 +8,61 @@ test_the_extension_is_built fails once, saying so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import NamedTuple
 
 import pytest
 
 from logbroker.protocol import native
+from logbroker.protocol.message import Message
 from logbroker.protocol.message_set import (
     Buffer,
     MessageColumns,
     Validation,
+    build_message_set_python,
+    iter_messages_python,
     message_columns_using,
     plain_run_python,
+    stored_set_end_python,
     validate_python,
 )
 
 Validate = Callable[..., Validation]
+IterMessages = Callable[..., Iterator[Message]]
+StoredSetEnd = Callable[..., tuple[int, int]]
+BuildMessageSet = Callable[..., bytes]
 
 
 class Walks(NamedTuple):
     name: str
     validate: Validate
     columns: Callable[[Buffer, int], MessageColumns]
+    iter_messages: IterMessages
+    stored_set_end: StoredSetEnd
+    build_message_set: BuildMessageSet
 
 
-PYTHON = Walks("python", validate_python, partial(message_columns_using, plain_run_python))
+PYTHON = Walks(
+    "python",
+    validate_python,
+    partial(message_columns_using, plain_run_python, iterate=iter_messages_python),
+    iter_messages_python,
+    stored_set_end_python,
+    build_message_set_python,
+)
 COMPILED = (
     Walks(
         "compiled",
         native.COMPILED.validate,
-        partial(message_columns_using, native.COMPILED.plain_run),
+        partial(
+            message_columns_using,
+            native.COMPILED.plain_run,
+            iterate=native.COMPILED.iter_messages,
+        ),
+        native.COMPILED.iter_messages,
+        native.COMPILED.stored_set_end,
+        native.COMPILED.build_message_set,
     )
     if native.COMPILED is not None
     else None

@@ -1,4 +1,7 @@
 # The compiled twins of message_set.py's walks (_native.pyx); signatures for mypy.
+from collections.abc import Iterable, Iterator
+
+from .message import Message
 from .message_set import Buffer, InflateBudget, Validation
 
 def validate(
@@ -12,3 +15,6 @@ def validate(
 def plain_run(
     data: bytes, pos: int, base_offset: int, offsets: list[int], payloads: list[bytes]
 ) -> int: ...
+def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]: ...
+def stored_set_end(buffer: Buffer, base_offset: int = 0) -> tuple[int, int]: ...
+def build_message_set(payloads: Iterable[bytes], codec: int = 0, magic: int = 1) -> bytes: ...

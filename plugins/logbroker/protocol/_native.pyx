@@ -7,21 +7,82 @@ compare them). message_set.py picks these when this module imports, unless
 LOGBROKER_PURE_PYTHON=1 (protocol/native.py). The byte layout is message.py's; CRC32 is
 zlib's C function, the one Python's zlib.crc32 calls.
 
-Only the loops are here. What is rare and not per message stays in Python and is called
-from here: building the error of a damaged entry, and inflating and checking a compressed
-set (message_set._validate_compressed, which validates the inner set with this module
-again).
+Here: validate, plain_run (message_columns' runs of plain entries), iter_messages,
+stored_set_end and build_message_set. Only the loops are here. What is rare and not per
+message stays in Python and is called from here: building the error of a damaged entry;
+inflating and checking a compressed set (message_set._validate_compressed, and
+_unwrapped for iter_messages, which walk the inner set with this module again);
+compressing a built set (message_set._wrap); and any buffer or payload of a type the loops
+do not read (a strided view, a bytearray payload), handed whole to the reference.
+
+The GIL is released only around validate's run of plain entries in an inflated set
+(depth > 0) of NOGIL_BYTES or more: see there why.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytearray cimport PyByteArray_Check
+from cpython.bytes cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_FromStringAndSize,
+    PyBytes_GET_SIZE,
+)
 from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_CheckExact
 from libc.stdint cimport int32_t, uint32_t
+from libc.string cimport memcpy
 
 
 cdef extern from "zlib.h":
     unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
 
+
+
+cdef extern from *:
+    """
+    /* A Message (a NamedTuple, so a tuple subtype) from its five fields, made the way
+       tuple.__new__(Message, fields) makes it, without the tuple of fields in between.
+       From 3.14 tuples cache their hash in a field this would leave unset: there, and
+       when LB_GENERIC_MESSAGE is defined (to test this path), tuple.__new__ itself. */
+    #if PY_VERSION_HEX >= 0x030E0000 && !defined(LB_GENERIC_MESSAGE)
+    #define LB_GENERIC_MESSAGE
+    #endif
+    static PyObject *lb_message(PyObject *type, PyObject *offset, PyObject *next_offset,
+                                PyObject *payload, PyObject *magic, PyObject *attributes)
+    {
+    #ifdef LB_GENERIC_MESSAGE
+        PyObject *fields = PyTuple_Pack(5, offset, next_offset, payload, magic, attributes);
+        if (fields == NULL)
+            return NULL;
+        PyObject *args = PyTuple_Pack(1, fields);
+        Py_DECREF(fields);
+        if (args == NULL)
+            return NULL;
+        PyObject *message = PyTuple_Type.tp_new((PyTypeObject *)type, args, NULL);
+        Py_DECREF(args);
+        return message;
+    #else
+        PyObject *m = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 5);
+        if (m == NULL)
+            return NULL;
+        Py_INCREF(offset);
+        PyTuple_SET_ITEM(m, 0, offset);
+        Py_INCREF(next_offset);
+        PyTuple_SET_ITEM(m, 1, next_offset);
+        Py_INCREF(payload);
+        PyTuple_SET_ITEM(m, 2, payload);
+        Py_INCREF(magic);
+        PyTuple_SET_ITEM(m, 3, magic);
+        Py_INCREF(attributes);
+        PyTuple_SET_ITEM(m, 4, attributes);
+        return m;
+    #endif
+    }
+    """
+    object lb_message(object type, object offset, object next_offset, object payload, object magic, object attributes)
+
+
+from itertools import chain as _chain
 
 from logbroker.protocol.compression import CODEC_NAMES as _CODEC_NAMES
 from logbroker.protocol.errors import CorruptMessageError, UnknownMagicError
@@ -40,16 +101,27 @@ cdef object _Validation = None
 cdef object _stored_budget = None
 cdef object _validate_compressed = None
 cdef object _validate_python = None
+cdef object _Message = None
+cdef object _unwrapped = None
+cdef object _stored_set_end_python = None
+cdef object _build_message_set_python = None
+cdef object _wrap = None
 
 
 cdef void _bind() except *:
-    global _Validation, _stored_budget, _validate_compressed, _validate_python
-    from logbroker.protocol import message_set
+    global _Validation, _stored_budget, _validate_compressed, _validate_python, _Message
+    global _unwrapped, _stored_set_end_python, _build_message_set_python, _wrap
+    from logbroker.protocol import message, message_set
 
     _Validation = message_set.Validation
     _stored_budget = message_set.InflateBudget.stored
     _validate_compressed = message_set._validate_compressed
     _validate_python = message_set.validate_python
+    _Message = message.Message
+    _unwrapped = message_set._unwrapped
+    _stored_set_end_python = message_set.stored_set_end_python
+    _build_message_set_python = message_set.build_message_set_python
+    _wrap = message_set._wrap
 
 
 cdef inline int32_t _int32(const unsigned char *p) noexcept nogil:
@@ -63,6 +135,37 @@ cdef inline uint32_t _uint32(const unsigned char *p) noexcept nogil:
 cdef inline uint32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     # n < 2**31: it comes from an int32 size
     return <uint32_t>crc32(0, p, <unsigned int>n)
+
+
+# An inflated set (depth > 0) at least this long is checked without the GIL: in the broker
+# only the inflating workers check those, and the event loop runs meanwhile (the worker then
+# waits for the GIL to come back). The event loop's own checks (depth 0) keep the GIL.
+cdef Py_ssize_t NOGIL_BYTES = 256 * 1024
+
+
+cdef Py_ssize_t _plain_prefix(
+    const unsigned char *data,
+    Py_ssize_t pos,
+    Py_ssize_t length,
+    Py_ssize_t *entries,
+    Py_ssize_t *largest,
+) noexcept nogil:
+    """Past the whole, plain, intact magic-1 entries from `pos`: where they end. Counts them
+    in `entries` and keeps the largest payload in `largest`."""
+    cdef Py_ssize_t end, last_header = length - 10  # a magic-1 entry's header fits
+    cdef int32_t size
+    while pos <= last_header:
+        size = _int32(data + pos)
+        end = pos + 4 + <Py_ssize_t>size
+        if data[pos + 4] != 1 or data[pos + 5] & 3 or size < 6 or end > length:
+            break
+        if _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
+            break
+        if size - 6 > largest[0]:
+            largest[0] = size - 6
+        entries[0] += 1
+        pos = end
+    return pos
 
 
 def validate(buffer, base_offset=0, *, depth=0, budget=None, bint inflate=True):
@@ -97,26 +200,22 @@ cdef object _validate(
 ):
     cdef Py_ssize_t pos = 0, end, payload_start
     cdef Py_ssize_t entries = 0, messages = 0, largest = 0, compressed = 0
-    cdef Py_ssize_t last_header = length - 10  # a magic-1 entry's header fits
+    cdef Py_ssize_t plain
     cdef int32_t size
     cdef unsigned char magic, attributes, codec
     cdef uint32_t crc, computed
     cdef object error = None, view = None, inner_count
+    cdef bint release = length >= NOGIL_BYTES and depth != 0
     while pos + ENTRY_OVERHEAD <= length:
         # Whole, plain, intact magic-1 entries: nearly every entry. Anything else, a damaged
         # entry included, goes to the general path below, which names it.
-        while pos <= last_header:
-            size = _int32(data + pos)
-            end = pos + 4 + <Py_ssize_t>size
-            if data[pos + 4] != 1 or data[pos + 5] & 3 or size < 6 or end > length:
-                break
-            if _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
-                break
-            if size - 6 > largest:
-                largest = size - 6
-            entries += 1
-            messages += 1
-            pos = end
+        plain = entries
+        if release and length - pos >= NOGIL_BYTES:
+            with nogil:
+                pos = _plain_prefix(data, pos, length, &entries, &largest)
+        else:
+            pos = _plain_prefix(data, pos, length, &entries, &largest)
+        messages += entries - plain
         if pos + ENTRY_OVERHEAD > length:
             break
         size = _int32(data + pos)
@@ -217,3 +316,200 @@ def plain_run(bytes data, Py_ssize_t pos, object base_offset, list offsets, list
         PyList_Append(offsets, base + pos if small_base else base_offset + pos)
         pos = end
     return pos
+
+
+cdef inline bint _small(object base_offset):
+    """Offsets from `base_offset` can be computed as C long longs (the usual case)."""
+    return PyLong_CheckExact(base_offset) and 0 <= base_offset <= (1LL << 62)
+
+
+def iter_messages(buffer, base_offset=0):
+    """message_set.iter_messages_python, compiled: the same Messages, and the same error
+    after the same messages (a generator, as the reference)."""
+    cdef const unsigned char *buf
+    cdef Py_ssize_t length, pos = 0, end, last_header, payload_start
+    cdef int32_t size
+    cdef unsigned char magic, attributes
+    cdef uint32_t crc
+    cdef long long base = 0
+    cdef bint small_base
+    cdef object data, offset, next_offset, payload, one = 1
+    if _Message is None:
+        _bind()
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    buf = <const unsigned char *>PyBytes_AS_STRING(data)
+    length = PyBytes_GET_SIZE(data)
+    last_header = length - 10  # a magic-1 entry's header fits
+    small_base = _small(base_offset)
+    if small_base:
+        base = base_offset
+    while pos + ENTRY_OVERHEAD <= length:
+        # Whole, plain magic-1 entries: nearly every entry. Anything else goes to the
+        # general path below.
+        while pos <= last_header:
+            size = _int32(buf + pos)
+            end = pos + 4 + <Py_ssize_t>size
+            if buf[pos + 4] != 1 or buf[pos + 5] & 3 or size < 6 or end > length:
+                break
+            if _crc(buf + pos + 10, end - pos - 10) != _uint32(buf + pos + 6):
+                raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
+            payload = PyBytes_FromStringAndSize(<const char *>buf + pos + 10, end - pos - 10)
+            if small_base:
+                yield lb_message(_Message, base + pos, base + end, payload, one, buf[pos + 5])
+            else:
+                yield lb_message(
+                    _Message, base_offset + pos, base_offset + end, payload, one, buf[pos + 5]
+                )
+            pos = end
+        if pos + ENTRY_OVERHEAD > length:
+            return
+        size = _int32(buf + pos)
+        offset = base_offset + pos
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptMessageError(
+                f"entry at offset {offset} declares {size} bytes, "
+                f"under the minimum message size {MIN_MESSAGE_SIZE}"
+            )
+        end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+        if end > length:
+            return
+        magic = buf[pos + 4]
+        if magic == 1:
+            if size < MAGIC1_HEADER:
+                raise CorruptMessageError(f"magic 1 entry at offset {offset} is only {size} bytes")
+            attributes = buf[pos + 5]
+            crc = _uint32(buf + pos + 6)
+            payload_start = pos + 10
+        elif magic == 0:
+            attributes = 0
+            crc = _uint32(buf + pos + 5)
+            payload_start = pos + 9
+        else:
+            raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
+        if _crc(buf + payload_start, end - payload_start) != crc:
+            raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+        next_offset = base_offset + end
+        payload = PyBytes_FromStringAndSize(<const char *>buf + payload_start, end - payload_start)
+        pos = end
+        if not attributes & CODEC_MASK:
+            yield lb_message(_Message, offset, next_offset, payload, magic, attributes)
+            continue
+        yield from _unwrapped(
+            attributes & CODEC_MASK, payload, offset, next_offset, validate, iter_messages
+        )
+
+
+def stored_set_end(buffer, base_offset=0):
+    """message_set.stored_set_end_python, compiled: the same (bytes, entries), or the same
+    error. Buffers other than bytes and bytearray go to the reference."""
+    cdef Py_buffer pybuf
+    if not (isinstance(buffer, bytes) or PyByteArray_Check(buffer)):
+        if _Message is None:
+            _bind()
+        return _stored_set_end_python(buffer, base_offset)
+    PyObject_GetBuffer(buffer, &pybuf, PyBUF_SIMPLE)
+    try:
+        return _stored_set_end(<const unsigned char *>pybuf.buf, pybuf.len, base_offset)
+    finally:
+        PyBuffer_Release(&pybuf)
+
+
+cdef tuple _stored_set_end(const unsigned char *buf, Py_ssize_t length, object base_offset):
+    cdef Py_ssize_t pos = 0, entries = 0, end, crc_at
+    cdef int32_t size
+    cdef unsigned char magic
+    while pos + ENTRY_OVERHEAD <= length:
+        size = _int32(buf + pos)
+        end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+        if size < MIN_MESSAGE_SIZE:
+            raise CorruptMessageError(
+                f"entry at offset {base_offset + pos} declares {size} bytes, "
+                f"under the minimum message size {MIN_MESSAGE_SIZE}"
+            )
+        if end > length:
+            break
+        magic = buf[pos + ENTRY_OVERHEAD]
+        if magic == 1:
+            if size < MAGIC1_HEADER:
+                raise CorruptMessageError(
+                    f"magic 1 entry at offset {base_offset + pos} is only {size} bytes"
+                )
+            crc_at = pos + ENTRY_OVERHEAD + 2
+        elif magic == 0:
+            crc_at = pos + ENTRY_OVERHEAD + 1
+        else:
+            raise UnknownMagicError(
+                f"unknown magic byte {magic} in the entry at offset {base_offset + pos}"
+            )
+        if _crc(buf + crc_at + 4, end - crc_at - 4) != _uint32(buf + crc_at):
+            raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
+        pos = end
+        entries += 1
+    return pos, entries
+
+
+# The largest payload whose entry size still fits the int32 field; a larger one goes to the
+# reference, whose struct.pack names it.
+cdef Py_ssize_t _MAX_PAYLOAD = 0x7FFFFFFF - MAGIC1_HEADER
+
+
+def build_message_set(payloads, codec=0, magic=1):
+    """message_set.build_message_set_python, compiled: the same bytes, or the same error.
+
+    One pass collects the payloads, a second writes every header and payload into one bytes
+    object. The first payload that is not exactly bytes hands the whole set, in order, to
+    the reference (which then consumes the rest of `payloads` as it would have).
+    """
+    if _Message is None:
+        _bind()
+    cdef bint whole = False
+    if magic == 0 and codec == 0:
+        return _build(payloads, codec, magic, 0, &whole)
+    if magic not in (0, 1):
+        raise UnknownMagicError(f"unknown magic byte {magic} (known: 0, 1)")
+    inner = _build(payloads, codec, magic, 1, &whole)
+    if whole or codec == 0:
+        return inner
+    return _wrap(codec, inner)
+
+
+cdef object _build(
+    object payloads, object codec, object magic, unsigned char entry_magic, bint *whole
+):
+    """The entries of `payloads` (`entry_magic`, no codec); or, with `whole` set, what the
+    reference built of the whole call."""
+    cdef list items = []
+    cdef Py_ssize_t total = 0, n, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
+    cdef object it = iter(payloads), p
+    for p in it:
+        if not PyBytes_CheckExact(p) or PyBytes_GET_SIZE(p) > _MAX_PAYLOAD:
+            whole[0] = True
+            return _build_message_set_python(_chain(items, (p,), it), codec, magic)
+        items.append(p)
+        total += ENTRY_OVERHEAD + header + PyBytes_GET_SIZE(p)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(out)
+    cdef const unsigned char *src
+    cdef uint32_t crc
+    cdef Py_ssize_t size
+    for p in items:
+        n = PyBytes_GET_SIZE(p)
+        src = <const unsigned char *>PyBytes_AS_STRING(p)
+        size = header + n
+        w[0] = <unsigned char>(size >> 24)
+        w[1] = <unsigned char>(size >> 16)
+        w[2] = <unsigned char>(size >> 8)
+        w[3] = <unsigned char>size
+        w[4] = entry_magic
+        if entry_magic:
+            w[5] = 0
+        crc = _crc(src, n)
+        w += header - 4 + ENTRY_OVERHEAD
+        w[0] = <unsigned char>(crc >> 24)
+        w[1] = <unsigned char>(crc >> 16)
+        w[2] = <unsigned char>(crc >> 8)
+        w[3] = <unsigned char>crc
+        w += 4
+        memcpy(w, src, n)
+        w += n
+    return out

@@ -13,10 +13,12 @@ Nothing here builds a Python object per message on the hot paths: `validate` wal
 entries with `struct.unpack_from` and `zlib.crc32` over memoryview slices, and
 `build_message_set` joins packed headers and payloads into one buffer.
 
-Two walks have a compiled twin in `_native.pyx` (Cython): `validate` (the broker's check of
-every produced set) and the plain-entry runs of `message_columns` (the batch consumer's and
-the Spark source's decoding). native.py decides which runs; the functions here are the
-reference, and `validate_python` stays reachable by that name.
+The per-message walks have compiled twins in `_native.pyx` (Cython): `validate` (the
+broker's check of every produced set), `iter_messages` (the mirror, the group consumer,
+SimpleConsumer.iter_messages), `stored_set_end` (the mirror's copy), `build_message_set`
+(the producer) and the plain-entry runs of `message_columns` (the batch consumer's and the
+Spark source's decoding). native.py decides which run; the functions here are the
+reference, each reachable as `<name>_python` whichever runs.
 """
 
 from __future__ import annotations
@@ -279,7 +281,7 @@ def _validate_compressed(
     return check.messages
 
 
-def build_message_set(
+def build_message_set_python(
     payloads: Iterable[bytes], codec: int = compression.NONE, magic: int = 1
 ) -> bytes:
     """One buffer holding a message per payload; compressed into one wrapper if `codec`."""
@@ -301,12 +303,17 @@ def build_message_set(
     inner = b"".join(parts)
     if codec == compression.NONE:
         return inner
+    return _wrap(codec, inner)
+
+
+def _wrap(codec: int, inner: bytes) -> bytes:
+    """`inner` (plain magic-1 entries) compressed into one wrapper entry; both builders'."""
     if codec not in compression.CODEC_NAMES:
         raise UnknownCodecError(f"unknown compression codec {codec}")
     if not inner:
         return inner  # no messages: an empty set, as 0.7, never an empty wrapper
     wrapped = compression.compress(codec, inner)
-    return pack1(MAGIC1_HEADER + len(wrapped), 1, codec, crc32(wrapped)) + wrapped
+    return ENTRY_MAGIC1.pack(MAGIC1_HEADER + len(wrapped), 1, codec, zlib.crc32(wrapped)) + wrapped
 
 
 def iter_entries(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, memoryview]]:
@@ -331,7 +338,7 @@ def iter_entries(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple[int, me
         pos = end
 
 
-def stored_set_end(buffer: bytes, base_offset: int = 0) -> tuple[int, int]:
+def stored_set_end_python(buffer: Buffer, base_offset: int = 0) -> tuple[int, int]:
     """(bytes, entries) of the whole entries at the start of `buffer`, each one's magic and
     CRC checked: the part of a fetched set that a copier (the mirror) forwards as it is.
 
@@ -389,7 +396,7 @@ def iter_stored_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[tuple
         yield offset, offset + ENTRY_OVERHEAD + len(view), view.tobytes()
 
 
-def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
+def iter_messages_python(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
     """Deep iteration through compressed wrappers, recursively, checking every CRC.
 
     Offsets are absolute (`base_offset` is where `buffer` starts in the partition). Inside a
@@ -459,22 +466,55 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]:
         if not codec:
             yield make(Message, (offset, next_offset, payload, magic, attributes))
             continue
-        if codec not in compression.CODEC_NAMES:
-            raise UnknownCodecError(
-                f"unknown compression codec {codec} in the entry at offset {offset}"
-            )
-        try:
-            inner = compression.decompress(codec, payload, MAX_INFLATED)
-        except InvalidMessageError as exc:
-            kind = type(exc) if isinstance(exc, InflatedSizeTooLargeError) else CorruptMessageError
-            raise kind(f"compressed set at offset {offset}: {exc}") from exc
-        previous: Message | None = None
-        for m in _iter_inner(inner, offset):
-            if previous is not None:
-                yield previous
-            previous = m
+        yield from _unwrapped(
+            codec, payload, offset, next_offset, validate_python, iter_messages_python
+        )
+
+
+def _unwrapped(
+    codec: int,
+    payload: bytes,
+    offset: int,
+    next_offset: int,
+    walk: Callable[..., Validation],
+    iterate: Callable[[bytes], Iterator[Message]],
+) -> Iterator[Message]:
+    """The messages of the compressed entry at `offset`: all resume at the wrapper but the
+    last, which resumes at `next_offset`. The whole inner set is checked (with `walk`)
+    before any is yielded; `iterate` walks it: the caller's own implementation (this serves
+    both iter_messages_python and its compiled twin).
+    """
+    if codec not in compression.CODEC_NAMES:
+        raise UnknownCodecError(
+            f"unknown compression codec {codec} in the entry at offset {offset}"
+        )
+    try:
+        inner = compression.decompress(codec, payload, MAX_INFLATED)
+    except InvalidMessageError as exc:
+        kind = type(exc) if isinstance(exc, InflatedSizeTooLargeError) else CorruptMessageError
+        raise kind(f"compressed set at offset {offset}: {exc}") from exc
+    check = walk(inner, depth=1)  # the wrapper was level 0: stored data's limits
+    if check.error is not None or check.valid_bytes != len(inner) or check.entries == 0:
+        reason = check.error or ("partial inner entry" if inner else "empty")
+        raise CorruptMessageError(f"compressed set at offset {offset}: {reason}")
+    previous: Message | None = None
+    for m in iterate(inner):
         if previous is not None:
-            yield previous._replace(next_offset=next_offset)
+            yield previous
+        previous = m._replace(offset=offset, next_offset=offset)
+    if previous is not None:
+        yield previous._replace(next_offset=next_offset)
+
+
+# What the library calls: each compiled twin when native.py chose them (same signatures,
+# same results and errors), else the references above.
+iter_messages = iter_messages_python
+stored_set_end = stored_set_end_python
+build_message_set = build_message_set_python
+if native.IN_USE is not None:
+    iter_messages = native.IN_USE.iter_messages
+    stored_set_end = native.IN_USE.stored_set_end
+    build_message_set = native.IN_USE.build_message_set
 
 
 class MessageColumns(NamedTuple):
@@ -501,9 +541,14 @@ def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
 
 
 def message_columns_using(
-    plain_run: PlainRun, buffer: Buffer, base_offset: int = 0
+    plain_run: PlainRun,
+    buffer: Buffer,
+    base_offset: int = 0,
+    iterate: Callable[[bytes, int], Iterator[Message]] | None = None,
 ) -> MessageColumns:
-    """message_columns with a given walk of the plain runs (the tests run both)."""
+    """message_columns with given walks of the plain runs and of the other entries
+    (`iterate`, by default the library's iter_messages): the tests run both."""
+    iterate = iter_messages if iterate is None else iterate
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     length = len(data)
     unpack_int = _INT32.unpack_from
@@ -521,7 +566,7 @@ def message_columns_using(
         if size >= MIN_MESSAGE_SIZE and end > length:
             break  # a partial trailing entry
         indexes.extend([0] * (len(payloads) - len(indexes)))  # the plain run's
-        for index, m in enumerate(iter_messages(data[pos : max(end, pos + 4)], base_offset + pos)):
+        for index, m in enumerate(iterate(data[pos : max(end, pos + 4)], base_offset + pos)):
             add_offset(m.offset)
             indexes.append(index)
             add_payload(m.payload)
@@ -569,16 +614,6 @@ def _check_crcs(payloads: list[bytes], start: int, crcs: list[int], offsets: lis
     if computed != crcs:
         bad = next(i for i, (a, b) in enumerate(zip(computed, crcs, strict=True)) if a != b)
         raise CorruptMessageError(f"CRC mismatch in the entry at offset {offsets[start + bad]}")
-
-
-def _iter_inner(inner: bytes, wrapper_offset: int) -> Iterator[Message]:
-    """Messages of a decompressed set, all resuming at their wrapper."""
-    check = validate(inner, depth=1)  # the wrapper was level 0: stored data's limits
-    if check.error is not None or check.valid_bytes != len(inner) or check.entries == 0:
-        reason = check.error or ("partial inner entry" if inner else "empty")
-        raise CorruptMessageError(f"compressed set at offset {wrapper_offset}: {reason}")
-    for m in iter_messages(inner):
-        yield m._replace(offset=wrapper_offset, next_offset=wrapper_offset)
 
 
 def whole_entries_end(buffer: Buffer) -> int:
