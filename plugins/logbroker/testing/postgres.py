@@ -19,7 +19,9 @@ Layout under the directory (kept across stops: a restart serves the same databas
 
 Logins over TCP take the password (scram-sha-256), never `trust`. PostgreSQL refuses to run
 as root: under root the server runs as the `postgres` user Debian's package creates (the
-owner of data/, run/ and the log), everything else stays the caller's. The binaries are the
+owner of data/, run/ and the log), everything else stays the caller's; that user must be able
+to enter the directory (`preflight()` names the parent in the way, e.g. a 0700 home). The
+binaries are the
 newest under /usr/lib/postgresql/*/bin (scripts/install-system-deps.sh installs them). This
 module runs commands only; it imports no database driver.
 """
@@ -32,6 +34,7 @@ import pwd
 import re
 import secrets
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -107,9 +110,22 @@ class PostgresServer:
 
     # -- start and stop ---------------------------------------------------------------
 
+    def preflight(self) -> None:
+        """Raise PostgresError if the server's user could not enter the directory."""
+        owner = _server_user()
+        blocked = _not_searchable(self.directory, owner)
+        if blocked is not None:
+            raise PostgresError(
+                f"PostgreSQL runs as {owner.pw_name!r}, which cannot enter {blocked} (mode "
+                f"{stat.S_IMODE(blocked.stat().st_mode):o}) on the way to {self.directory}: "
+                "choose a work directory it can reach, or give others search access "
+                f"(chmod o+x {blocked})"
+            )
+
     def start(self) -> PostgresServer:
         if self.pid is not None:
             return self
+        self.preflight()
         self.directory.mkdir(parents=True, exist_ok=True)
         fresh = not self.initialized
         if fresh:
@@ -207,6 +223,27 @@ def _server_user() -> pwd.struct_passwd:
             "PostgreSQL does not run as root and there is no `postgres` user: install "
             "Debian's postgresql (scripts/install-system-deps.sh)"
         ) from None
+
+
+def _not_searchable(path: Path, user: pwd.struct_passwd) -> Path | None:
+    """The first existing directory on the way to `path` that `user` may not enter, or None."""
+    groups = {user.pw_gid, *os.getgrouplist(user.pw_name, user.pw_gid)}
+    for directory in [*reversed(path.parents), path]:
+        try:
+            info = directory.stat()
+        except FileNotFoundError:
+            return None  # made later, by us, 0755
+        if user.pw_uid == 0:
+            continue
+        if info.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return directory
+    return None
 
 
 def stop_postmaster(pid: int, timeout: float = 30.0) -> None:
