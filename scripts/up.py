@@ -44,15 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_UI_PORT = 8080  # Airflow's own default; UI_PORT (make up UI_PORT=8090) sets another
 
 
-def taken_port(ports: dict[int, str]) -> str | None:
-    """The first of `ports` that cannot be bound on 127.0.0.1, as one line; None if all are free."""
-    for port, what in sorted(ports.items()):
+def taken_port(ports: dict[int, str]) -> tuple[int, str] | None:
+    """The first of `ports` (in their order) that cannot be bound on 127.0.0.1, and what it is
+    for; None if all are free."""
+    for port, what in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
-                return f"port {port} on 127.0.0.1 ({what}) is taken"
+                return port, what
     return None
 
 
@@ -73,11 +74,14 @@ def up(args: argparse.Namespace) -> int:
         wanted[postgres_port] = f"PostgreSQL, chosen at the first `up` in {workdir}"
     taken = taken_port(wanted)
     if taken is not None:
-        print(
-            f"up: {taken}: choose another, e.g. `make up UI_PORT=8090` for the UI, or "
-            "`make up UP_ARGS='--spark-port 7078 --spark-ui-port 8190'` for Spark",
-            file=sys.stderr,
-        )
+        port, what = taken
+        if port == args.port:
+            fix = "choose another with `make up UI_PORT=8090` (or scripts/up.py up --port)"
+        elif port == postgres_port:
+            fix = "stop what holds it, or start afresh with `make up UP_ARGS=--fresh`"
+        else:
+            fix = "choose others with `make up UP_ARGS='--spark-port 7078 --spark-ui-port 8190'`"
+        print(f"up: port {port} on 127.0.0.1 ({what}) is taken: {fix}", file=sys.stderr)
         return 2
     try:
         postgres.preflight()
