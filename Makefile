@@ -74,9 +74,14 @@ demo: setup
 demo-broker: setup
 	$(BIN)/python scripts/broker_demo.py
 
-# The same stack as the demo, left running with live traffic; `make down` stops it by PID.
+# The stack left running with live traffic, shaped like a one-machine deployment: Airflow on
+# PostgreSQL, a Spark standalone master and two workers (scripts/up.py). The Airflow UI's port
+# is UI_PORT (make up UI_PORT=8090), 8080 by default; UP_ARGS passes scripts/up.py's options
+# (--spark-port, --spark-ui-port, --rate, --fresh). `make down` stops it all by PID and keeps
+# the data in var/up/: `make up` again resumes on it.
+UI_PORT ?= 8080
 up: setup
-	$(BIN)/python scripts/up.py up
+	UI_PORT=$(UI_PORT) $(BIN)/python scripts/up.py up $(UP_ARGS)
 
 # The pipeline while its parts die (scripts/chaos.py): CHAOS_ARGS="--seed 2 --hours 6", etc.
 .PHONY: chaos

@@ -5,7 +5,9 @@
 # Data Docs tests render pages in it), docker-compose v1 (it validates docker-compose.yaml
 # without a Docker engine), iproute2 (`ip`: the tests' separate hosts, network namespaces),
 # and gcc with zlib's and Python's headers (`pip install -e .` compiles the message-set walks,
-# plugins/logbroker/protocol/_native.pyx; without them they run in pure Python).
+# plugins/logbroker/protocol/_native.pyx; without them they run in pure Python), and
+# PostgreSQL's server binaries (`make up` runs Airflow's database on a cluster of its own,
+# logbroker.testing.postgres; Debian's own `main` cluster is not used).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail
 
@@ -17,6 +19,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 [ -r /usr/include/zlib.h ] || need+=(zlib1g-dev)  # brings libc6-dev, which gcc only recommends
 "${PYTHON:-python3}" -c 'import os, sysconfig, sys
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \

@@ -1,32 +1,60 @@
 """`make up` / `make down`: the pipeline left running on this machine, with live traffic.
 
-    .venv/bin/python scripts/up.py up   [--workdir var/up] [--rate 20]
+    .venv/bin/python scripts/up.py up   [--workdir var/up] [--port 8080] [--rate 20] [--fresh]
+                                        [--spark-port 7077] [--spark-ui-port 8180]
     .venv/bin/python scripts/up.py down [--workdir var/up]
 
-`up` starts what `make demo` starts (ZooKeeper, the live and analysis clusters, the schema
-registry, Airflow's api-server, scheduler, dag-processor and triggerer on 127.0.0.1), with the
-DAGs unpaused on the real clock: the mirror every 5 minutes, the hourly load at every hour,
-the audit after each load. A traffic process sends audited events (page views, searches, ad
-clicks) at --rate events a second. It returns once Airflow is healthy and prints the UI's URL
-and login. Everything runs in the background until `down` stops it, by the PIDs recorded in
-<workdir>/stack.json. Data stays in --workdir across `down`/`up` only if --keep-data is given.
+`up` starts the stack a team would run on one machine: PostgreSQL as Airflow's database (a
+cluster of its own under <workdir>/postgres, loopback only, its password in a 0600 file), a
+Spark standalone cluster (a master on --spark-port and two workers, web UIs on
+--spark-ui-port and the two ports after it), ZooKeeper, the live and analysis clusters, the
+schema registry, and Airflow's api-server (the UI on 127.0.0.1:--port, 8080 unless UI_PORT
+says otherwise), scheduler, dag-processor and triggerer on LocalExecutor; the load and the
+audit are submitted to the standalone master. The DAGs are unpaused on the real clock: the
+mirror every 5 minutes, the hourly load at every hour, the audit after each load. A traffic
+process sends audited events (page views, searches, ad clicks) at --rate events a second.
+
+A fixed port that is taken stops `up` with one line naming it, before anything starts. It
+returns once Airflow is healthy and prints the UI's URL, the login and where each part logs.
+Everything runs in the background until `down` stops it, by the PIDs recorded in
+<workdir>/stack.json. The data (Airflow's database, the brokers' logs, ZooKeeper, the
+warehouse) stays in --workdir: `up` again resumes on it; --fresh starts from nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from logbroker.testing.airflow_stack import AirflowStackError
 from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded
+from logbroker.testing.postgres import PostgresError, PostgresServer
+from logbroker.testing.spark_standalone import SparkClusterError, SparkStandalone
 from logbroker.testing.traffic import TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_UI_PORT = 8080  # Airflow's own default; UI_PORT (make up UI_PORT=8090) sets another
+
+
+def taken_port(ports: dict[int, str]) -> tuple[int, str] | None:
+    """The first of `ports` (in their order) that cannot be bound on 127.0.0.1, and what it is
+    for; None if all are free."""
+    for port, what in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return port, what
+    return None
 
 
 def up(args: argparse.Namespace) -> int:
@@ -34,10 +62,44 @@ def up(args: argparse.Namespace) -> int:
     if (workdir / "stack.json").exists():
         print(f"already up (see {workdir / 'stack.json'}); `make down` first", file=sys.stderr)
         return 1
-    if workdir.exists() and not args.keep_data:
+    if workdir.exists() and args.fresh:
         shutil.rmtree(workdir)
-    stack = PipelineStack(workdir, log=lambda s: print(f"  {s}", flush=True))
-    stack.start()
+    spark = SparkStandalone(
+        workdir / "spark", master_port=args.spark_port, ui_port=args.spark_ui_port, workers=2
+    )
+    postgres = PostgresServer(workdir / "postgres")
+    postgres_port = postgres.port  # chosen at the first `up`
+    wanted = {args.port: "the Airflow UI", **spark.ports()}
+    if postgres_port is not None:
+        wanted[postgres_port] = f"PostgreSQL, chosen at the first `up` in {workdir}"
+    taken = taken_port(wanted)
+    if taken is not None:
+        port, what = taken
+        if port == args.port:
+            fix = "choose another with `make up UI_PORT=8090` (or scripts/up.py up --port)"
+        elif port == postgres_port:
+            fix = "stop what holds it, or start afresh with `make up UP_ARGS=--fresh`"
+        else:
+            fix = "choose others with `make up UP_ARGS='--spark-port 7078 --spark-ui-port 8190'`"
+        print(f"up: port {port} on 127.0.0.1 ({what}) is taken: {fix}", file=sys.stderr)
+        return 2
+    try:
+        postgres.preflight()
+    except PostgresError as exc:
+        print(f"up: {exc}", file=sys.stderr)
+        return 2
+    stack = PipelineStack(
+        workdir,
+        port=args.port,
+        spark_cluster=spark,
+        postgres=True,
+        log=lambda s: print(f"  {s}", flush=True),
+    )
+    try:
+        stack.start()  # on failure it stops what it had started
+    except (PostgresError, SparkClusterError, AirflowStackError) as exc:
+        print(f"up: {exc}", file=sys.stderr)
+        return 1
     stack.zookeeper.keep_running()  # it outlives this command, until `make down`
     log = open(workdir / "traffic.log", "ab")  # noqa: SIM115 - the child keeps it
     traffic = subprocess.Popen(
@@ -49,11 +111,24 @@ def up(args: argparse.Namespace) -> int:
     state = json.loads(state_file.read_text())
     state["traffic"] = {"pid": traffic.pid}
     state_file.write_text(json.dumps(state, indent=1) + "\n")
+    assert stack.postgres is not None
+    airflow_logs = stack.airflow.home / "logs"
     print(f"up: Airflow UI at {stack.airflow.url}  (login: admin / {stack.airflow.password})")
     print(f"    the Pipeline page: {stack.airflow.url}/logbroker/pipeline")
-    print(f"    live traffic: {args.rate} events/s on {', '.join(TOPICS)} ({workdir}/traffic.log)")
-    print(f"    warehouse: {stack.warehouse}   stop everything with `make down`")
-    print(f"    the airflow command in this stack: . {stack.airflow.home}/env.sh")
+    print(f"    Airflow's database: PostgreSQL on 127.0.0.1:{stack.postgres.port} "
+          f"(password in {stack.postgres.password_path})")  # fmt: skip
+    print(f"    Spark: master {spark.master_url}, 2 workers, UI {spark.ui_url}")
+    print(f"    live traffic: {args.rate} events/s on {', '.join(TOPICS)}")
+    print(f"    warehouse: {stack.warehouse}")
+    print("  logs:")
+    print(f"    Airflow     {airflow_logs}/<component>.out, task logs {airflow_logs}/dag_id=*")
+    print(f"    PostgreSQL  {stack.postgres.log_path}")
+    print(f"    Spark       {spark.directory}/master.log, worker-<i>.log, executors worker-<i>/")
+    print(f"    ZooKeeper   {stack.zookeeper.log_path}")
+    print(f"    brokers     {workdir}/live-<i>/broker.log, {workdir}/analysis-<i>/broker.log")
+    print(f"    traffic     {workdir}/traffic.log")
+    print(f"  the airflow command in this stack: . {stack.airflow.home}/env.sh")
+    print("  stop everything with `make down` (the data stays; `make up` resumes on it)")
     return 0
 
 
@@ -104,8 +179,23 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--workdir", default=str(ROOT / "var" / "up"))
         if name == "up":
+            p.add_argument(
+                "--port",
+                type=int,
+                default=int(os.environ.get("UI_PORT") or DEFAULT_UI_PORT),
+                help="the Airflow UI's port on 127.0.0.1 (default: $UI_PORT, else 8080)",
+            )
+            p.add_argument("--spark-port", type=int, default=7077, help="the master's (7077)")
+            p.add_argument(
+                "--spark-ui-port",
+                type=int,
+                default=8180,
+                help="the master's web UI (8180); the workers' on the next two ports",
+            )
             p.add_argument("--rate", type=int, default=20, help="events a second (default 20)")
-            p.add_argument("--keep-data", action="store_true")
+            p.add_argument(
+                "--fresh", action="store_true", help="delete --workdir first: start from nothing"
+            )
     t = sub.add_parser("traffic", help="(internal) the live traffic process")
     t.add_argument("--live", required=True)
     t.add_argument("--registry", required=True)

@@ -42,11 +42,17 @@ def build_session(
 ) -> Any:
     """getOrCreate() a session (spark-submit's, or a new one on `master`), source registered."""
     prepare_environment()
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     from spark_apps.source import register
 
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Run by spark-submit: its --master and --conf are system properties of its JVM, which
+        # a SparkConf reads only once connected to it; unconnected, a SparkConf is an empty
+        # dict, and `master` and DEFAULTS would override spark-submit's (a spark:// master
+        # became local[2]).
+        SparkContext._ensure_initialized()
     given = SparkConf()  # spark-submit's --conf and --master arrive here
     builder = SparkSession.builder.appName(app_name)
     if master and not given.contains("spark.master"):

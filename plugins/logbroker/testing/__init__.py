@@ -8,6 +8,8 @@
     fuzz        a mutation fuzzer for a live broker and the checks of its stored data
     jepsen      a Jepsen-style fault run for replicated topics on such hosts: clients,
                 nemesis, history, checker (`make chaos-replication`)
+    postgres    PostgresServer: Airflow's database for `make up`, a cluster of its own
+    spark_standalone  SparkStandalone: a Spark master and workers on 127.0.0.1 (`make up`)
 
 Plain library code: it imports kazoo but never pytest; the fixtures live in tests/conftest.py.
 """

@@ -6,15 +6,15 @@
     stack.api(...)                                  the REST API (v2) with a JWT
     stack.stop()                                    SIGTERM each group, SIGKILL stragglers
 
-The home is the stack's private state (its SQLite database holds the connections and
-variables; passwords.json the admin's password): the directory is 0700 and every Airflow
+The home is the stack's private state (its SQLite database, unless `sql_alchemy_conn` names
+another, such as `make up`'s PostgreSQL; passwords.json the admin's password): the directory is 0700 and every Airflow
 process runs with umask 077, so whatever it creates there (airflow.db, airflow.cfg, logs) is
 the user's only. The virtualenv's `bin/` comes first on every process's PATH: the Spark
 provider runs `spark-submit` from PATH, and pyspark's launcher runs `python3` from PATH.
 
 Not `airflow standalone`: it starts log servers bound to 0.0.0.0 (docs/design.md §7 P2). Here the
 scheduler and triggerer skip their log servers (the api-server reads task logs from the
-local files), the executor is LocalExecutor with `parallelism` workers on SQLite, and the
+local files), the executor is LocalExecutor with `parallelism` workers, and the
 dag-processor rescans often so a new DAG file shows up in seconds. This module runs the
 `airflow` command; it never imports Airflow, so the library stays free of it.
 """
@@ -58,6 +58,7 @@ class AirflowStack:
         port: int | None = None,
         parallelism: int = 4,
         all_admins: bool = False,
+        sql_alchemy_conn: str | None = None,
         extra_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -70,6 +71,7 @@ class AirflowStack:
         self.plugins_folder = plugins_folder
         self.parallelism = parallelism
         self.all_admins = all_admins
+        self.sql_alchemy_conn = sql_alchemy_conn  # None: SQLite in the home
         self.extra_env = dict(extra_env or {})
         self.clock = clock
         self.sleep = sleep
@@ -104,10 +106,6 @@ class AirflowStack:
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.plugins_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                # SQLite: wait for another component's write lock instead of failing at 5 s
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": (
-                    "logbroker.testing.airflow_sqlite.CONNECT_ARGS"
-                ),
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                 "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
@@ -126,6 +124,12 @@ class AirflowStack:
                 "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             }
         )
+        if self.sql_alchemy_conn is not None:
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = self.sql_alchemy_conn
+        else:  # SQLite: wait for another component's write lock instead of failing at 5 s
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = (
+                "logbroker.testing.airflow_sqlite.CONNECT_ARGS"
+            )
         env.update(self.extra_env)
         return env
 

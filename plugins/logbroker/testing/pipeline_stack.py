@@ -12,13 +12,19 @@ Layout under `workdir`:
 
     zookeeper/                 one ZooKeeper; chroots /live, /analysis, /registry
     live-<id>/ analysis-<id>/  the brokers' log.dirs and logs (broker.log)
-    airflow/                   AIRFLOW_HOME: SQLite database, logs/<component>.out, task logs
+    airflow/                   AIRFLOW_HOME: SQLite database (unless on PostgreSQL),
+                               logs/<component>.out, task logs
+    postgres/                  with `postgres`: Airflow's database (logbroker.testing.postgres)
+    spark/                     with `spark_cluster`: the standalone master's and workers' logs
     warehouse/                 the warehouse (a file:// URI), its _reports/ (Data Docs)
     pipeline.json              what the DAGs run (LOGBROKER_PIPELINE)
     stack.json                 the PIDs, ports and URLs, for `make down` and for people
 
-Spark runs in local mode inside the Airflow tasks (spark-submit per task, local[2]). Nothing
-here imports Airflow or Spark: Airflow is run as commands and driven through its REST API.
+Spark runs in local mode inside the Airflow tasks (spark-submit per task, local[2]), or, given
+a `spark_cluster` (`make up`), on that standalone cluster, which the stack starts and stops; with
+`postgres=True` (`make up`) Airflow's metadata is on a PostgreSQL of the stack's own instead of
+SQLite. Nothing here imports Airflow or Spark: Airflow is run as commands and driven through
+its REST API.
 
 Topics have 0.7's layout (`partitions` per broker) unless `replicated` names them with a
 replication factor: then they are replicated topics of `partitions` x brokers partitions
@@ -30,8 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +49,8 @@ from ..serde import SchemaRegistry
 from ..serde.schemas import load_schema_file
 from .airflow_stack import AirflowStack, AirflowStackError, process_running, stop_task_processes
 from .broker import BrokerProcess
+from .postgres import PostgresServer, stop_postmaster
+from .spark_standalone import SparkStandalone, stop_groups
 from .traffic import TOPICS, activity
 from .zookeeper import ZooKeeperServer
 
@@ -55,6 +61,16 @@ TERMINAL = {"success", "failed"}
 # spark-submit. C1 only and the serial GC took a small local job from 33-42 s to 21-23 s here
 # (2 cores); a large load would rather keep C2.
 SMALL_JOB_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+# On a standalone cluster of this machine: the driver (in the task) binds loopback only and has
+# no UI (it would listen on 0.0.0.0:4040); each application takes one core of one worker, so two
+# loads run side by side on the two workers, and a small executor.
+STANDALONE_CONF = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.cores.max": "1",
+    "spark.executor.memory": "512m",
+}
 T = TypeVar("T")
 
 
@@ -82,6 +98,8 @@ class PipelineStack:
         port: int | None = None,
         all_admins: bool = False,
         spark_master: str = "local[2]",
+        spark_cluster: SparkStandalone | None = None,
+        postgres: bool = False,
         extra_airflow_env: dict[str, str] | None = None,
         topics: tuple[str, ...] = TOPICS,
         replicated: Mapping[str, int] | None = None,
@@ -97,7 +115,9 @@ class PipelineStack:
         self.log = log
         self.zookeeper = ZooKeeperServer(self.workdir / "zookeeper")
         self.brokers: dict[str, list[BrokerProcess]] = {}
-        self.spark_master = spark_master
+        self.spark_cluster = spark_cluster
+        self.spark_master = spark_cluster.master_url if spark_cluster else spark_master
+        self.postgres = PostgresServer(self.workdir / "postgres") if postgres else None
         self.airflow = AirflowStack(
             self.workdir / "airflow",
             dags_folder=REPO_ROOT / "dags",
@@ -147,6 +167,8 @@ class PipelineStack:
                     "host": self.spark_master,
                     "extra": {"conf": SMALL_JOB_CONF}
                     if self.spark_master.startswith("local")
+                    else {"conf": {**SMALL_JOB_CONF, **STANDALONE_CONF}}
+                    if self.spark_cluster is not None
                     else {},
                 }
             ),
@@ -160,6 +182,14 @@ class PipelineStack:
     def start(self, airflow: bool = True) -> PipelineStack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
+            if self.postgres is not None:
+                self.log(f"PostgreSQL, Airflow's database ({self.postgres.directory})")
+                self.postgres.start()
+                self.airflow.sql_alchemy_conn = self.postgres.sqlalchemy_url
+            if self.spark_cluster is not None:
+                workers = self.spark_cluster.workers
+                self.log(f"Spark: a master and {workers} workers ({self.spark_cluster.directory})")
+                self.spark_cluster.start()
             self.log(f"ZooKeeper ({self.workdir / 'zookeeper'})")
             self.zookeeper.start()
             for chroot in ("live", "analysis", "registry"):
@@ -238,18 +268,33 @@ class PipelineStack:
             },
             "warehouse": self.warehouse_uri,
         }
+        if self.postgres is not None:
+            state["postgres"] = {"pid": self.postgres.pid, "port": self.postgres.port}
+        if self.spark_cluster is not None:
+            state["spark"] = {
+                "master": self.spark_cluster.master_url,
+                "ui": self.spark_cluster.ui_url,
+                "pids": self.spark_cluster.pids(),
+            }
         (self.workdir / "stack.json").write_text(json.dumps(state, indent=1) + "\n")
 
     def stop(self) -> None:
-        """Stop everything this stack started, by PID: Airflow, brokers, ZooKeeper."""
+        """Stop everything this stack started, by PID: Airflow, Spark, brokers, ZooKeeper,
+        PostgreSQL (last: Airflow writes to it until it stops)."""
         with contextlib.suppress(Exception):
             self.airflow.stop()
+        if self.spark_cluster is not None:
+            with contextlib.suppress(Exception):
+                self.spark_cluster.stop()
         for brokers in self.brokers.values():
             for broker in brokers:
                 with contextlib.suppress(Exception):
                     broker.stop(timeout=20)
         with contextlib.suppress(Exception):
             self.zookeeper.stop()
+        if self.postgres is not None:
+            with contextlib.suppress(Exception):
+                self.postgres.stop()
         with contextlib.suppress(FileNotFoundError):
             (self.workdir / "stack.json").unlink()
 
@@ -418,33 +463,32 @@ def stop_recorded(workdir: Path, grace: float = 30) -> list[int]:
     """`make down`: stop by PID every process a stack recorded in `workdir`/stack.json.
 
     In stages, each stage's process groups together: the traffic (it publishes its audit
-    counts while the brokers are still up), Airflow (and its task processes), the brokers,
-    ZooKeeper."""
+    counts while the brokers are still up), Airflow (and its task processes), the Spark
+    workers (and their executors), the Spark master, the brokers, ZooKeeper, and PostgreSQL
+    last (Airflow writes to it until it stops), by a fast shutdown of its postmaster."""
     state_file = Path(workdir) / "stack.json"
     if not state_file.exists():
         return []
     state = json.loads(state_file.read_text())
+    spark = state.get("spark", {}).get("pids", {})
     stages = [
         [state["traffic"]["pid"]] if "traffic" in state else [],
         list(state["airflow"]["pids"].values()),
+        [pid for name, pid in spark.items() if name != "master"],
+        [pid for name, pid in spark.items() if name == "master"],
         [b["pid"] for brokers in state["brokers"].values() for b in brokers],
         [state["zookeeper"]["pid"]],
     ]
     stopped = []
     for number, stage in enumerate(stages):
         pids = [pid for pid in stage if pid is not None and process_running(pid)]
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGTERM)
-                stopped.append(pid)
-        deadline = time.monotonic() + grace
-        while any(process_running(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid in pids:
-            if process_running(pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
+        stop_groups(pids, grace)
+        stopped += pids
         if number == 1:
             stop_task_processes(Path(workdir) / "airflow")
+    postmaster = state.get("postgres", {}).get("pid")
+    if postmaster is not None and process_running(postmaster):
+        stop_postmaster(postmaster, grace)
+        stopped.append(postmaster)
     state_file.unlink()
     return stopped
