@@ -112,11 +112,13 @@ def test_a_follower_appends_only_whole_messages(tmp_path: Path) -> None:
         return ReplicaSet("t", 0, 0, 60, 9999, ((0, 0),), len(data), memoryview(data), messages)
 
     data = build_message_set([b"a" * 50, b"b" * 50, b"c" * 50])  # 3 x 60 bytes
-    fetcher._take(follower, answer(data[:120], 2))
+    fetcher._take(follower, answer(data[:120], 2), log.end_offset)
     assert log.end_offset == 120 and follower.high_watermark == 60
-    fetcher._take(follower, answer(data[120:] + build_message_set([b"d" * 50])[:30], -1))
+    fetcher._take(
+        follower, answer(data[120:] + build_message_set([b"d" * 50])[:30], -1), log.end_offset
+    )
     assert log.end_offset == 180  # the cut-off "d" waits for the next fetch
     big = build_message_set([b"e" * 5000])
-    fetcher._take(follower, answer(big[:1024], -1))
+    fetcher._take(follower, answer(big[:1024], -1), log.end_offset)
     assert log.end_offset == 180 and fetcher._fetch_size[("t", 0)] == len(big)
     assert bytes(log.read(0, 1000).read()) == data and epochs.entries == [(0, 0)]

@@ -73,7 +73,7 @@ def _produce(h: RequestHandlers, partition: int) -> None:
     )
 
 
-def test_a_followers_fetch_gets_one_answer_when_its_look_moves_another_high_watermark(
+def test_a_followers_fetch_gets_one_answer_when_its_look_moves_a_high_watermark(
     tmp_path: Path, zk_client: KazooClient
 ) -> None:
     # broker 0 leads partitions 0 and 1, replicas 0, 1, 2, every replica in sync
@@ -118,7 +118,11 @@ def test_a_followers_fetch_gets_one_answer_when_its_look_moves_another_high_wate
         while p1.isr != (0, 1):
             assert time.monotonic() < deadline, "the replica manager did not apply the ISR"
             time.sleep(0.01)
-        _produce(h, 0)  # wakes the fetch; its look at partition 1 moves that high watermark
+        # An append to partition 1 wakes the fetch; its look at partition 1 records follower 1
+        # there, which (the ISR now shorter) moves that high watermark from inside the look.
+        # (An append to partition 0 no longer would: a woken fetch reads again only the
+        # partitions whose log moved, and a high watermark's move wakes consumers only.)
+        _produce(h, 1)
         assert p1.high_watermark == end
         assert len(answers) == 1, f"{len(answers)} answers to one fetch"
         assert len(h.waiters) == 0  # answered: waiting nowhere any more
