@@ -48,7 +48,7 @@ test: setup $(COMPAT_NODE)/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 
 # mypy --strict (pyproject.toml's [tool.mypy]) over the library and the pipeline:
-# plugins/logbroker, spark_apps (not yet spark_apps/audit/), plugins/hooks, plugins/pipeline_ui
+# plugins/logbroker, spark_apps (the audit included), plugins/hooks, plugins/pipeline_ui
 # and dags; MYPYPATH checks the checked-out plugins/, wherever the editable install points.
 # tests/test_typecheck.py runs the same.
 typecheck: setup
