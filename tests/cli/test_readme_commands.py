@@ -415,7 +415,9 @@ def test_the_layout_and_the_paths_in_the_prose_exist():
             assert path.exists(), f"README.md's Layout names {path.relative_to(REPO)}"
             if top:
                 parent = path
-    tops = {p.name for p in REPO.iterdir()}
+    # var/ holds what the commands make (var/demo/, var/up/, ...): a checkout that ran one
+    # of them has var/ without the others' paths, so they are not checked here
+    tops = {p.name for p in REPO.iterdir()} - {"var"}
     for quoted in re.findall(r"`([^`\n]+)`", text):
         for token in quoted.split():
             token = token.strip("(),;:")
