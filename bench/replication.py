@@ -49,7 +49,6 @@ workloads: <output>/profile/summary.md. Nothing is asserted about speed anywhere
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import shutil
@@ -958,10 +957,8 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
     ax1.grid(axis="y", alpha=0.3, which="both")
     ax1.legend(fontsize=8)
     for w, style in zip(names, ("-", ":"), strict=False):
-        samples = sorted(x for rep in info.get("latencies", {}).get(w, []) for x in rep)
-        if samples:
-            ys = [(i + 1) / len(samples) for i in range(len(samples))]
-            ax2.plot(samples, ys, style, color=blue, label=BY_NAME[w].label)
+        samples = [x for rep in info.get("latencies", {}).get(w, []) for x in rep]
+        report.plot_cdf(ax2, samples, style, BY_NAME[w].label, blue)
     ax2.set_xscale("log")
     ax2.set_xlabel("ms (log)")
     ax2.set_ylabel("fraction of messages")
@@ -1121,24 +1118,14 @@ def main(argv: list[str] | None = None) -> int:
     info["latencies"] = bench.latencies
 
     records = bench.records()
-    (args.output_dir / "summary.json").write_text(json.dumps(records, indent=1) + "\n")
-    (args.output_dir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
-    (args.output_dir / "summary.md").write_text(markdown(records, info))
-    if not args.no_plots:
-        try:
-            plots(records, info, args.output_dir)
-        except ImportError as exc:
-            print(f"no plots: {exc} (pip install -r bench/requirements.txt installs matplotlib)")
     if bench.profile_dir is not None:
         (bench.profile_dir / "summary.md").write_text(run.profile_summary(bench.profile_dir))
         print(f"profile: {bench.profile_dir / 'summary.md'}")
-    print(f"\n{table(records)}\n", flush=True)
-    print(
-        f"wrote {args.output_dir}/summary.json, summary.md, run.json"
-        + ("" if args.no_plots else ", *.png")
-        + f" in {info['duration_s']} s",
-        flush=True,
-    )
+    report.write_run(
+        args.output_dir, records, info, markdown=markdown, table_text=table(records),
+        plots=None if args.no_plots else plots,
+        no_plots_hint="pip install -r bench/requirements.txt installs matplotlib",
+    )  # fmt: skip
     if bench.errors:
         print(f"{len(bench.errors)} errors:\n  " + "\n  ".join(bench.errors), flush=True)
     if own_workdir and not args.keep:

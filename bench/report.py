@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,43 @@ LOWER_IS_BETTER = {"ms", "bytes"}
 # The one-way latency's two placements (run.py): the server apart from its clients, and the
 # kernel scheduler's choice.
 PLACEMENTS = (("latency", "apart"), ("latency_unpinned", "unpinned"))
+
+
+def write_run(
+    outdir: Path,
+    records: Sequence[dict[str, Any]],
+    info: dict[str, Any],
+    *,
+    markdown: Callable[[Any, dict[str, Any]], str],
+    plots: Callable[[Any, dict[str, Any], Path], None] | None,
+    table_text: str,
+    no_plots_hint: str,
+) -> None:
+    """What every benchmark run leaves in `outdir`: summary.json (the records), run.json (how
+    it ran), summary.md and the PNGs (`plots`, None for none), then the table on stdout."""
+    (outdir / "summary.json").write_text(json.dumps(records, indent=1) + "\n")
+    (outdir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+    (outdir / "summary.md").write_text(markdown(records, info))
+    if plots is not None:
+        try:
+            plots(records, info, outdir)
+        except ImportError as exc:
+            print(f"no plots: {exc} ({no_plots_hint})")
+    print(f"\n{table_text}\n", flush=True)
+    print(
+        f"wrote {outdir}/summary.json, summary.md, run.json"
+        + ("" if plots is None else ", *.png")
+        + f" in {info['duration_s']} s",
+        flush=True,
+    )
+
+
+def plot_cdf(ax: Any, samples: Sequence[float], style: str, label: str, color: Any = None) -> None:
+    """One latency distribution: the fraction of messages at or under each latency."""
+    ordered = sorted(samples)
+    if ordered:
+        ys = [(i + 1) / len(ordered) for i in range(len(ordered))]
+        ax.plot(ordered, ys, style, label=label, color=color)
 
 
 def _index(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -457,10 +494,8 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
     ax1.legend(fontsize=8)
     for (w, name), style in zip(PLACEMENTS, ("-", ":"), strict=True):
         for s, reps in info.get("series", {}).get(w, {}).items():
-            samples = sorted(x for rep in reps for x in rep)
-            if samples:
-                ys = [(i + 1) / len(samples) for i in range(len(samples))]
-                ax2.plot(samples, ys, style, label=f"{s}, {name}", color=COLORS.get(s))
+            samples = [x for rep in reps for x in rep]
+            plot_cdf(ax2, samples, style, f"{s}, {name}", COLORS.get(s))
     ax2.set_xscale("log")
     ax2.set_xlabel("ms (log)")
     ax2.set_ylabel("fraction of messages")

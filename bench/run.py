@@ -1012,26 +1012,16 @@ def main(argv: list[str] | None = None) -> int:
     info["series"] = engine.series
 
     records = engine.records()
-    (args.output_dir / "summary.json").write_text(json.dumps(records, indent=1) + "\n")
-    (args.output_dir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
     import report
 
-    (args.output_dir / "summary.md").write_text(report.markdown(records, info))
-    if not args.no_plots:
-        try:
-            report.plots(records, info, args.output_dir)
-        except ImportError as exc:
-            print(f"no plots: {exc} (bash bench/install-peers.sh installs matplotlib)")
     if engine.profile_dir is not None:
         (engine.profile_dir / "summary.md").write_text(profile_summary(engine.profile_dir))
         print(f"profile: {engine.profile_dir / 'summary.md'}")
-    print(f"\n{report.table(records, info)}\n", flush=True)
-    print(
-        f"wrote {args.output_dir}/summary.json, summary.md, run.json"
-        + ("" if args.no_plots else ", *.png")
-        + f" in {info['duration_s']} s",
-        flush=True,
-    )
+    report.write_run(
+        args.output_dir, records, info, markdown=report.markdown,
+        table_text=report.table(records, info), plots=None if args.no_plots else report.plots,
+        no_plots_hint="bash bench/install-peers.sh installs matplotlib",
+    )  # fmt: skip
     if engine.errors:
         print(f"{len(engine.errors)} errors:\n  " + "\n  ".join(engine.errors), flush=True)
     if own_workdir and not args.keep:
