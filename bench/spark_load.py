@@ -25,6 +25,11 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    columns (7,000 rows, a 1 MiB fetch's worth) over and over, .write.parquet():
                    Spark's Python Data Source API with no broker and no decoding, the most
                    any Python source reaches here
+  read_side        the load's read side alone, in this process after the load (no Spark):
+                   the source's walk of every fetch of the load's ranges (CRC checks, the
+                   payloads into Arrow's buffers: ranges.read_range, Chunk.values) and the
+                   rows_sha256 thread's read (ranges.digest_ranges, names included); the
+                   seconds (and this process's CPU seconds) of each
 the peak memory of the driver and its JVM (RSS, every 0.1 s) and the Python workers (PSS: a
 page shared by the forked workers counted once; every 0.3 s), together and each,
 and the CPU seconds each of those (and the brokers) spent: where the time goes.
@@ -55,9 +60,12 @@ import psutil
 import suite
 
 from logbroker.testing.zookeeper import ZooKeeperServer
+from spark_apps.load.event_names import NameKeys
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.session import build_session
+from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range
+from spark_apps.source.reads import ClusterReads
 from spark_apps.warehouse.checkpoint import Warehouse
 
 # the Spark tests' two-broker analysis cluster and their event schema
@@ -266,6 +274,35 @@ def timed(fn: Any) -> tuple[float, int, Any, dict[str, float]]:
 LAST_PEAKS: dict[str, int] = {}
 
 
+def read_side(zookeeper: str, checkpoint: Any) -> dict[str, float]:
+    """The load's read side over a checkpoint's ranges, in this process: the source's walk
+    (fetches, CRC checks, payloads into Arrow's buffers) and the rows_sha256 read (fetches,
+    the digest's bytes, SHA-256, the names); wall and CPU seconds of each."""
+    from logbroker.client.cluster import Cluster
+
+    ranges = [
+        PartitionRange(checkpoint.topic, p.broker_id, p.partition, p.start_offset, p.end_offset)
+        for p in checkpoint.partitions
+        if p.end_offset > p.start_offset
+    ]
+    out: dict[str, float] = {}
+    with Cluster(zookeeper) as cluster, ClusterReads(cluster) as reads_for:
+        t, cpu, rows = time.perf_counter(), time.process_time(), 0
+        for r in ranges:
+            for chunk in read_range(reads_for(r), r):
+                rows += len(chunk.values)
+        out["source_walk_s"] = time.perf_counter() - t
+        out["source_walk_cpu_s"] = time.process_time() - cpu
+        assert rows == checkpoint.messages, (rows, checkpoint.messages)
+        t, cpu = time.perf_counter(), time.process_time()
+        digest = digest_ranges(reads_for, ranges, names=NameKeys())
+        out["rows_sha256_s"] = time.perf_counter() - t
+        out["rows_sha256_cpu_s"] = time.process_time() - cpu
+        assert digest.rows_sha256 == checkpoint.rows_sha256
+    out["seconds"] = out["source_walk_s"] + out["rows_sha256_s"]
+    return out
+
+
 def run_size(
     spark: Any, cluster: Any, n: int, work: Path, hour: str, reps: int = 1
 ) -> dict[str, Any]:
@@ -337,6 +374,7 @@ def run_size(
         "json_load": [],
         "json_load_schema": [],
         "api_ceiling": [],
+        "read_side": [],
     }
     for rep in range(reps):
         wh = Warehouse.open(str(work / f"wh-{n}-{rep}"), spark=spark)  # a first load each time
@@ -350,6 +388,10 @@ def run_size(
                 "phases": report.seconds,
                 "cpu": cpu,
             }
+        )
+        side = read_side(cluster.live.connect, report.checkpoint)
+        runs["read_side"].append(
+            {"seconds": side["seconds"], "peak": 0, "peaks": {}, "cpu": {}, "phases": side}
         )
         wh = Warehouse.open(str(work / f"wh-spark-{n}-{rep}"), spark=spark)
         secs, peak, report, cpu = timed(
