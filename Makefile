@@ -28,8 +28,7 @@ $(STAMP): pyproject.toml requirements.lock setup.py plugins/logbroker/protocol/_
 	@touch $(STAMP)
 
 # The Spark reader's numba code, compiled into its cache once (not in every Spark worker).
-$(COMPILED): $(STAMP) spark_apps/source/entry_kernels.py spark_apps/load/event_names.py \
-		spark_apps/source/avro_compiled.py
+$(COMPILED): $(STAMP) spark_apps/load/event_names.py spark_apps/source/avro_compiled.py
 	$(BIN)/python scripts/compile_readers.py
 	@touch $@
 
