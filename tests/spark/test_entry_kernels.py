@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import random
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,6 +25,7 @@ from hypothesis import strategies as st
 
 from logbroker.protocol import compression, native
 from logbroker.protocol.message_set import build_message_set, message_columns
+from spark_apps.pyfiles import build_archive
 from spark_apps.source import entry_kernels
 from spark_apps.source.entry_scan import byte_array
 
@@ -182,3 +186,28 @@ def test_the_source_uses_the_kernels_the_environment_asks_for() -> None:
             getattr(entry_kernels, f"{name}_python") if pure else getattr(native.COMPILED, name)
         )
         assert getattr(entry_kernels, name) is expected, name
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+def test_an_executor_importing_the_archive_runs_the_compiled_walks(tmp_path: Path) -> None:
+    """A Spark executor given the --py-files archive imports `logbroker` from it, where
+    Python cannot load a compiled module: native.py copies it out and loads it."""
+    archive = build_archive(tmp_path / "cache")
+    probe = (
+        "import logbroker.protocol.native as n, spark_apps.source.entry_kernels as k\n"
+        "print(n.__file__); print(n.ACTIVE); print(n.COMPILED.__file__)\n"
+        "print(k.walk_entries is n.COMPILED.walk_entries)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_PYTHON_ENV}
+    env["PYTHONPATH"] = str(archive)
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    ran = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    module_file, active, compiled_file, kernels = ran.stdout.splitlines()
+    assert module_file.startswith(str(archive))  # the archive's logbroker, not the install
+    assert active == "compiled (Cython)"
+    assert compiled_file.startswith(str(tmp_path / "tmp" / "logbroker-native-"))
+    assert kernels == "True"
