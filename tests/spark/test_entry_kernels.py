@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
+import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -191,23 +193,27 @@ def test_the_source_uses_the_kernels_the_environment_asks_for() -> None:
 @pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
 def test_an_executor_importing_the_archive_runs_the_compiled_walks(tmp_path: Path) -> None:
     """A Spark executor given the --py-files archive imports `logbroker` from it, where
-    Python cannot load a compiled module: native.py copies it out and loads it."""
-    archive = build_archive(tmp_path / "cache")
-    probe = (
-        "import logbroker.protocol.native as n, spark_apps.source.entry_kernels as k\n"
-        "print(n.__file__); print(n.ACTIVE); print(n.COMPILED.__file__)\n"
-        "print(k.walk_entries is n.COMPILED.walk_entries)\n"
-    )
+    Python cannot load a compiled module: native.py copies it out and loads it. Here the
+    archive, with a __main__.py added, is run as a program: Python puts it first on the
+    import path, as spark-submit does on an executor's."""
+    probe = tmp_path / "probe.zip"
+    shutil.copyfile(build_archive(tmp_path / "cache"), probe)
+    with zipfile.ZipFile(probe, "a") as archive:
+        archive.writestr(
+            "__main__.py",
+            "import logbroker.protocol.native as n, spark_apps.source.entry_kernels as k\n"
+            "print(n.__file__); print(n.ACTIVE); print(n.COMPILED.__file__)\n"
+            "print(k.walk_entries is n.COMPILED.walk_entries)\n",
+        )
     env = {k: v for k, v in os.environ.items() if k != native.PURE_PYTHON_ENV}
-    env["PYTHONPATH"] = str(archive)
     env["TMPDIR"] = str(tmp_path / "tmp")
     (tmp_path / "tmp").mkdir()
     ran = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=120
     )
     assert ran.returncode == 0, ran.stderr
     module_file, active, compiled_file, kernels = ran.stdout.splitlines()
-    assert module_file.startswith(str(archive))  # the archive's logbroker, not the install
+    assert module_file.startswith(str(probe))  # the archive's logbroker, not the install
     assert active == "compiled (Cython)"
     assert compiled_file.startswith(str(tmp_path / "tmp" / "logbroker-native-"))
     assert kernels == "True"
