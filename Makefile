@@ -18,7 +18,8 @@ system-deps:
 UV_VERSION := 0.13.9
 # The editable install also compiles the message-set walks (setup.py: _native.pyx with the
 # system's gcc and zlib); the last line says whether they run compiled or in pure Python.
-$(STAMP): pyproject.toml requirements.lock setup.py plugins/logbroker/protocol/_native.pyx
+$(STAMP): pyproject.toml requirements.lock setup.py plugins/logbroker/protocol/_native.pyx \
+		plugins/logbroker/protocol/_crc32.h
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -r requirements.lock
@@ -27,8 +28,7 @@ $(STAMP): pyproject.toml requirements.lock setup.py plugins/logbroker/protocol/_
 	@touch $(STAMP)
 
 # The Spark reader's numba code, compiled into its cache once (not in every Spark worker).
-$(COMPILED): $(STAMP) spark_apps/source/entry_kernels.py spark_apps/load/event_names.py \
-		spark_apps/source/avro_compiled.py
+$(COMPILED): $(STAMP) spark_apps/load/event_names.py spark_apps/source/avro_compiled.py
 	$(BIN)/python scripts/compile_readers.py
 	@touch $@
 

@@ -18,6 +18,7 @@ else:
                 "logbroker.protocol._native",
                 ["plugins/logbroker/protocol/_native.pyx"],
                 libraries=["z"],  # zlib's crc32
+                depends=["plugins/logbroker/protocol/_crc32.h"],  # the CRC-32 it calls
             )
         ],
         compiler_directives={"language_level": "3"},

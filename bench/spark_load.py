@@ -4,6 +4,7 @@ own JSON load of the same events (`spark.read.json(...).write.parquet`), in the 
     .venv/bin/python bench/spark_load.py                       # 2,000,000 events (the goal)
     .venv/bin/python bench/spark_load.py --events 200000       # a quick run
     .venv/bin/python bench/spark_load.py --events 100000 --standalone   # + a standalone cluster
+    .venv/bin/python bench/spark_load.py --read-side-only --reps 5   # the read side alone
 
 For each size it measures, on local[2], --reps times in turn (default 3; the median is
 reported, and every repetition in the JSON: Spark's JVM warms up over the first jobs):
@@ -25,6 +26,11 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    columns (7,000 rows, a 1 MiB fetch's worth) over and over, .write.parquet():
                    Spark's Python Data Source API with no broker and no decoding, the most
                    any Python source reaches here
+  read_side        the load's read side alone, in this process after the load (no Spark):
+                   the source's walk of every fetch of the load's ranges (CRC checks, the
+                   payloads into Arrow's buffers: ranges.read_range, Chunk.values) and the
+                   rows_sha256 thread's read (ranges.digest_ranges, names included); the
+                   seconds (and this process's CPU seconds) of each
 the peak memory of the driver and its JVM (RSS, every 0.1 s) and the Python workers (PSS: a
 page shared by the forked workers counted once; every 0.3 s), together and each,
 and the CPU seconds each of those (and the brokers) spent: where the time goes.
@@ -55,9 +61,12 @@ import psutil
 import suite
 
 from logbroker.testing.zookeeper import ZooKeeperServer
+from spark_apps.load.event_names import NameKeys
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.session import build_session
+from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range
+from spark_apps.source.reads import ClusterReads
 from spark_apps.warehouse.checkpoint import Warehouse
 
 # the Spark tests' two-broker analysis cluster and their event schema
@@ -266,6 +275,44 @@ def timed(fn: Any) -> tuple[float, int, Any, dict[str, float]]:
 LAST_PEAKS: dict[str, int] = {}
 
 
+def read_side(zookeeper: str, checkpoint: Any) -> dict[str, Any]:
+    """The load's read side over a checkpoint's ranges, in this process: the source's walk
+    (fetches, CRC checks, payloads into Arrow's buffers) and the rows_sha256 read (fetches,
+    the digest's bytes, SHA-256, the names); wall and CPU seconds of each."""
+    ranges = [
+        PartitionRange(checkpoint.topic, p.broker_id, p.partition, p.start_offset, p.end_offset)
+        for p in checkpoint.partitions
+    ]
+    out = read_ranges(zookeeper, ranges)
+    assert out["messages"] == checkpoint.messages, (out["messages"], checkpoint.messages)
+    assert out["rows_sha256"] == checkpoint.rows_sha256
+    return out
+
+
+def read_ranges(zookeeper: str, ranges: list[PartitionRange]) -> dict[str, Any]:
+    """read_side's measure of `ranges`, and the messages and rows_sha256 it read."""
+    from logbroker.client.cluster import Cluster
+
+    ranges = [r for r in ranges if r.end > r.start]
+    out: dict[str, Any] = {}
+    with Cluster(zookeeper) as cluster, ClusterReads(cluster) as reads_for:
+        t, cpu, rows = time.perf_counter(), time.process_time(), 0
+        for r in ranges:
+            for chunk in read_range(reads_for(r), r):
+                rows += len(chunk.values)
+        out["source_walk_s"] = time.perf_counter() - t
+        out["source_walk_cpu_s"] = time.process_time() - cpu
+        t, cpu = time.perf_counter(), time.process_time()
+        digest = digest_ranges(reads_for, ranges, names=NameKeys())
+        out["rows_sha256_s"] = time.perf_counter() - t
+        out["rows_sha256_cpu_s"] = time.process_time() - cpu
+        out["messages"] = rows
+        out["rows_sha256"] = digest.rows_sha256
+        assert sum(digest.messages.values()) == rows, (digest.messages, rows)
+    out["seconds"] = out["source_walk_s"] + out["rows_sha256_s"]
+    return out
+
+
 def run_size(
     spark: Any, cluster: Any, n: int, work: Path, hour: str, reps: int = 1
 ) -> dict[str, Any]:
@@ -337,6 +384,7 @@ def run_size(
         "json_load": [],
         "json_load_schema": [],
         "api_ceiling": [],
+        "read_side": [],
     }
     for rep in range(reps):
         wh = Warehouse.open(str(work / f"wh-{n}-{rep}"), spark=spark)  # a first load each time
@@ -350,6 +398,10 @@ def run_size(
                 "phases": report.seconds,
                 "cpu": cpu,
             }
+        )
+        side = read_side(cluster.live.connect, report.checkpoint)
+        runs["read_side"].append(
+            {"seconds": side["seconds"], "peak": 0, "peaks": {}, "cpu": {}, "phases": side}
         )
         wh = Warehouse.open(str(work / f"wh-spark-{n}-{rep}"), spark=spark)
         secs, peak, report, cpu = timed(
@@ -410,6 +462,32 @@ def run_size(
     out["ratio_vs_json"] = load / max(
         out["json_load"]["rows_per_s"], out["json_load_schema"]["rows_per_s"]
     )
+    return out
+
+
+def read_side_only(cluster: Any, n: int, work: Path, reps: int) -> dict[str, Any]:
+    """`n` events produced, then the read side of their ranges (what a first load of the
+    hour reads) `reps` times, no Spark: the medians, and each repetition."""
+    from spark_apps.load.plan import plan_hour
+
+    topic = f"read_side_{n}"
+    cluster.register(topic, PAGE_VIEW)
+    produce(cluster, topic, n, work / f"{topic}.jsonl")
+    ranges = plan_hour(
+        Warehouse.open(str(work / "wh-read-side")), cluster.live.connect, topic, "2026-11-22T10"
+    ).ranges
+    read_ranges(cluster.live.connect, ranges)  # warm-up: connections, page cache, imports
+    each = []
+    for rep in range(reps):
+        each.append(read_ranges(cluster.live.connect, ranges))
+        assert each[-1]["messages"] == n and each[-1]["rows_sha256"] == each[0]["rows_sha256"]
+        print(f"  rep {rep + 1}: {each[-1]}", flush=True)
+    keys = ("source_walk_s", "source_walk_cpu_s", "rows_sha256_s", "rows_sha256_cpu_s")
+    out: dict[str, Any] = {"command": " ".join(sys.argv), "events": n, "reps": reps}
+    out.update({k: statistics.median(e[k] for e in each) for k in keys})
+    out["seconds"] = out["source_walk_s"] + out["rows_sha256_s"]
+    out["ns_per_event"] = {k: out[k] / n * 1e9 for k in keys}
+    out["each"] = each
     return out
 
 
@@ -577,6 +655,12 @@ def main() -> int:
         action="store_true",
         help="measure only the hour of topics; keep the sizes of the last spark_load.json",
     )
+    parser.add_argument(
+        "--read-side-only",
+        action="store_true",
+        help="no Spark: produce --events and time only the read side, --reps times "
+        "(writes spark_load_read_side.json)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spark-load-bench-"))
@@ -584,6 +668,13 @@ def main() -> int:
     cluster = start_cluster(zk, work / "cluster", "bench")
     EXCLUDED.update(p for p in [zk.pid, *(b.pid for b in cluster.brokers)] if p)
     try:
+        if args.read_side_only:
+            results = read_side_only(cluster, args.events, work, args.reps)
+            args.out.mkdir(parents=True, exist_ok=True)
+            path = args.out / "spark_load_read_side.json"
+            path.write_text(json.dumps(results, indent=1) + "\n")
+            print(json.dumps({k: v for k, v in results.items() if k != "each"}))
+            return 0
         spark = build_session(
             "bench spark_load", master="local[2]", conf={"spark.driver.memory": "2g"}
         )

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Compile the Spark reader's numba code once, into its on-disk cache (`make setup` runs this).
 
-spark_apps/source/entry_kernels.py, source/avro_compiled.py and load/event_names.py are compiled by
-numba on first use and cached beside their sources (`__pycache__/*.nbi, *.nbc`). Without
-this step, the first load after a checkout would compile them in every Spark Python worker
-at once (~6 s of CPU each); with it, a worker loads the cache in a fraction of a second.
+spark_apps/source/avro_compiled.py and load/event_names.py are compiled by numba on first use
+and cached beside their sources (`__pycache__/*.nbi, *.nbc`). Without this step, the first
+load after a checkout would compile them in every Spark Python worker at once (~6 s of CPU
+each); with it, a worker loads the cache in a fraction of a second. (The fetch walk itself,
+entry_kernels.py, is Cython: `make setup`'s install compiles it.)
 The functions are called the way the reader calls them (same argument types: numba keeps
 one compiled version per signature), on a few framed events.
 

@@ -6,7 +6,9 @@ machine, an image built from the Dockerfile) they already can; executors on othe
 them from this archive, which spark-submit puts on their PYTHONPATH:
 
     <cache>/pyfiles-<sha256 of the sources, 16 hex>.zip
-        logbroker/...       the library (plugins/logbroker)
+        logbroker/...       the library (plugins/logbroker), with its compiled module for
+                            this Python (protocol/_native*.so, which logbroker.protocol.native
+                            copies out of the archive to load: the same walks as here)
         spark_apps/...      the Spark applications
 
 The name is a digest of the files' paths and bytes, so an unchanged tree reuses the same
@@ -18,6 +20,7 @@ so the same sources always give the same bytes.
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import os
 import tempfile
 import zipfile
@@ -39,10 +42,13 @@ def package_dirs() -> dict[str, Path]:
 
 
 def _sources(dirs: dict[str, Path]) -> list[tuple[str, Path]]:
+    """The packages' .py files and their compiled modules for this Python (built in place)."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     files = []
     for name, folder in sorted(dirs.items()):
-        for path in sorted(folder.rglob("*.py")):
-            if "__pycache__" not in path.parts:
+        for path in sorted(folder.rglob("*")):
+            shipped = path.suffix == ".py" or path.name.endswith(suffixes)
+            if shipped and path.is_file() and "__pycache__" not in path.parts:
                 files.append((f"{name}/{path.relative_to(folder).as_posix()}", path))
     return files
 

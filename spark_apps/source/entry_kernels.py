@@ -1,144 +1,120 @@
-"""The compiled part of entry_scan.py: numba functions over a fetch's bytes (layout there).
+"""The loops of entry_scan.py (layout there): a fetch's plain entries walked into arrays.
 
-Imported on first use only (numba takes ~1.4 s to import): Spark's planning processes, which
-import the reader's modules but read no data, never pay for it. Compiled once into the cache
-beside this file (`make setup` runs scripts/compile_readers.py); a Spark worker loads it.
+Three loops, each per message: `walk_entries` (where each plain magic-1 entry starts, each
+CRC checked or not), `gather_payloads` (the payloads copied into one Arrow binary column's
+buffers) and `digest_entries` (rows_sha256's bytes, ranges.py). Their compiled twins are in
+logbroker.protocol._native (Cython, with the message-set walks: one native walk); they run
+unless LOGBROKER_PURE_PYTHON=1 or the extension is not built (protocol/native.py decides,
+once per process). The functions here are the reference and the fallback, each reachable as
+`<name>_python` whichever runs; tests/spark/test_entry_kernels.py requires both to give the
+same bytes for the same input, damaged input included.
 
-The CRC is CRC-32 (IEEE, zlib's), computed eight bytes at a time with eight tables.
+A buffer is a uint8 array or any bytes-like object; `entries` holds int64 positions in it
+(room for len(buf) // 10 + 1: an entry is at least 10 bytes).
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
+from collections.abc import Callable
 from typing import Any
 
-import numba
-import numpy as np
+from logbroker.protocol import native
 
-from spark_apps.source.entry_scan import ENTRY_HEADER
+ENTRY_HEADER = 10  # size (4), magic, attributes, crc (4): where a magic-1 payload starts
 
-_MIN_SIZE = 6  # a magic-1 message with an empty payload
-
-
-def _crc_tables() -> np.ndarray:
-    tables = np.zeros((8, 256), np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        tables[0, i] = c
-    for i in range(256):
-        c = int(tables[0, i])
-        for k in range(1, 8):
-            c = int(tables[0, c & 0xFF]) ^ (c >> 8)
-            tables[k, i] = c
-    return tables
+_ENTRY = struct.Struct(">iBBI")  # size, magic, attributes, crc
+_DIGEST_HEADER = struct.Struct(">qii")  # offset, index (0), length
 
 
-TABLES = _crc_tables()
-_jit = numba.njit(cache=True, nogil=True)  # cached on disk: a Spark worker compiles nothing
-# The annotations below are for mypy; numba types a function by its arguments. Compiled
-# arithmetic makes numpy scalars (np.int64, np.uint32) of Python ints, hence the unions;
-# a Python caller gets Python ints back.
+def _view(buf: Any) -> memoryview:
+    """`buf` (a uint8 array or bytes-like) as a flat memoryview of bytes, not copied."""
+    view = memoryview(buf)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-@_jit
-def _crc32(buf: Any, start: int | np.int64, end: int | np.int64, t: Any) -> np.uint32:
-    c = np.uint32(0xFFFFFFFF)
-    i = start
-    while i + 8 <= end:
-        one = c ^ (
-            np.uint32(buf[i])
-            | (np.uint32(buf[i + 1]) << 8)
-            | (np.uint32(buf[i + 2]) << 16)
-            | (np.uint32(buf[i + 3]) << 24)
+def _checked(buf: Any, entries: Any, stop: int) -> tuple[memoryview, int]:
+    """`buf` as bytes and the number of entries, after the checks the compiled twins make
+    (a walk's entries: ascending, each a header long, the last ending at `stop`)."""
+    data = _view(buf)
+    n = len(entries)
+    if not 0 <= stop <= len(data):
+        raise ValueError(f"stop {stop} is outside the {len(data)}-byte buffer")
+    for i in range(n):
+        following = int(entries[i + 1]) if i + 1 < n else stop
+        if entries[i] < 0 or int(entries[i]) + ENTRY_HEADER > following:
+            raise ValueError(f"entry {i} at {entries[i]} is not a walk's entry")
+    return data, n
+
+
+def walk_entries_python(buf: Any, entries: Any, check_crc: bool) -> tuple[int, int, int]:
+    """(entries found, where the walk stopped, where the first entry whose CRC does not match
+    is, or -1): the plain magic-1 entries at the start of `buf`, positions into `entries`."""
+    data = _view(buf)
+    length = len(data)
+    if length == 0:
+        return 0, 0, -1
+    if len(entries) < length // ENTRY_HEADER + 1:
+        raise ValueError(
+            f"room for {len(entries)} entries, a {length}-byte buffer may hold "
+            f"{length // ENTRY_HEADER + 1}"
         )
-        two = (
-            np.uint32(buf[i + 4])
-            | (np.uint32(buf[i + 5]) << 8)
-            | (np.uint32(buf[i + 6]) << 16)
-            | (np.uint32(buf[i + 7]) << 24)
-        )
-        c = (
-            t[7, one & 0xFF]
-            ^ t[6, (one >> 8) & 0xFF]
-            ^ t[5, (one >> 16) & 0xFF]
-            ^ t[4, one >> 24]
-            ^ t[3, two & 0xFF]
-            ^ t[2, (two >> 8) & 0xFF]
-            ^ t[1, (two >> 16) & 0xFF]
-            ^ t[0, two >> 24]
-        )
-        i += 8
-    while i < end:
-        c = t[0, (c ^ buf[i]) & 0xFF] ^ (c >> 8)
-        i += 1
-    return c ^ np.uint32(0xFFFFFFFF)
-
-
-@_jit
-def walk(
-    buf: Any, entries: Any, check_crc: bool, t: Any
-) -> tuple[int, int | np.int64, int | np.int64]:
-    """(entries found, where the walk stopped, where the first bad CRC's entry is or -1)."""
-    n = 0
-    pos: int | np.int64 = 0
-    length = buf.shape[0]
+    unpack = _ENTRY.unpack_from
+    n = pos = 0
     while pos + ENTRY_HEADER <= length:
-        size = (
-            (np.int64(buf[pos]) << 24)
-            | (np.int64(buf[pos + 1]) << 16)
-            | (np.int64(buf[pos + 2]) << 8)
-            | np.int64(buf[pos + 3])
-        )
-        if size >= 2**31:
-            break  # a negative size: damaged, the general path names it
+        size, magic, attributes, crc = unpack(data, pos)
         end = pos + 4 + size
-        if buf[pos + 4] != 1 or (buf[pos + 5] & 3) != 0 or size < _MIN_SIZE or end > length:
+        # size < 6 also stops a negative (damaged) size: the general path names it
+        if size < 6 or magic != 1 or attributes & 3 or end > length:
             break
-        if check_crc:
-            crc = (
-                (np.uint32(buf[pos + 6]) << 24)
-                | (np.uint32(buf[pos + 7]) << 16)
-                | (np.uint32(buf[pos + 8]) << 8)
-                | np.uint32(buf[pos + 9])
-            )
-            if _crc32(buf, pos + ENTRY_HEADER, end, t) != crc:
-                return n, pos, pos
+        if check_crc and zlib.crc32(data[pos + ENTRY_HEADER : end]) != crc:
+            return n, pos, pos
         entries[n] = pos
         n += 1
         pos = end
     return n, pos, -1
 
 
-@_jit
-def gather(buf: Any, entries: Any, stop: int, out: Any, offsets: Any) -> None:
-    """The payloads, one after another in `out`; offsets[i] where payload i starts."""
-    n = entries.shape[0]
+def gather_payloads_python(buf: Any, entries: Any, stop: int, out: Any, offsets: Any) -> None:
+    """The payloads, one after another in `out`; offsets[i] where payload i starts (and
+    offsets[n] where the last ends)."""
+    data, n = _checked(buf, entries, stop)
+    if len(offsets) != n + 1:
+        raise ValueError(f"{len(offsets)} offsets for {n} entries")
+    if n and len(out) < stop - int(entries[0]) - ENTRY_HEADER * n:
+        raise ValueError(f"{len(out)} bytes of room for {stop - int(entries[0]) - 10 * n}")
     at = 0
     for i in range(n):
-        start = entries[i] + ENTRY_HEADER
-        end = entries[i + 1] if i + 1 < n else stop
+        start = int(entries[i]) + ENTRY_HEADER
+        end = int(entries[i + 1]) if i + 1 < n else stop
         offsets[i] = at
-        out[at : at + end - start] = buf[start:end]
+        out[at : at + end - start] = data[start:end]
         at += end - start
     offsets[n] = at
 
 
-@_jit
-def digest_bytes(buf: Any, entries: Any, stop: int, base: int, out: Any) -> None:
-    """offset (int64) | index (int32, 0) | length (int32) | payload, per entry, big-endian."""
-    n = entries.shape[0]
-    at = 0
+def digest_entries_python(buf: Any, entries: Any, stop: int, base: int) -> bytes:
+    """rows_sha256's bytes for the entries: offset (int64) | index (int32, 0) | length
+    (int32) | payload per entry, big-endian; `base` the buffer's offset in its partition."""
+    data, n = _checked(buf, entries, stop)
+    pack = _DIGEST_HEADER.pack
+    parts: list[bytes] = []
     for i in range(n):
-        start = entries[i] + ENTRY_HEADER
-        end = entries[i + 1] if i + 1 < n else stop
-        offset = base + entries[i]
-        for k in range(8):
-            out[at + k] = (offset >> (56 - 8 * k)) & 0xFF
-        for k in range(4):
-            out[at + 8 + k] = 0
-        length = end - start
-        for k in range(4):
-            out[at + 12 + k] = (length >> (24 - 8 * k)) & 0xFF
-        out[at + 16 : at + 16 + length] = buf[start:end]
-        at += 16 + length
+        start = int(entries[i]) + ENTRY_HEADER
+        end = int(entries[i + 1]) if i + 1 < n else stop
+        parts.append(pack(base + int(entries[i]), 0, end - start))
+        parts.append(data[start:end].tobytes())
+    return b"".join(parts)
+
+
+_compiled = native.IN_USE
+walk_entries: Callable[[Any, Any, bool], tuple[int, int, int]] = (
+    walk_entries_python if _compiled is None else _compiled.walk_entries
+)
+gather_payloads: Callable[[Any, Any, int, Any, Any], None] = (
+    gather_payloads_python if _compiled is None else _compiled.gather_payloads
+)
+digest_entries: Callable[[Any, Any, int, int], bytes] = (
+    digest_entries_python if _compiled is None else _compiled.digest_entries
+)

@@ -131,3 +131,44 @@ def test_both_iterations_and_set_ends_treat_odd_buffers_alike(name: str) -> None
         7,
     ):
         assert _outcome(twin, odd) == _outcome(reference, odd), odd
+
+
+# -- the compiled CRC-32 (_crc32.h): zlib's value at every length, alignment and start ----
+
+
+def _xpow_mod(n: int) -> int:
+    """x^n mod the CRC-32 polynomial (bit k: the coefficient of x^k)."""
+    r = 1
+    for _ in range(n):
+        r <<= 1
+        if r & (1 << 32):
+            r ^= 0x104C11DB7
+    return r
+
+
+def _reflected33(v: int) -> int:
+    return int(f"{v:033b}"[::-1], 2)
+
+
+def test_crc32_fold_constants() -> None:
+    """The header's constants are x^(D+32) and x^(D-32) mod P, reflected over 33 bits."""
+    header = (Path(native.__file__).parent / "_crc32.h").read_text()
+    for d in (128, 512):
+        low, high = _reflected33(_xpow_mod(d + 32)), _reflected33(_xpow_mod(d - 32))
+        assert f"_mm_set_epi64x(0x{high:09X}ull, 0x{low:09X}ull)" in header, d
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+def test_the_compiled_crc32_is_zlibs() -> None:
+    import random
+    import zlib
+
+    assert native.COMPILED is not None
+    crc32 = native.COMPILED.crc32
+    rng = random.Random(11)
+    data = rng.randbytes(1 << 17)
+    for n in [*range(0, 300), 511, 512, 513, 4095, 65536, 1 << 17]:
+        for start in (0, 0xFFFFFFFF, rng.getrandbits(32)):
+            offset = rng.randrange(0, 16)  # not aligned to 16 bytes
+            piece = memoryview(data)[offset : offset + n]
+            assert crc32(piece, start) == zlib.crc32(piece, start), (n, start, offset)

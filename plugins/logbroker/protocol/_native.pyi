@@ -1,6 +1,9 @@
 # The compiled twins of message_set.py's walks (_native.pyx); signatures for mypy.
 from collections.abc import Iterable, Iterator
 
+import numpy as np
+import numpy.typing as npt
+
 from .message import Message
 from .message_set import Buffer, InflateBudget, Validation
 
@@ -18,3 +21,20 @@ def plain_run(
 def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]: ...
 def stored_set_end(buffer: Buffer, base_offset: int = 0) -> tuple[int, int]: ...
 def build_message_set(payloads: Iterable[bytes], codec: int = 0, magic: int = 1) -> bytes: ...
+
+CRC32: str
+
+def crc32(data: Buffer, crc: int = 0) -> int: ...
+def walk_entries(
+    buf: npt.NDArray[np.uint8] | Buffer, entries: npt.NDArray[np.int64], check_crc: bool
+) -> tuple[int, int, int]: ...
+def gather_payloads(
+    buf: npt.NDArray[np.uint8] | Buffer,
+    entries: npt.NDArray[np.int64],
+    stop: int,
+    out: npt.NDArray[np.uint8],
+    offsets: npt.NDArray[np.int32],
+) -> None: ...
+def digest_entries(
+    buf: npt.NDArray[np.uint8] | Buffer, entries: npt.NDArray[np.int64], stop: int, base: int
+) -> bytes: ...

@@ -4,11 +4,14 @@
 Each function here is the compiled twin of one in message_set.py, which stays the reference:
 same results, same errors, same messages for the same bytes (tests/protocol run both and
 compare them). message_set.py picks these when this module imports, unless
-LOGBROKER_PURE_PYTHON=1 (protocol/native.py). The byte layout is message.py's; CRC32 is
-zlib's C function, the one Python's zlib.crc32 calls.
+LOGBROKER_PURE_PYTHON=1 (protocol/native.py). The byte layout is message.py's. CRC-32 is
+_crc32.h's: zlib's value, folded with carry-less multiplies where the CPU has them (a
+payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
 Here: validate, plain_run (message_columns' runs of plain entries), iter_messages,
-stored_set_end and build_message_set. Only the loops are here. What is rare and not per
+stored_set_end and build_message_set; and the Spark source's walk of a fetch into arrays
+(walk_entries, gather_payloads, digest_entries), whose reference is
+spark_apps/source/entry_kernels.py. Only the loops are here. What is rare and not per
 message stays in Python and is called from here: building the error of a damaged entry;
 inflating and checking a compressed set (message_set._validate_compressed, and
 _unwrapped for iter_messages, which walk the inner set with this module again);
@@ -29,13 +32,17 @@ from cpython.bytes cimport (
 )
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_CheckExact
-from libc.stdint cimport int32_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
+cdef extern from "_crc32.h":
+    # zlib's crc32, or the same CRC folded with carry-less multiplies (see the header)
+    uint32_t lb_crc32(uint32_t crc, const unsigned char *buf, size_t len) nogil
+    const char *lb_crc32_setup()
 
+# which CRC-32 runs here: "pclmulqdq" (this CPU has it) or "zlib"
+CRC32 = (<bytes>lb_crc32_setup()).decode()
 
 
 cdef extern from *:
@@ -134,7 +141,20 @@ cdef inline uint32_t _uint32(const unsigned char *p) noexcept nogil:
 
 cdef inline uint32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     # n < 2**31: it comes from an int32 size
-    return <uint32_t>crc32(0, p, <unsigned int>n)
+    return lb_crc32(0, p, <size_t>n)
+
+
+def crc32(data, unsigned long crc=0):
+    """zlib.crc32(data, crc), by this module's CRC-32 (CRC32 names which): for the tests."""
+    cdef Py_buffer pybuf
+    cdef uint32_t value
+    PyObject_GetBuffer(data, &pybuf, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            value = lb_crc32(<uint32_t>crc, <const unsigned char *>pybuf.buf, <size_t>pybuf.len)
+    finally:
+        PyBuffer_Release(&pybuf)
+    return value
 
 
 # An inflated set (depth > 0) at least this long is checked without the GIL: in the broker
@@ -513,3 +533,101 @@ cdef object _build(
         memcpy(w, src, n)
         w += n
     return out
+
+
+# -- The Spark source's plain entries (spark_apps/source/entry_kernels.py is the reference) --
+#
+# Over a fetch held as one array (the reader's numpy view of it): the positions of its run of
+# plain magic-1 entries, their payloads copied into one Arrow binary column's buffers, and
+# rows_sha256's bytes for them. No Python object per message; the loops run without the GIL.
+
+def walk_entries(const unsigned char[::1] buf, int64_t[::1] entries, bint check_crc):
+    """entry_kernels.walk_entries_python, compiled: (entries found, where the walk stopped,
+    where the first entry whose CRC does not match is, or -1)."""
+    cdef Py_ssize_t length = buf.shape[0], cap = entries.shape[0], n = 0, pos = 0, end
+    cdef Py_ssize_t bad = -1
+    cdef int32_t size
+    cdef const unsigned char *data
+    if length == 0:
+        return 0, 0, -1
+    if cap < length // 10 + 1:
+        raise ValueError(f"room for {cap} entries, a {length}-byte buffer may hold {length // 10 + 1}")
+    data = &buf[0]
+    with nogil:
+        while pos + 10 <= length:
+            size = _int32(data + pos)
+            end = pos + 4 + <Py_ssize_t>size
+            # size < 6 also stops a negative (damaged) size: the general path names it
+            if size < 6 or data[pos + 4] != 1 or data[pos + 5] & 3 or end > length:
+                break
+            if check_crc and _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
+                bad = pos
+                break
+            entries[n] = pos
+            n += 1
+            pos = end
+    return n, pos, bad
+
+
+cdef Py_ssize_t _check_run(
+    Py_ssize_t length, const int64_t[::1] entries, Py_ssize_t stop
+) except -1:
+    """That `entries` and `stop` are a walk of a `length`-byte buffer (ascending, each entry at
+    least a header long, the last ending at `stop`); how many entries."""
+    cdef Py_ssize_t n = entries.shape[0], i
+    if stop < 0 or stop > length:
+        raise ValueError(f"stop {stop} is outside the {length}-byte buffer")
+    for i in range(n):
+        if entries[i] < 0 or entries[i] + 10 > (entries[i + 1] if i + 1 < n else stop):
+            raise ValueError(f"entry {i} at {entries[i]} is not a walk's entry")
+    return n
+
+
+def gather_payloads(
+    const unsigned char[::1] buf,
+    const int64_t[::1] entries,
+    Py_ssize_t stop,
+    unsigned char[::1] out,
+    int32_t[::1] offsets,
+):
+    """entry_kernels.gather_payloads_python, compiled: the payloads one after another in
+    `out`, offsets[i] where payload i starts (and offsets[n] where the last ends)."""
+    cdef Py_ssize_t n = _check_run(buf.shape[0], entries, stop), i, start, end, at = 0
+    if offsets.shape[0] != n + 1:
+        raise ValueError(f"{offsets.shape[0]} offsets for {n} entries")
+    if n and out.shape[0] < stop - entries[0] - 10 * n:
+        raise ValueError(f"{out.shape[0]} bytes of room for {stop - entries[0] - 10 * n}")
+    with nogil:
+        for i in range(n):
+            start = entries[i] + 10
+            end = entries[i + 1] if i + 1 < n else stop
+            offsets[i] = <int32_t>at
+            memcpy(&out[at], &buf[start], end - start)
+            at += end - start
+        offsets[n] = <int32_t>at
+
+
+def digest_entries(const unsigned char[::1] buf, const int64_t[::1] entries, Py_ssize_t stop, long long base):
+    """entry_kernels.digest_entries_python, compiled: rows_sha256's bytes for the entries,
+    offset (int64) | index (int32, 0) | length (int32) | payload per entry, big-endian."""
+    cdef Py_ssize_t n = _check_run(buf.shape[0], entries, stop), i, start, end, length, k
+    cdef Py_ssize_t total = (stop - entries[0] + 6 * n) if n else 0
+    cdef bytes result = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(result)
+    cdef unsigned long long offset
+    with nogil:
+        for i in range(n):
+            start = entries[i] + 10
+            end = entries[i + 1] if i + 1 < n else stop
+            offset = <unsigned long long>(base + entries[i])
+            for k in range(8):
+                w[k] = <unsigned char>(offset >> (56 - 8 * k))
+            w[8] = w[9] = w[10] = w[11] = 0
+            length = end - start
+            w[12] = <unsigned char>(length >> 24)
+            w[13] = <unsigned char>(length >> 16)
+            w[14] = <unsigned char>(length >> 8)
+            w[15] = <unsigned char>length
+            memcpy(w + 16, &buf[start], length)
+            w += 16 + length
+    return result
