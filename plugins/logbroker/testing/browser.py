@@ -87,6 +87,7 @@ class Browser:
         self.process: subprocess.Popen[bytes] | None = None
         self.socket: ClientConnection | None = None
         self._ids = itertools.count(1)
+        self._closing = contextlib.ExitStack()  # the websocket's connection
 
     # -- start and stop ---------------------------------------------------------------
 
@@ -115,7 +116,9 @@ class Browser:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as answer:
             targets = json.loads(answer.read())
         page = next(t for t in targets if t["type"] == "page")
-        self.socket = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        self.socket = self._closing.enter_context(
+            connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        )
         self.send("Page.enable")
         self.send("Runtime.enable")
         self.send(
@@ -127,7 +130,7 @@ class Browser:
     def stop(self) -> None:
         if self.socket is not None:
             with contextlib.suppress(Exception):
-                self.socket.close()
+                self._closing.close()
             self.socket = None
         if self.process is not None:
             if self.process.poll() is None:
