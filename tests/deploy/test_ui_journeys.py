@@ -416,7 +416,8 @@ def test_review_the_audit_report_data_docs_and_the_load_log(
     assert f"/dags/{LOAD}/runs/" in browser.url
     browser.goto(f"{journey.url}/logbroker/reports/hours/{b}.html")
     browser.click(f'#airflow-links a.load-log[data-topic="{TOPIC}"]')
-    browser.wait_text("spark-submit", timeout=90)
+    # the task's log: the load submitted to the standalone master
+    browser.wait_text("spark-submit --master spark://127.0.0.1:", timeout=90)
     assert browser.url.endswith("/tasks/load/mapped/0"), browser.url
     shot(browser, "ui-load-log.png")
 
