@@ -79,6 +79,12 @@ def test_reports_are_served_and_paths_cannot_escape(warehouse: Path) -> None:
     assert page.status_code == 200 and page.text == "<html>docs</html>"
     assert page.headers["content-type"].startswith("text/html")
     assert client.get("/reports/../secret.txt").status_code == 404
+    # the reports' vendored assets live under name@version directories (report_assets)
+    css = warehouse / "_reports" / "assets" / "bootstrap@4.3.1" / "dist" / "b.min.css"
+    css.parent.mkdir(parents=True)
+    css.write_text(".badge {}")
+    styled = client.get("/reports/assets/bootstrap@4.3.1/dist/b.min.css")
+    assert styled.status_code == 200 and styled.headers["content-type"].startswith("text/css")
     assert client.get("/reports/missing.html").status_code == 404
 
 

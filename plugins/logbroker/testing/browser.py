@@ -266,7 +266,9 @@ class Browser:
             )
             params["clip"] = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
             params["captureBeyondViewport"] = True
-        data = self.send("Page.captureScreenshot", params)["data"]
+        self.send("Page.bringToFront")
+        # a frame is drawn for it: slow on a loaded machine (a 60 s wait was seen to run out)
+        data = self.send("Page.captureScreenshot", params, timeout=300)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path
