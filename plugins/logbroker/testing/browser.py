@@ -76,13 +76,15 @@ class Browser:
         *,
         width: int = 1400,
         height: int = 900,
-        timeout: float = 60.0,
+        timeout: float = 120.0,
         binary: str = CHROMIUM,
     ) -> None:
         self.profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=workdir))
         self.width = width
         self.height = height
-        self.timeout = timeout  # the default of every wait
+        # the default of every wait: generous, a shared 2-core machine was seen to keep
+        # chromium from answering for a minute
+        self.timeout = timeout
         self.binary = binary
         self.process: subprocess.Popen[bytes] | None = None
         self.socket: ClientConnection | None = None
@@ -153,7 +155,7 @@ class Browser:
 
     # -- the protocol -----------------------------------------------------------------
 
-    def send(self, method: str, params: dict[str, Any] | None = None, timeout: float = 60) -> Any:
+    def send(self, method: str, params: dict[str, Any] | None = None, timeout: float = 120) -> Any:
         """One DevTools command and its result (the events in between are dropped)."""
         if self.socket is None:
             raise BrowserError("the browser is not started")
