@@ -54,10 +54,11 @@ test: setup $(COMPAT_NODE)/node_modules/.package-lock.json
 typecheck: setup
 	MYPYPATH=plugins $(BIN)/mypy
 
-# The README's screenshots of the Airflow UI pages, taken by the UI tests.
+# The README's screenshots of the Airflow UI, taken by the UI journeys (headless Chromium
+# through the login form on a stack shaped like `make up`) and by the audit report's test.
 .PHONY: screenshots
 screenshots: setup
-	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/airflow/test_ui_live.py -q
+	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/audit_app/test_audit.py -q -k renders
 
 # ruff's lint and format check, and typecheck

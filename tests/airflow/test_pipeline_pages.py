@@ -79,7 +79,40 @@ def test_reports_are_served_and_paths_cannot_escape(warehouse: Path) -> None:
     assert page.status_code == 200 and page.text == "<html>docs</html>"
     assert page.headers["content-type"].startswith("text/html")
     assert client.get("/reports/../secret.txt").status_code == 404
+    # the reports' vendored assets live under name@version directories (report_assets)
+    css = warehouse / "_reports" / "assets" / "bootstrap@4.3.1" / "dist" / "b.min.css"
+    css.parent.mkdir(parents=True)
+    css.write_text(".badge {}")
+    styled = client.get("/reports/assets/bootstrap@4.3.1/dist/b.min.css")
+    assert styled.status_code == 200 and styled.headers["content-type"].startswith("text/css")
     assert client.get("/reports/missing.html").status_code == 404
+
+
+def test_an_hour_report_links_back_to_its_load_run_and_task_logs(warehouse: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from pipeline_ui.app import create_app
+
+    hours = warehouse / "_reports" / "hours"
+    hours.mkdir(parents=True)
+    report = '<html><body><div class="container-fluid"><h1>Audit</h1></div></body></html>'
+    (hours / "2026-11-22T12.html").write_text(report)
+    (hours / "notes.html").write_text(report)
+    client = TestClient(create_app(pipeline_settings(warehouse), require_login=False))
+    page = client.get("/reports/hours/2026-11-22T12.html").text
+    bar = re.search(r'<nav id="airflow-links".*?</nav>', page)
+    assert bar is not None and page.index(bar.group()) < page.index("<h1>Audit</h1>")
+    links = dict(re.findall(r'data-topic="(\w+)" href="([^"]+)"', bar.group()))
+    assert links == {
+        topic: f"/logbroker/runs/2026-11-22T12?topic={topic}"
+        for topic in ("page_views", "searches", "_audit")
+    }
+    assert 'id="load-run" href="/logbroker/runs/2026-11-22T12"' in bar.group()
+    assert client.get("/reports/hours/notes.html").text == report  # not an hour's report
+    # The redirect itself reads Airflow's database (the journeys test it against a real one);
+    # what it refuses needs none.
+    assert client.get("/runs/yesterday").status_code == 404
+    assert client.get("/runs/2026-11-22T12?topic=nope").status_code == 404
 
 
 def test_cluster_page_lists_brokers_topics_and_sizes(  # type: ignore[no-untyped-def]
