@@ -59,7 +59,14 @@ typecheck: setup
 .PHONY: screenshots
 screenshots: setup
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
+	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/airflow/test_ui_live.py -q
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/audit_app/test_audit.py -q -k renders
+
+# The three UI journeys alone (schedule, backfill, review) in headless Chromium, on a stack
+# shaped like `make up`: ~10 min on a quiet machine, so not yet part of `make test`.
+.PHONY: test-ui
+test-ui: setup
+	LOGBROKER_UI_JOURNEYS=1 $(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
 
 # ruff's lint and format check, and typecheck
 lint: setup typecheck

@@ -67,7 +67,17 @@ EVENTS = 400  # per hour: small, the journeys are about the UI
 LOST = 25  # events of hour B counted by the producer, never sent
 
 # The module's stack and the first journey's wait for the loads count against one test.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+# Not yet in `make test`: it runs with `make test-ui` (LOGBROKER_UI_JOURNEYS=1) and
+# `make screenshots` until it has passed on a clean clone within the suite's time.
+JOURNEYS_ENV = "LOGBROKER_UI_JOURNEYS"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.skipif(
+        not (os.environ.get(JOURNEYS_ENV) or os.environ.get("UPDATE_SCREENSHOTS")),
+        reason=f"the UI journeys run with `make test-ui` ({JOURNEYS_ENV}=1), not yet in make test",
+    ),
+]
 
 
 def hour_name(hour: datetime) -> str:
