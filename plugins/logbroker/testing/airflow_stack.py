@@ -51,6 +51,11 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 # fails with a broken pipe), and with the api-server stopped first the supervisors retry their
 # connection; each stage ran into its 30 s grace and the SIGKILL.
 LAST = ("api-server",)
+# Started once the api-server answers: they start tasks and triggers, which report through its
+# Execution API. Started together with it, a scheduler with runs to do at once (`make up`
+# catching up, or resetting the tasks a `down` interrupted) queued tasks that failed on
+# "connection refused" while the api-server was still starting, each losing a try.
+AFTER_API = ("scheduler", "triggerer")
 UMASK = 0o077  # what Airflow creates in its home (airflow.db, airflow.cfg, logs): ours only
 
 
@@ -188,29 +193,37 @@ class AirflowStack:
         return path
 
     def start(self, components: tuple[str, ...] = COMPONENTS, timeout: float = 180) -> AirflowStack:
+        """Start `components`; the scheduler and the triggerer only once the api-server is
+        healthy (AFTER_API says why)."""
         logs = self.home / "logs"
         logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.write_env_file()
-        binary = str(Path(sys.executable).with_name("airflow"))
-        for name in components:
-            args = [binary, name]
-            if name == "api-server":
-                args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-            elif name in ("scheduler", "triggerer"):
-                args += ["--skip-serve-logs"]
-            with open(logs / f"{name}.out", "ab", opener=_private) as out:
-                self.processes[name] = subprocess.Popen(
-                    args,
-                    env=self.env(),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    umask=UMASK,
-                )
+        first = [n for n in components if n not in AFTER_API or "api-server" not in components]
+        for name in first:
+            self._start(name, logs)
         if "api-server" in components:
             self.wait_healthy(timeout)
+        for name in components:
+            if name not in first:
+                self._start(name, logs)
         return self
+
+    def _start(self, name: str, logs: Path) -> None:
+        args = [str(Path(sys.executable).with_name("airflow")), name]
+        if name == "api-server":
+            args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        elif name in ("scheduler", "triggerer"):
+            args += ["--skip-serve-logs"]
+        with open(logs / f"{name}.out", "ab", opener=_private) as out:
+            self.processes[name] = subprocess.Popen(
+                args,
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                umask=UMASK,
+            )
 
     def wait_healthy(self, timeout: float = 180) -> None:
         deadline = self.clock() + timeout
