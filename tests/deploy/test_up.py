@@ -270,6 +270,7 @@ def published(workdir: Path) -> dict[tuple[str, str], list[str]]:
     return found
 
 
+@pytest.mark.timeout(1800)  # two ups, a down mid-load, two hours loaded: ~10 min on a busy machine
 def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir: Path) -> None:
     up = Up(workdir)
     postgres = PostgresServer(up.workdir / "postgres")
