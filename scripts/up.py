@@ -183,8 +183,9 @@ def down(args: argparse.Namespace) -> int:
         print(f"nothing is up in {workdir}")
         return 0
     # The traffic process first: on SIGTERM it publishes its audit counts, then exits.
-    stopped = stop_recorded(workdir)
-    print(f"down: stopped {len(stopped)} process groups")
+    started = time.monotonic()
+    stopped = stop_recorded(workdir, log=lambda s: print(f"  {s}", flush=True))
+    print(f"down: stopped {len(stopped)} process groups in {time.monotonic() - started:.1f} s")
     return 0
 
 

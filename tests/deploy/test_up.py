@@ -277,7 +277,9 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     hours = [(now - timedelta(hours=n)).strftime("%Y-%m-%dT%H") for n in (2, 1)]
     try:
+        started = time.monotonic()
         first = up.run("up", "--first-hour", hours[0])
+        print(f"first up: {time.monotonic() - started:.1f} s")
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
         out = first.stdout
         assert f"Airflow UI at http://127.0.0.1:{up.ui_port}  (login: admin / " in out, out
@@ -342,7 +344,7 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         assert set(submits) <= {p.pid for p in processes}, submits
         started = time.monotonic()
         down = up.run("down")
-        print(f"down while a load ran: {time.monotonic() - started:.1f} s")
+        print(f"down while a load ran: {time.monotonic() - started:.1f} s\n{down.stdout}")
         assert down.returncode == 0, down.stderr
         assert [p.pid for p in processes if process_running(p.pid)] == []
         assert processes_naming(up.workdir) == []
@@ -350,7 +352,9 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
 
         # Up again: the same database (the run from before), the same cluster, the same
         # first hour; the interrupted hour is finished and the missed one run, once each.
+        started = time.monotonic()
         second = up.run("up")
+        print(f"up again: {time.monotonic() - started:.1f} s")
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
         assert f"every hour from {hours[0]}:00 UTC" in second.stdout, second.stdout
         assert run_id in dag_runs(postgres)

@@ -247,7 +247,7 @@ class AirflowStack:
         """Stop the running tasks, the components, what is left of the tasks, and the
         api-server last (`stop_in_order`)."""
         groups = [p.pid for p in self.processes.values() if p.poll() is None]
-        stop_task_processes(self.home, grace, self.clock, self.sleep, spare_groups=groups)
+        stop_task_processes(self.home, grace, self.clock, self.sleep, spare=groups)
         first = {n: p for n, p in self.processes.items() if n not in LAST}
         self._stop_groups(first, grace)
         stop_task_processes(self.home, grace, self.clock, self.sleep)
@@ -417,13 +417,15 @@ def stop_task_processes(
     grace: float = 30,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    spare_groups: Collection[int] = (),
+    spare: Collection[int] = (),
 ) -> list[int]:
     """Stop the task processes of the Airflow whose AIRFLOW_HOME is `home`.
 
     Task processes (and the spark-submits they run) live in process groups of their own, which
     outlive a scheduler stopped mid-task: they are found by the home in their environment.
-    Processes in `spare_groups` (the components' groups, still running) are left alone.
+    The processes in `spare` and their children are left alone: given the running
+    components, that spares the LocalExecutor's workers (each a task's supervisor, which
+    reports the task's end) and stops the task processes and what they started.
     """
     marker = f"AIRFLOW_HOME={home}".encode()
     found = []
@@ -432,7 +434,7 @@ def stop_task_processes(
             continue
         with contextlib.suppress(OSError):
             ours = marker in (entry / "environ").read_bytes().split(b"\0")
-            if ours and os.getpgid(int(entry.name)) not in spare_groups:
+            if ours and not {int(entry.name), _parent(entry)} & set(spare):
                 found.append(int(entry.name))
     stopped = list(found)
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -444,6 +446,12 @@ def stop_task_processes(
             found = [pid for pid in found if process_running(pid)]
             sleep(0.2)
     return stopped
+
+
+def _parent(proc_entry: Path) -> int:
+    """The parent's PID, from /proc/<pid>/stat (after the command, which may hold spaces)."""
+    stat = (proc_entry / "stat").read_bytes()
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])
 
 
 def process_running(pid: int) -> bool:

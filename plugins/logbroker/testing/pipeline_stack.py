@@ -461,6 +461,10 @@ class PipelineStack:
         return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
 
 
+def _since(started: float) -> str:
+    return f"{time.monotonic() - started:.1f} s"
+
+
 def _wait_registered(cluster: Cluster, zk: str, topics: Iterable[str]) -> None:
     """Registration in ZooKeeper follows a 0.7 topic's creation asynchronously: wait for it."""
     wanted = set(topics)
@@ -486,7 +490,9 @@ def wait_for(
         time.sleep(sleep)
 
 
-def stop_recorded(workdir: Path, grace: float = 30) -> list[int]:
+def stop_recorded(
+    workdir: Path, grace: float = 30, log: Callable[[str], None] | None = None
+) -> list[int]:
     """`make down`: stop by PID every process a stack recorded in `workdir`/stack.json.
 
     In stages, each stage's process groups together: the traffic (it publishes its audit
@@ -511,16 +517,24 @@ def stop_recorded(workdir: Path, grace: float = 30) -> list[int]:
         [state["zookeeper"]["pid"]],
     ]
     home = Path(workdir) / "airflow"
+    names = ["traffic", "Airflow's scheduler, dag-processor, triggerer", "Airflow's api-server",
+             "Spark workers", "Spark master", "brokers", "ZooKeeper"]  # fmt: skip
     stopped = []
     for number, stage in enumerate(stages):
+        started = time.monotonic()
         if number == 1:  # the running tasks first (airflow_stack.LAST says why)
             running = [pid for pid in airflow.values() if process_running(pid)]
-            stop_task_processes(home, grace, spare_groups=running)
+            tasks = stop_task_processes(home, grace, spare=running)
+            if log is not None:
+                log(f"Airflow's running tasks: {len(tasks)} processes, {_since(started)}")
+            started = time.monotonic()
         if number == 2:
             stop_task_processes(home, grace)
         pids = [pid for pid in stage if pid is not None and process_running(pid)]
         stop_groups(pids, grace)
         stopped += pids
+        if log is not None and pids:
+            log(f"{names[number]}: {len(pids)} process groups, {_since(started)}")
     postmaster = state.get("postgres", {}).get("pid")
     if postmaster is not None and process_running(postmaster):
         stop_postmaster(postmaster, grace)
