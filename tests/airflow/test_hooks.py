@@ -184,8 +184,9 @@ def test_a_scheduled_run_does_not_load_a_committed_hour_again(tmp_path) -> None:
     second load of the hour when the run is scheduled; a backfill or a manual run loads it."""
     from types import SimpleNamespace
 
-    from hooks.operators import committed_by_schedule
     from warehouse_files import make_warehouse
+
+    from hooks.operators import committed_by_schedule
 
     warehouse = make_warehouse(tmp_path / "wh").as_uri()
     said: list[str] = []
