@@ -96,8 +96,14 @@ def up(args: argparse.Namespace) -> int:
         return 1
     if workdir.exists() and args.fresh:
         shutil.rmtree(workdir)
+    # Three JVMs starting at once: under a load average of 30 on this 2-core machine the
+    # workers took over 90 s to register (twice in a row); they do not need 90 s when idle.
     spark = SparkStandalone(
-        workdir / "spark", master_port=args.spark_port, ui_port=args.spark_ui_port, workers=2
+        workdir / "spark",
+        master_port=args.spark_port,
+        ui_port=args.spark_ui_port,
+        workers=2,
+        timeout=240,
     )
     postgres = PostgresServer(workdir / "postgres")
     postgres_port = postgres.port  # chosen at the first `up`
