@@ -48,6 +48,7 @@ from ..client.producer import Producer
 from ..serde import SchemaRegistry
 from ..serde.schemas import load_schema_file
 from .airflow_stack import (
+    API_SERVER_GRACE,
     LAST,
     AirflowStack,
     AirflowStackError,
@@ -531,7 +532,7 @@ def stop_recorded(
         if number == 2:
             stop_task_processes(home, grace)
         pids = [pid for pid in stage if pid is not None and process_running(pid)]
-        stop_groups(pids, grace)
+        stop_groups(pids, min(grace, API_SERVER_GRACE) if number == 2 else grace)
         stopped += pids
         if log is not None and pids:
             log(f"{names[number]}: {len(pids)} process groups, {_since(started)}")
