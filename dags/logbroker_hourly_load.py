@@ -45,7 +45,7 @@ PIPELINE = load_pipeline()
     schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
     start_date=PIPELINE.start_date,
     end_date=PIPELINE.end_date,
-    catchup=False,
+    catchup=PIPELINE.catchup,  # `make up`: hours missed while it was down (docs/deploy.md)
     max_active_runs=1,
     dagrun_timeout=timedelta(hours=2),
     doc_md=__doc__,

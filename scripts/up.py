@@ -2,17 +2,24 @@
 
     .venv/bin/python scripts/up.py up   [--workdir var/up] [--port 8080] [--rate 20] [--fresh]
                                         [--spark-port 7077] [--spark-ui-port 8180]
+                                        [--first-hour YYYY-MM-DDTHH]
     .venv/bin/python scripts/up.py down [--workdir var/up]
 
 `up` starts the stack a team would run on one machine: PostgreSQL as Airflow's database (a
 cluster of its own under <workdir>/postgres, loopback only, its password in a 0600 file), a
 Spark standalone cluster (a master on --spark-port and two workers, web UIs on
---spark-ui-port and the two ports after it), ZooKeeper, the live and analysis clusters, the
+--spark-ui-port and the two ports after it), ZooKeeper, the live and analysis clusters of
+three brokers each (the pipeline's topics replicated three times, docs/replication.md), the
 schema registry, and Airflow's api-server (the UI on 127.0.0.1:--port, 8080 unless UI_PORT
 says otherwise), scheduler, dag-processor and triggerer on LocalExecutor; the load and the
 audit are submitted to the standalone master. The DAGs are unpaused on the real clock: the
 mirror every 5 minutes, the hourly load at every hour, the audit after each load. A traffic
-process sends audited events (page views, searches, ad clicks) at --rate events a second.
+process sends audited events (page views, searches, ad clicks) at --rate events a second,
+acknowledged by every in-sync replica (acks=-1).
+
+The hourly load schedules every hour from the first `up`'s (--first-hour: an earlier one, whose
+runs the scheduler then creates at once) and catches up: after a `down`, the next `up` loads
+each hour that ended meanwhile, one run per hour, in order.
 
 A fixed port that is taken stops `up` with one line naming it, before anything starts. It
 returns once Airflow is healthy and prints the UI's URL, the login and where each part logs.
@@ -32,8 +39,11 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+from logbroker.protocol.errors import LogbrokerError
+from logbroker.protocol.topics import AUDIT_TOPIC
 from logbroker.testing.airflow_stack import AirflowStackError
 from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded
 from logbroker.testing.postgres import PostgresError, PostgresServer
@@ -42,6 +52,28 @@ from logbroker.testing.traffic import TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_UI_PORT = 8080  # Airflow's own default; UI_PORT (make up UI_PORT=8090) sets another
+BROKERS = 3  # per cluster
+REPLICATION_FACTOR = 3  # of every topic the pipeline loads, in both clusters
+# A produce with acks=-1 is acknowledged once two of the three replicas have it, and refused
+# (not silently taken by one) when only one is in sync; the mirror creates a topic the analysis
+# cluster lacks with three replicas.
+BROKER_SETTINGS = {
+    "default.replication.factor": str(REPLICATION_FACTOR),
+    "min.insync.replicas": "2",
+}
+
+
+def first_hour(workdir: Path, asked: str | None) -> str:
+    """The first hour the hourly load schedules: the one kept in the stack's pipeline.json
+    (`up` again resumes from there, catching up), else `asked`, else the current hour."""
+    pipeline = workdir / "pipeline.json"
+    if pipeline.exists():
+        kept = json.loads(pipeline.read_text()).get("start_date")
+        if kept:
+            return str(kept)[:13]
+    if asked is not None:
+        return datetime.strptime(asked, "%Y-%m-%dT%H").strftime("%Y-%m-%dT%H")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H")
 
 
 def taken_port(ports: dict[int, str]) -> tuple[int, str] | None:
@@ -64,8 +96,14 @@ def up(args: argparse.Namespace) -> int:
         return 1
     if workdir.exists() and args.fresh:
         shutil.rmtree(workdir)
+    # Three JVMs starting at once: under a load average of 30 on this 2-core machine the
+    # workers took over 90 s to register (twice in a row); they do not need 90 s when idle.
     spark = SparkStandalone(
-        workdir / "spark", master_port=args.spark_port, ui_port=args.spark_ui_port, workers=2
+        workdir / "spark",
+        master_port=args.spark_port,
+        ui_port=args.spark_ui_port,
+        workers=2,
+        timeout=240,
     )
     postgres = PostgresServer(workdir / "postgres")
     postgres_port = postgres.port  # chosen at the first `up`
@@ -93,11 +131,16 @@ def up(args: argparse.Namespace) -> int:
         port=args.port,
         spark_cluster=spark,
         postgres=True,
+        brokers_per_cluster=BROKERS,
+        replicated={topic: REPLICATION_FACTOR for topic in (*TOPICS, AUDIT_TOPIC)},
+        broker_settings=BROKER_SETTINGS,
+        hours=(first_hour(workdir, args.first_hour), None),
+        catchup=True,
         log=lambda s: print(f"  {s}", flush=True),
     )
     try:
         stack.start()  # on failure it stops what it had started
-    except (PostgresError, SparkClusterError, AirflowStackError) as exc:
+    except (PostgresError, SparkClusterError, AirflowStackError, LogbrokerError) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return 1
     stack.zookeeper.keep_running()  # it outlives this command, until `make down`
@@ -118,6 +161,13 @@ def up(args: argparse.Namespace) -> int:
     print(f"    Airflow's database: PostgreSQL on 127.0.0.1:{stack.postgres.port} "
           f"(password in {stack.postgres.password_path})")  # fmt: skip
     print(f"    Spark: master {spark.master_url}, 2 workers, UI {spark.ui_url}")
+    for name, brokers in stack.brokers.items():
+        ports = ", ".join(str(b.port) for b in brokers)
+        print(f"    {name} cluster: {len(brokers)} brokers on 127.0.0.1:{ports}")
+    print(f"    topics: {', '.join(stack.replicated)}, replication factor {REPLICATION_FACTOR}, "
+          f"producers acks=-1")  # fmt: skip
+    print(f"    hourly load: every hour from {stack.hours[0] if stack.hours else '?'}:00 UTC, "
+          "catching up the hours it missed")  # fmt: skip
     print(f"    live traffic: {args.rate} events/s on {', '.join(TOPICS)}")
     print(f"    warehouse: {stack.warehouse}")
     print("  logs:")
@@ -139,8 +189,9 @@ def down(args: argparse.Namespace) -> int:
         print(f"nothing is up in {workdir}")
         return 0
     # The traffic process first: on SIGTERM it publishes its audit counts, then exits.
-    stopped = stop_recorded(workdir)
-    print(f"down: stopped {len(stopped)} process groups")
+    started = time.monotonic()
+    stopped = stop_recorded(workdir, log=lambda s: print(f"  {s}", flush=True))
+    print(f"down: stopped {len(stopped)} process groups in {time.monotonic() - started:.1f} s")
     return 0
 
 
@@ -152,7 +203,16 @@ def traffic(args: argparse.Namespace) -> int:
     from logbroker.testing.traffic import activity
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    producer = Producer(zk_connect=args.live, acks="ack", compression_codec="snappy")
+    # acks=-1: an acknowledged event is on every in-sync replica (a 0.7 topic's broker is its
+    # whole ISR); retried across a leader's failover.
+    producer = Producer(
+        zk_connect=args.live,
+        acks="ack",
+        request_required_acks=-1,
+        compression_codec="snappy",
+        retries=5,
+        retry_backoff_ms=200,
+    )
     shares = {"page_views": 0.65, "searches": 0.28, "ad_clicks": 0.07}
     with SchemaRegistry(args.registry) as registry, AuditedProducer(producer, registry) as audited:
         second = 0
@@ -195,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--rate", type=int, default=20, help="events a second (default 20)")
             p.add_argument(
                 "--fresh", action="store_true", help="delete --workdir first: start from nothing"
+            )
+            p.add_argument(
+                "--first-hour",
+                metavar="YYYY-MM-DDTHH",
+                help="the first hour the hourly load schedules, at the first `up` of --workdir "
+                "(default: the current hour); `up` again keeps it",
             )
     t = sub.add_parser("traffic", help="(internal) the live traffic process")
     t.add_argument("--live", required=True)

@@ -58,6 +58,11 @@ class Pipeline:
     # (the demo simulates finished hours and must not load the clock's current one).
     start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     end_date: datetime | None = None
+    # Whether the scheduler creates a run for every hour since the hourly load's last one
+    # (a stack that was down catches up: `make up` sets it, with start_date its first hour).
+    # Off by default: with an old start_date it would create every hour since (docs/design.md
+    # §7 P5); history then comes through backfills.
+    catchup: bool = False
     # The URIs Python reads the warehouse and the reports at (None: derived, see the doc).
     warehouse_python: str | None = None
     reports_python: str | None = None
@@ -104,6 +109,7 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             parquet_writer=_choice(raw.get("parquet_writer", "auto"), ("auto", "arrow", "spark")),
             start_date=_instant(raw.get("start_date") or "2026-01-01T00:00:00Z"),
             end_date=_instant(raw["end_date"]) if raw.get("end_date") else None,
+            catchup=_flag(raw.get("catchup", False), "catchup"),
             warehouse_python=raw.get("warehouse_reader"),
             reports_python=raw.get("reports_reader"),
         )
@@ -114,6 +120,12 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
 def _choice(value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"parquet_writer {value!r}: one of {', '.join(allowed)}")
+    return value
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} {value!r}: true or false")
     return value
 
 

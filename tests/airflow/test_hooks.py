@@ -177,3 +177,35 @@ def test_pipeline_settings_parquet_writer(tmp_path) -> None:  # type: ignore[no-
     path.write_text(json.dumps({**settings, "parquet_writer": "pyarrow"}))
     with pytest.raises(ValueError, match=r"pipeline.json: .*'pyarrow': one of auto, arrow, spark"):
         load_pipeline(path)
+
+
+def test_a_scheduled_run_does_not_load_a_committed_hour_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A try that committed and was stopped before reporting (make down) is not followed by a
+    second load of the hour when the run is scheduled; a backfill or a manual run loads it."""
+    from types import SimpleNamespace
+
+    from warehouse_files import make_warehouse
+
+    from hooks.operators import committed_by_schedule
+
+    warehouse = make_warehouse(tmp_path / "wh").as_uri()
+    said: list[str] = []
+
+    def context(run_type: str) -> dict[str, object]:
+        return {"dag_run": SimpleNamespace(run_type=run_type)}
+
+    def say(message: str, *args: object) -> None:
+        said.append(message % args)
+
+    assert committed_by_schedule(
+        context("scheduled"), warehouse, "page_views", "2026-11-22T11", say
+    )
+    assert "page_views 2026-11-22T11 is committed already" in said[0]
+    assert not committed_by_schedule(
+        context("scheduled"), warehouse, "page_views", "2026-11-22T13", say
+    )
+    for run_type in ("backfill", "manual"):
+        assert not committed_by_schedule(
+            context(run_type), warehouse, "page_views", "2026-11-22T11", say
+        )
+    assert len(said) == 1

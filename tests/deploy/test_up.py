@@ -1,6 +1,15 @@
 """`make up` (scripts/up.py) as a user runs it: Airflow on its PostgreSQL, a Spark standalone
-master with two workers, nothing listening beyond loopback; `down` leaves no process behind
-and `up` again resumes on the same data.
+master with two workers, three brokers per cluster with the pipeline's topics replicated three
+times, nothing listening beyond loopback; `down` leaves no process behind, also while a load
+runs, and `up` again resumes on the same data: the scheduler catches up the hours it missed
+and no hour is loaded twice.
+
+The real clock's schedule is exercised without waiting for an hour to end: the first `up`
+starts the hourly load two hours back (`--first-hour`, which `up` offers for this), so the
+scheduler has two ended hours to run. It runs them one at a time: `down` comes while the first
+hour's load runs, before the second hour has a run, which is the state a `down` across an
+hour's end leaves. The mirror runs every 5 minutes on its own; here it is triggered whenever
+a load waits for it, as a person would press Trigger.
 
 The UI's port is set the one way a user sets it (UI_PORT), to a free port rather than 8080,
 and the stack runs in a temporary directory, so a `make up` of the user's own is untouched.
@@ -18,22 +27,28 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from logbroker.client.cluster import Cluster
 from logbroker.testing.airflow_stack import AirflowStack, process_running
 from logbroker.testing.pipeline_stack import wait_for
 from logbroker.testing.postgres import PostgresServer
+from logbroker.testing.traffic import TOPICS
 
 REPO = Path(__file__).resolve().parents[2]
 UP = REPO / "scripts" / "up.py"
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 DAGS = {"logbroker_mirror", "logbroker_hourly_load", "logbroker_audit"}
+LOAD = "logbroker_hourly_load"
+LOADED = (*TOPICS, "_audit")  # what every hour loads, each replicated three times
 
 pytestmark = pytest.mark.slow
 
@@ -161,15 +176,117 @@ def dag_runs(postgres: PostgresServer) -> set[str]:
     return set(postgres.psql("airflow", "SELECT run_id FROM dag_run").split())
 
 
+def hour_of(run: dict[str, Any]) -> str:
+    return str(run["data_interval_start"])[:13]  # "2026-11-27T01"
+
+
+def load_runs(airflow: AirflowStack) -> list[dict[str, Any]]:
+    return list(airflow.api("GET", f"/dags/{LOAD}/dagRuns?limit=100")["dag_runs"])
+
+
+def task_instances(airflow: AirflowStack, run: dict[str, Any]) -> list[dict[str, Any]]:
+    path = f"/dags/{LOAD}/dagRuns/{run['dag_run_id']}/taskInstances?limit=100"
+    return list(airflow.api("GET", path)["task_instances"])
+
+
+def replicas_in_sync(state: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """cluster -> topic -> a line per partition; waits until every ISR is whole."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for name in ("live", "analysis"):
+        with Cluster(f"{state['zookeeper']['connect']}/{name}") as cluster:
+            assert len(cluster.live_brokers()) == 3, (name, cluster.live_brokers())
+
+            def whole(cluster: Cluster = cluster) -> dict[str, list[Any]] | None:
+                topics = {t: cluster.describe_replicated(t) for t in LOADED}
+                synced = all(set(p.isr) == set(p.replicas) for ps in topics.values() for p in ps)
+                return topics if synced else None
+
+            topics = wait_for(whole, 60, f"every replica of the {name} cluster in sync")
+            found[name] = {t: [p.line() for p in ps] for t, ps in topics.items()}
+    return found
+
+
+def loading(workdir: Path) -> list[psutil.Process]:
+    """The spark-submits of the hourly load running for the stack in `workdir`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "hourly_load.py" in line and str(workdir) in line and "SparkSubmit" in line:
+            found.append(process)
+    return found
+
+
+def nudge_mirror(airflow: AirflowStack, runs: list[dict[str, Any]]) -> None:
+    """Trigger the mirror if a load of `runs` waits for it and no mirror run is on its way."""
+    active = [r for r in runs if r["state"] in ("queued", "running")]
+    waiting = any(
+        ti["task_id"].startswith("wait_for_mirror") and ti["state"] == "deferred"
+        for run in active
+        for ti in task_instances(airflow, run)
+    )
+    mirrors = airflow.api("GET", "/dags/logbroker_mirror/dagRuns?state=queued&state=running")
+    if waiting and not mirrors["total_entries"]:
+        airflow.trigger_dag_run("logbroker_mirror")
+
+
+def drive_hours(airflow: AirflowStack, hours: list[str], timeout: float) -> dict[str, Any]:
+    """Wait until the hourly load's runs of `hours` succeeded, nudging the mirror; the hour ->
+    its run."""
+
+    def done() -> dict[str, Any] | None:
+        runs = {hour_of(r): r for r in load_runs(airflow)}
+        failed = [h for h, r in runs.items() if r["state"] == "failed"]
+        assert not failed, f"hourly load runs failed: {failed}"
+        if all(runs.get(h, {}).get("state") == "success" for h in hours):
+            return runs
+        nudge_mirror(airflow, list(runs.values()))
+        return None
+
+    return wait_for(done, timeout, f"the hourly load of {hours}", sleep=5)
+
+
+def drive_until_loading(airflow: AirflowStack, workdir: Path, timeout: float) -> list[int]:
+    """Wait until a load's spark-submit runs, nudging the mirror; their PIDs."""
+
+    def found() -> list[int] | None:
+        pids = [p.pid for p in loading(workdir)]
+        if not pids:
+            nudge_mirror(airflow, load_runs(airflow))
+        return pids or None
+
+    return wait_for(found, timeout, "a load's spark-submit", sleep=2)
+
+
+def published(workdir: Path) -> dict[tuple[str, str], list[str]]:
+    """(topic, hour) -> the versions the hourly load's tasks published, over every try of
+    every run (each load logs `published <topic> <hour> version <v>` as it commits)."""
+    logs = workdir / "airflow" / "logs" / f"dag_id={LOAD}"
+    found: dict[tuple[str, str], list[str]] = {}
+    for log in sorted(logs.rglob("*.log")):
+        for topic, hour, version in re.findall(
+            r"published (\S+) (\d{4}-\d\d-\d\dT\d\d) version (\S+)", log.read_text()
+        ):
+            found.setdefault((topic, hour), []).append(version)
+    return found
+
+
+@pytest.mark.timeout(1800)  # two ups, a down mid-load, two hours loaded: ~10 min on a busy machine
 def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir: Path) -> None:
     up = Up(workdir)
     postgres = PostgresServer(up.workdir / "postgres")
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    hours = [(now - timedelta(hours=n)).strftime("%Y-%m-%dT%H") for n in (2, 1)]
     try:
-        first = up.run("up")
+        started = time.monotonic()
+        first = up.run("up", "--first-hour", hours[0])
+        print(f"first up: {time.monotonic() - started:.1f} s")
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
         out = first.stdout
         assert f"Airflow UI at http://127.0.0.1:{up.ui_port}  (login: admin / " in out, out
         assert f"PostgreSQL on 127.0.0.1:{postgres.port}" in out, out
+        assert "live cluster: 3 brokers" in out and "analysis cluster: 3 brokers" in out, out
+        assert "replication factor 3, producers acks=-1" in out, out
+        assert f"every hour from {hours[0]}:00 UTC" in out, out
         for log in (
             "postgres.log",
             "master.log",
@@ -201,25 +318,64 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         workers = [w for w in spark["workers"] if w["state"] == "ALIVE"]
         assert len(workers) == 2 and {w["host"] for w in workers} == {"127.0.0.1"}, spark
 
+        # Three brokers per cluster; each loaded topic in both, 6 partitions of 3 replicas,
+        # every replica in sync (the traffic writes with acks=-1, the mirror too).
+        replication = replicas_in_sync(state)
+        for name in ("live", "analysis"):
+            for topic in LOADED:
+                lines = replication[name][topic]
+                assert len(lines) == 6, (name, topic, lines)
+                assert all(re.search(r"Replicas: \d,\d,\d\t", line) for line in lines), lines
+
         processes = started_processes(state)
         sockets = listening(processes)
         ports = {port for _, _, port in sockets}
         assert {up.ui_port, up.spark_port, up.spark_ui_port, postgres.port} <= ports, sockets
         assert [s for s in sockets if s[1] not in LOOPBACK] == [], sockets
+        brokers = {b["port"] for c in state["brokers"].values() for b in c}
+        assert len(brokers) == 6 and brokers <= ports, (brokers, sockets)
 
+        # The scheduler runs the first ended hour (one run at a time); `down` while its load
+        # runs: before the second hour has a run.
+        airflow = up.airflow()
+        submits = drive_until_loading(airflow, up.workdir, timeout=600)
+        assert [hour_of(r) for r in load_runs(airflow)] == hours[:1]
+        processes = started_processes(state)  # the task processes and spark-submits too
+        assert set(submits) <= {p.pid for p in processes}, submits
+        started = time.monotonic()
         down = up.run("down")
+        print(f"down while a load ran: {time.monotonic() - started:.1f} s\n{down.stdout}")
         assert down.returncode == 0, down.stderr
         assert [p.pid for p in processes if process_running(p.pid)] == []
         assert processes_naming(up.workdir) == []
         assert not (up.workdir / "stack.json").exists()
 
-        # Up again: the same database (the run from before), the same cluster.
+        # Up again: the same database (the run from before), the same cluster, the same
+        # first hour; the interrupted hour is finished and the missed one run, once each.
+        started = time.monotonic()
         second = up.run("up")
+        print(f"up again: {time.monotonic() - started:.1f} s")
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        assert f"every hour from {hours[0]}:00 UTC" in second.stdout, second.stdout
         assert run_id in dag_runs(postgres)
         assert spark_status(up.spark_ui_port)["aliveworkers"] == 2
+        runs = drive_hours(airflow, hours, timeout=1200)
+        every = [hour_of(r) for r in load_runs(airflow)]
+        assert sorted(every) == sorted(set(every)), f"an hour with two runs: {every}"
+        assert {runs[h]["run_type"] for h in hours} == {"scheduled"}
+        tries = [ti["try_number"] for ti in task_instances(airflow, runs[hours[0]])]
+        assert max(tries) >= 2, f"no load of {hours[0]} was interrupted by the down: {tries}"
+        versions = published(up.workdir)
+        for topic in LOADED:
+            for hour in hours:
+                once = versions.get((topic, hour), [])
+                assert len(once) == 1, f"{topic} {hour} published {len(once)} times: {once}"
+                checkpoint = up.workdir / "warehouse" / "_checkpoints" / topic / f"{hour}.json"
+                assert json.loads(checkpoint.read_text())["version"] == once[0]
+        processes = started_processes(up.state())
     finally:
         up.run("down")
+    assert [p.pid for p in processes if process_running(p.pid)] == []
     assert processes_naming(up.workdir) == []
 
 

@@ -33,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,25 @@ from typing import Any
 from .zookeeper import find_free_port
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+# How Airflow is stopped (`make down`, and every stack here): first the running tasks, by
+# SIGTERM to their own processes (their on_kill stops the spark-submit; the supervisor, in the
+# scheduler's group and still up, reports the try as ended, up_for_retry, through the
+# api-server); then the scheduler, dag-processor and triggerer; then what is left of the tasks;
+# the api-server last: it serves the Execution API through which tasks report. In the other
+# order `make down` took 30-65 s while a load ran: a SIGTERM to the scheduler's group reaches
+# the supervisors too, the LocalExecutor waits for tasks whose supervisor is gone (their report
+# fails with a broken pipe), and with the api-server stopped first the supervisors retry their
+# connection; each stage ran into its 30 s grace and the SIGKILL.
+LAST = ("api-server",)
+# The api-server logs "Finished server process" within 0.1 s of its SIGTERM and then does not
+# exit for the whole 30 s grace (cause not found; measured twice, 30.1 s). Last to stop, with
+# no client left and all its state in the database, it is killed after this instead.
+API_SERVER_GRACE = 5.0
+# Started once the api-server answers: they start tasks and triggers, which report through its
+# Execution API. Started together with it, a scheduler with runs to do at once (`make up`
+# catching up, or resetting the tasks a `down` interrupted) queued tasks that failed on
+# "connection refused" while the api-server was still starting, each losing a try.
+AFTER_API = ("scheduler", "triggerer")
 UMASK = 0o077  # what Airflow creates in its home (airflow.db, airflow.cfg, logs): ours only
 
 
@@ -178,29 +197,37 @@ class AirflowStack:
         return path
 
     def start(self, components: tuple[str, ...] = COMPONENTS, timeout: float = 180) -> AirflowStack:
+        """Start `components`; the scheduler and the triggerer only once the api-server is
+        healthy (AFTER_API says why)."""
         logs = self.home / "logs"
         logs.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.write_env_file()
-        binary = str(Path(sys.executable).with_name("airflow"))
-        for name in components:
-            args = [binary, name]
-            if name == "api-server":
-                args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-            elif name in ("scheduler", "triggerer"):
-                args += ["--skip-serve-logs"]
-            with open(logs / f"{name}.out", "ab", opener=_private) as out:
-                self.processes[name] = subprocess.Popen(
-                    args,
-                    env=self.env(),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    umask=UMASK,
-                )
+        first = [n for n in components if n not in AFTER_API or "api-server" not in components]
+        for name in first:
+            self._start(name, logs)
         if "api-server" in components:
             self.wait_healthy(timeout)
+        for name in components:
+            if name not in first:
+                self._start(name, logs)
         return self
+
+    def _start(self, name: str, logs: Path) -> None:
+        args = [str(Path(sys.executable).with_name("airflow")), name]
+        if name == "api-server":
+            args += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        elif name in ("scheduler", "triggerer"):
+            args += ["--skip-serve-logs"]
+        with open(logs / f"{name}.out", "ab", opener=_private) as out:
+            self.processes[name] = subprocess.Popen(
+                args,
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                umask=UMASK,
+            )
 
     def wait_healthy(self, timeout: float = 180) -> None:
         deadline = self.clock() + timeout
@@ -221,20 +248,30 @@ class AirflowStack:
         raise AirflowStackError(f"the api-server at {self.url} was not healthy in {timeout:.0f} s")
 
     def stop(self, grace: float = 30) -> None:
-        for process in self.processes.values():
+        """Stop the running tasks, the components, what is left of the tasks, and the
+        api-server last (`stop_in_order`)."""
+        groups = [p.pid for p in self.processes.values() if p.poll() is None]
+        stop_task_processes(self.home, grace, self.clock, self.sleep, spare=groups)
+        first = {n: p for n, p in self.processes.items() if n not in LAST}
+        self._stop_groups(first, grace)
+        stop_task_processes(self.home, grace, self.clock, self.sleep)
+        last = {n: p for n, p in self.processes.items() if n in LAST}
+        self._stop_groups(last, min(grace, API_SERVER_GRACE))
+        self.processes.clear()
+
+    def _stop_groups(self, processes: Mapping[str, subprocess.Popen[bytes]], grace: float) -> None:
+        for process in processes.values():
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGTERM)
         deadline = self.clock() + grace
-        for process in self.processes.values():
+        for process in processes.values():
             try:
                 process.wait(timeout=max(0.1, deadline - self.clock()))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-        self.processes.clear()
-        stop_task_processes(self.home, grace, self.clock, self.sleep)
 
     # -- the REST API -----------------------------------------------------------------
 
@@ -385,11 +422,15 @@ def stop_task_processes(
     grace: float = 30,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    spare: Collection[int] = (),
 ) -> list[int]:
     """Stop the task processes of the Airflow whose AIRFLOW_HOME is `home`.
 
     Task processes (and the spark-submits they run) live in process groups of their own, which
     outlive a scheduler stopped mid-task: they are found by the home in their environment.
+    The processes in `spare` and their children are left alone: given the running
+    components, that spares the LocalExecutor's workers (each a task's supervisor, which
+    reports the task's end) and stops the task processes and what they started.
     """
     marker = f"AIRFLOW_HOME={home}".encode()
     found = []
@@ -397,7 +438,8 @@ def stop_task_processes(
         if not entry.name.isdigit() or int(entry.name) in (os.getpid(), os.getppid()):
             continue
         with contextlib.suppress(OSError):
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
+            ours = marker in (entry / "environ").read_bytes().split(b"\0")
+            if ours and not {int(entry.name), _parent(entry)} & set(spare):
                 found.append(int(entry.name))
     stopped = list(found)
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -409,6 +451,12 @@ def stop_task_processes(
             found = [pid for pid in found if process_running(pid)]
             sleep(0.2)
     return stopped
+
+
+def _parent(proc_entry: Path) -> int:
+    """The parent's PID, from /proc/<pid>/stat (after the command, which may hold spaces)."""
+    stat = (proc_entry / "stat").read_bytes()
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])
 
 
 def process_running(pid: int) -> bool:

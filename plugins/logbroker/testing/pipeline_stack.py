@@ -43,11 +43,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..audit import AuditedProducer
-from ..client.cluster import Cluster
+from ..client.cluster import Cluster, ReplicatedPartition
 from ..client.producer import Producer
 from ..serde import SchemaRegistry
 from ..serde.schemas import load_schema_file
-from .airflow_stack import AirflowStack, AirflowStackError, process_running, stop_task_processes
+from .airflow_stack import (
+    API_SERVER_GRACE,
+    LAST,
+    AirflowStack,
+    AirflowStackError,
+    process_running,
+    stop_task_processes,
+)
 from .broker import BrokerProcess
 from .postgres import PostgresServer, stop_postmaster
 from .spark_standalone import SparkStandalone, stop_groups
@@ -94,7 +101,8 @@ class PipelineStack:
         brokers_per_cluster: int = 2,
         partitions: int = 2,
         grace_hours: int = 2,
-        hours: tuple[str, str] | None = None,
+        hours: tuple[str, str | None] | None = None,
+        catchup: bool = False,
         port: int | None = None,
         all_admins: bool = False,
         spark_master: str = "local[2]",
@@ -103,6 +111,7 @@ class PipelineStack:
         extra_airflow_env: dict[str, str] | None = None,
         topics: tuple[str, ...] = TOPICS,
         replicated: Mapping[str, int] | None = None,
+        broker_settings: Mapping[str, str] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
@@ -111,7 +120,10 @@ class PipelineStack:
         self.brokers_per_cluster = brokers_per_cluster
         self.partitions = partitions
         self.grace_hours = grace_hours
-        self.hours = hours  # (first, last) "YYYY-MM-DDTHH": the only hours the load schedules
+        # (first, last) "YYYY-MM-DDTHH": the only hours the load schedules (last None: no end)
+        self.hours = hours
+        self.catchup = catchup  # the scheduler creates a run for every hour since the last
+        self.broker_settings = dict(broker_settings or {})  # every broker's, over num.partitions
         self.log = log
         self.zookeeper = ZooKeeperServer(self.workdir / "zookeeper")
         self.brokers: dict[str, list[BrokerProcess]] = {}
@@ -200,7 +212,7 @@ class PipelineStack:
                         self.workdir / f"{name}-{i}",
                         broker_id=i,
                         zk_connect=zk,
-                        overrides={"num.partitions": str(self.partitions)},
+                        overrides={"num.partitions": str(self.partitions), **self.broker_settings},
                     ).start()
                     for i in range(self.brokers_per_cluster)
                 ]
@@ -228,15 +240,27 @@ class PipelineStack:
             registry.register("_audit", load_schema_file(SCHEMAS / "audit_count.avsc"))
 
     def _create_topics(self) -> None:
+        """The topics in both clusters; on a stack started again (`make up` resuming), the
+        replicated ones are there already and keep their assignment."""
         plain = [t for t in (*TOPICS, "_audit") if t not in self.replicated]
         for zk in (self.live, self.analysis):
             with Cluster(zk) as cluster:
                 for topic in plain:
                     cluster.create_topic(topic, self.partitions)
                 for topic, factor in sorted(self.replicated.items()):
+                    if cluster.assignment(topic) is not None:
+                        continue
                     partitions = self.partitions * self.brokers_per_cluster
                     cluster.create_replicated_topic(topic, partitions, factor)
                 _wait_registered(cluster, zk, plain)
+
+    def replication(self) -> dict[str, dict[str, list[ReplicatedPartition]]]:
+        """cluster name -> replicated topic -> its partitions (replicas, leader, ISR)."""
+        found: dict[str, dict[str, list[ReplicatedPartition]]] = {}
+        for name, zk in (("live", self.live), ("analysis", self.analysis)):
+            with Cluster(zk) as cluster:
+                found[name] = {t: cluster.describe_replicated(t) for t in sorted(self.replicated)}
+        return found
 
     def _write_pipeline(self) -> None:
         pipeline: dict[str, Any] = {
@@ -250,15 +274,19 @@ class PipelineStack:
             "max_bad_fraction": 0.01,
         }
         if self.hours is not None:
-            pipeline["start_date"] = f"{self.hours[0]}:00:00+00:00"
-            pipeline["end_date"] = f"{self.hours[1]}:00:00+00:00"
+            first, last = self.hours
+            pipeline["start_date"] = f"{first}:00:00+00:00"
+            if last is not None:
+                pipeline["end_date"] = f"{last}:00:00+00:00"
+        if self.catchup:
+            pipeline["catchup"] = True
         (self.workdir / "pipeline.json").write_text(json.dumps(pipeline, indent=1) + "\n")
 
     def _write_state(self) -> None:
         state = {
             "zookeeper": {"pid": self.zookeeper.pid, "connect": self.zookeeper.connect_string},
             "brokers": {
-                name: [{"pid": b.pid, "port": b.port} for b in brokers]
+                name: [{"id": b.broker_id, "pid": b.pid, "port": b.port} for b in brokers]
                 for name, brokers in self.brokers.items()
             },
             "airflow": {
@@ -434,6 +462,10 @@ class PipelineStack:
         return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
 
 
+def _since(started: float) -> str:
+    return f"{time.monotonic() - started:.1f} s"
+
+
 def _wait_registered(cluster: Cluster, zk: str, topics: Iterable[str]) -> None:
     """Registration in ZooKeeper follows a 0.7 topic's creation asynchronously: wait for it."""
     wanted = set(topics)
@@ -459,33 +491,51 @@ def wait_for(
         time.sleep(sleep)
 
 
-def stop_recorded(workdir: Path, grace: float = 30) -> list[int]:
+def stop_recorded(
+    workdir: Path, grace: float = 30, log: Callable[[str], None] | None = None
+) -> list[int]:
     """`make down`: stop by PID every process a stack recorded in `workdir`/stack.json.
 
     In stages, each stage's process groups together: the traffic (it publishes its audit
-    counts while the brokers are still up), Airflow (and its task processes), the Spark
-    workers (and their executors), the Spark master, the brokers, ZooKeeper, and PostgreSQL
-    last (Airflow writes to it until it stops), by a fast shutdown of its postmaster."""
+    counts while the brokers are still up), Airflow's running tasks, its scheduler,
+    dag-processor and triggerer, what is left of its tasks, its api-server (the order and why:
+    airflow_stack.LAST), the Spark workers (and their executors), the Spark master, the
+    brokers, ZooKeeper, and PostgreSQL last (Airflow writes to it until it stops), by a fast
+    shutdown of its postmaster."""
     state_file = Path(workdir) / "stack.json"
     if not state_file.exists():
         return []
     state = json.loads(state_file.read_text())
     spark = state.get("spark", {}).get("pids", {})
+    airflow = state["airflow"]["pids"]
     stages = [
         [state["traffic"]["pid"]] if "traffic" in state else [],
-        list(state["airflow"]["pids"].values()),
+        [pid for name, pid in airflow.items() if name not in LAST],
+        [pid for name, pid in airflow.items() if name in LAST],
         [pid for name, pid in spark.items() if name != "master"],
         [pid for name, pid in spark.items() if name == "master"],
         [b["pid"] for brokers in state["brokers"].values() for b in brokers],
         [state["zookeeper"]["pid"]],
     ]
+    home = Path(workdir) / "airflow"
+    names = ["traffic", "Airflow's scheduler, dag-processor, triggerer", "Airflow's api-server",
+             "Spark workers", "Spark master", "brokers", "ZooKeeper"]  # fmt: skip
     stopped = []
     for number, stage in enumerate(stages):
+        started = time.monotonic()
+        if number == 1:  # the running tasks first (airflow_stack.LAST says why)
+            running = [pid for pid in airflow.values() if process_running(pid)]
+            tasks = stop_task_processes(home, grace, spare=running)
+            if log is not None:
+                log(f"Airflow's running tasks: {len(tasks)} processes, {_since(started)}")
+            started = time.monotonic()
+        if number == 2:
+            stop_task_processes(home, grace)
         pids = [pid for pid in stage if pid is not None and process_running(pid)]
-        stop_groups(pids, grace)
+        stop_groups(pids, min(grace, API_SERVER_GRACE) if number == 2 else grace)
         stopped += pids
-        if number == 1:
-            stop_task_processes(Path(workdir) / "airflow")
+        if log is not None and pids:
+            log(f"{names[number]}: {len(pids)} process groups, {_since(started)}")
     postmaster = state.get("postgres", {}).get("pid")
     if postmaster is not None and process_running(postmaster):
         stop_postmaster(postmaster, grace)
