@@ -68,6 +68,12 @@ screenshots: setup
 test-ui: setup
 	LOGBROKER_UI_JOURNEYS=1 $(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
 
+# `make up`'s test with its loads: a down while an hour loads, the scheduler's catch-up after
+# the next up, every topic-hour published once (~10 min; `make test` runs the ups and downs).
+.PHONY: test-up
+test-up: setup
+	LOGBROKER_UP_LOADS=1 $(BIN)/python -m pytest tests/deploy/test_up.py -q -k resumes
+
 # ruff's lint and format check, and typecheck
 lint: setup typecheck
 	$(BIN)/ruff check .
