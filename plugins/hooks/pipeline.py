@@ -10,6 +10,9 @@ the file is read: a bad name fails the DAG file's import with one line naming th
 `warehouse` is the URI Spark writes (any Hadoop filesystem); `warehouse_reader` (optional)
 the URI the Airflow pages and hooks read the same files at, with fsspec: by default the same,
 with `hdfs://` read through WebHDFS (spark_apps.warehouse.filesystem.python_uri).
+`topics_per_load` (optional, default 25): how many topics one load task loads, one after the
+other in one Spark application (one JVM); an hour's topics are split into that many or fewer
+a task, in batches of even size (docs/airflow.md, "Many topics").
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from spark_apps.warehouse.filesystem import as_uri, python_uri
 from spark_apps.warehouse.topics import check_topics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A JVM and a Spark session cost 15-40 s a task on 2 cores, one topic's load ~1-3 s
+# (docs/performance.md, "Many topics an hour"): an hour's topics share applications.
+DEFAULT_TOPICS_PER_LOAD = 25
 DEFAULT_FILE = REPO_ROOT / "include" / "pipeline" / "pipeline.json"
 
 
@@ -61,6 +67,7 @@ class Pipeline:
     # The URIs Python reads the warehouse and the reports at (None: derived, see the doc).
     warehouse_python: str | None = None
     reports_python: str | None = None
+    topics_per_load: int = DEFAULT_TOPICS_PER_LOAD
 
     @property
     def warehouse_reader(self) -> str:
@@ -74,6 +81,20 @@ class Pipeline:
     def loaded_topics(self) -> tuple[str, ...]:
         """What every hour loads: the event topics and the producers' counts."""
         return (*self.topics, AUDIT_TOPIC)
+
+    @property
+    def load_batches(self) -> list[list[str]]:
+        """The loaded topics split into the fewest batches of at most `topics_per_load`,
+        of sizes that differ by one at most (51 topics by 25: 17, 17, 17), in order."""
+        topics = self.loaded_topics
+        count = -(-len(topics) // self.topics_per_load)
+        size, extra = divmod(len(topics), count)
+        batches, start = [], 0
+        for i in range(count):
+            end = start + size + (i < extra)
+            batches.append(list(topics[start:end]))
+            start = end
+        return batches
 
     @property
     def mirror_whitelist(self) -> str:
@@ -106,6 +127,7 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             end_date=_instant(raw["end_date"]) if raw.get("end_date") else None,
             warehouse_python=raw.get("warehouse_reader"),
             reports_python=raw.get("reports_reader"),
+            topics_per_load=_positive(raw.get("topics_per_load", DEFAULT_TOPICS_PER_LOAD)),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc
@@ -114,6 +136,12 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
 def _choice(value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"parquet_writer {value!r}: one of {', '.join(allowed)}")
+    return value
+
+
+def _positive(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"topics_per_load {value!r}: a whole number of topics, at least 1")
     return value
 
 
