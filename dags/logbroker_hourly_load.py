@@ -3,7 +3,7 @@
 
 Every hour, loads the hour that just ended from the **analysis** cluster into the
 warehouse, each topic (the event topics and `_audit`) on its own, in Spark applications that
-load up to `topics_per_load` topics each (pipeline.json, default 25):
+load up to `topics_per_load` topics each (pipeline.json, default 30):
 
 1. **wait_for_mirror_<live>**: deferrable; waits (in the triggerer, holding no worker slot)
    until the mirror has copied everything each live cluster held when the hour ended.

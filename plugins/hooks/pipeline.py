@@ -10,7 +10,7 @@ the file is read: a bad name fails the DAG file's import with one line naming th
 `warehouse` is the URI Spark writes (any Hadoop filesystem); `warehouse_reader` (optional)
 the URI the Airflow pages and hooks read the same files at, with fsspec: by default the same,
 with `hdfs://` read through WebHDFS (spark_apps.warehouse.filesystem.python_uri).
-`topics_per_load` (optional, default 25): how many topics one load task loads, one after the
+`topics_per_load` (optional, default 30): how many topics one load task loads, one after the
 other in one Spark application (one JVM); an hour's topics are split into that many or fewer
 a task, in batches of even size (docs/airflow.md, "Many topics").
 """
@@ -30,9 +30,10 @@ from spark_apps.warehouse.filesystem import as_uri, python_uri
 from spark_apps.warehouse.topics import check_topics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# A JVM and a Spark session cost 15-40 s a task on 2 cores, one topic's load ~1-3 s
-# (docs/performance.md, "Many topics an hour"): an hour's topics share applications.
-DEFAULT_TOPICS_PER_LOAD = 25
+# A JVM, a Spark session and an executor's first job cost far more than one topic's load
+# of an hour (docs/performance.md, "Many topics an hour"): an hour's topics share
+# applications. 30: 50 topics and _audit in two tasks, one on each of the two workers.
+DEFAULT_TOPICS_PER_LOAD = 30
 DEFAULT_FILE = REPO_ROOT / "include" / "pipeline" / "pipeline.json"
 
 
