@@ -338,24 +338,28 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / "many_topics.json"
-    results = json.loads(results_file.read_text()) if results_file.exists() else {}
     # an hour that ended hours ago: the DAG's schedule creates no run of it by itself
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     hour = datetime.fromtimestamp(now.timestamp() - 4 * 3600, UTC)
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    states = []
     for count in [int(x) for x in args.topics.split(",")]:
         workdir = Path(args.workdir) / f"topics-{count}"
         result = run_one(count, args.events, args.topics_per_load, workdir, hour)
         result.update(bench_run=run_id, commit=git_commit(), cpus=os.cpu_count())
         key = f"{count}x{args.topics_per_load or 'default'}"
+        # read again: another invocation may have added its runs meanwhile
+        results = json.loads(results_file.read_text()) if results_file.exists() else {}
         results[key] = result
+        states.append(result.get("state"))
         results_file.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
         print(json.dumps(result, indent=1))
         if not args.keep and result.get("state") == "success":  # a failure's logs stay
             shutil.rmtree(workdir, ignore_errors=True)
+    results = json.loads(results_file.read_text())
     plot(results, out / "many_topics.png")
     log(f"results: {results_file}, {out / 'many_topics.png'}")
-    return 0 if all(r.get("state") == "success" for r in results.values()) else 1
+    return 0 if all(state == "success" for state in states) else 1
 
 
 if __name__ == "__main__":
