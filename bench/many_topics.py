@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hooks.pipeline import DEFAULT_TOPICS_PER_LOAD
 from logbroker.testing.pipeline_stack import PipelineStack, wait_for
 from logbroker.testing.spark_standalone import SparkStandalone
 from logbroker.testing.traffic import TOPICS
@@ -293,8 +294,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     series: dict[str, list[dict[str, Any]]] = {}
     for entry in results.values():
-        per = entry.get("topics_per_load")
-        label = "one load task a topic" if per == 1 else f"topics_per_load {per or 'default'}"
+        per = entry.get("topics_per_load") or DEFAULT_TOPICS_PER_LOAD
+        label = "one load task a topic" if per == 1 else f"topics_per_load {per}"
         series.setdefault(label, []).append(entry)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label, entries in sorted(series.items()):
@@ -333,11 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=str(ROOT / "var" / "bench-many-topics"))
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--keep", action="store_true", help="keep the last run's workdir")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from the JSON")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the stacks on kill
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / "many_topics.json"
+    if args.plot_only:
+        plot(json.loads(results_file.read_text()), out / "many_topics.png")
+        return 0
     # an hour that ended hours ago: the DAG's schedule creates no run of it by itself
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     hour = datetime.fromtimestamp(now.timestamp() - 4 * 3600, UTC)
@@ -347,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(args.workdir) / f"topics-{count}"
         result = run_one(count, args.events, args.topics_per_load, workdir, hour)
         result.update(bench_run=run_id, commit=git_commit(), cpus=os.cpu_count())
-        key = f"{count}x{args.topics_per_load or 'default'}"
+        result["topics_per_load"] = args.topics_per_load or DEFAULT_TOPICS_PER_LOAD
+        key = f"{count}x{result['topics_per_load']}"
         # read again: another invocation may have added its runs meanwhile
         results = json.loads(results_file.read_text()) if results_file.exists() else {}
         results[key] = result
