@@ -91,7 +91,7 @@ def logbroker_hourly_load() -> None:
         parquet_writer=PIPELINE.parquet_writer,
         outlets=[WAREHOUSE_ALIAS],
         max_active_tis_per_dagrun=2,
-        map_index_template="{{ task.topics | join(', ') }}",
+        map_index_template="{{ task.topics_label }}",  # page_views,searches,ad_clicks,+1
     )
 
     waits >> load.expand(topics=topics())

@@ -148,6 +148,9 @@ class HourlyLoadOperator(SparkAppOperator):
         if isinstance(topics, str):  # a str is a sequence of one-letter topics: refuse it
             raise TypeError(f"HourlyLoadOperator topics: a list of topics, not {topics!r}")
         self.topics = list(topics)
+        # the mapped task's label in the UI (map_index_template): short, as the database's
+        # rendered_map_index column holds 250 characters at most (PostgreSQL refuses more)
+        self.topics_label = topics_label(self.topics)
         self.analysis_conn_id = analysis_conn_id
         self.warehouse = warehouse
         self.max_bad_fraction = max_bad_fraction
@@ -198,8 +201,14 @@ class HourlyLoadOperator(SparkAppOperator):
         return {"topics": topics, "load_hour": hour}
 
 
-def load_name(topics: Sequence[str], hour: str) -> str:
-    """The Spark application's name: `hourly_load <topics> <hour>`, the first three topics and
-    how many more (the Spark UI's column and a process's command line stay short)."""
+def topics_label(topics: Sequence[str], limit: int = 200) -> str:
+    """`a,b,c` up to three topics; else the first three and how many more (`a,b,c,+22`),
+    cut to `limit` characters (a topic name may be long)."""
     shown = ",".join(topics[:3]) + (f",+{len(topics) - 3}" if len(topics) > 3 else "")
-    return f"hourly_load {shown} {hour}"
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def load_name(topics: Sequence[str], hour: str) -> str:
+    """The Spark application's name: `hourly_load <topics_label> <hour>` (the Spark UI's
+    column and a process's command line stay short)."""
+    return f"hourly_load {topics_label(topics)} {hour}"

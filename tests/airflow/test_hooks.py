@@ -197,3 +197,16 @@ def test_pipeline_settings_topics_per_load(tmp_path) -> None:  # type: ignore[no
         path.write_text(json.dumps({**settings, "topics_per_load": bad}))
         with pytest.raises(ValueError, match=r"pipeline.json: .*topics_per_load .*at least 1"):
             load_pipeline(path)
+
+
+def test_a_batch_label_fits_airflows_rendered_map_index() -> None:
+    from hooks.operators import load_name, topics_label
+
+    # PostgreSQL refuses a rendered_map_index over 250 characters: the task's end is lost
+    topics = [f"{'x' * 60}_{i:02d}" for i in range(26)]
+    assert len(topics_label(topics)) <= 200
+    assert topics_label(["page_views", "_audit"]) == "page_views,_audit"
+    assert topics_label([f"t{i}" for i in range(26)]) == "t0,t1,t2,+23"
+    assert load_name(["page_views", "_audit"], "2026-11-22T10") == (
+        "hourly_load page_views,_audit 2026-11-22T10"
+    )
