@@ -101,18 +101,22 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def task_summaries(stack: PipelineStack, run_id: str) -> dict[int, list[dict[str, Any]]]:
-    """map_index -> the topic loads its task logged: topic, rows, laps, when logged."""
+def task_attempts(stack: PipelineStack, run_id: str) -> list[dict[str, Any]]:
+    """Every try of every load task, from its log: when it began and ended (its first and
+    last lines), and the topic loads it logged (topic, rows, laps, when logged) or skipped."""
     base = stack.airflow.home / "logs" / f"dag_id={DAG}" / f"run_id={run_id}" / "task_id=load"
-    found: dict[int, list[dict[str, Any]]] = {}
+    attempts = []
     for path in sorted(base.glob("map_index=*/attempt=*.log")):
-        index = int(path.parent.name.split("=")[1])
+        loads, skipped, times = [], 0, []
         for line in path.read_text(errors="replace").splitlines():
             try:
                 entry = json.loads(line)
                 text, when = str(entry.get("event", "")), entry.get("timestamp")
             except ValueError:
-                text, when = line, None
+                continue
+            if isinstance(when, str):
+                times.append(instant(when))
+            skipped += text.startswith("skipped ")
             match = SUMMARY.search(text.strip())
             if match is None:
                 continue
@@ -120,29 +124,36 @@ def task_summaries(stack: PipelineStack, run_id: str) -> dict[int, list[dict[str
             for lap in match["laps"].split(", "):
                 name, _, secs = lap.rpartition(" ")
                 laps[name] = float(secs.rstrip("s"))
-            found.setdefault(index, []).append(
+            loads.append(
                 {
                     "topic": match["topic"],
                     "rows": int(match["rows"]),
                     "laps": laps,
                     "seconds": round(sum(laps.values()), 2),
                     "logged": instant(when) if isinstance(when, str) else None,
-                    "attempt": int(path.stem.split("=")[1]),
                 }
             )
-    return found
+        if times:
+            attempts.append(
+                {
+                    "map_index": int(path.parent.name.split("=")[1]),
+                    "attempt": int(path.stem.split("=")[1]),
+                    "start": min(t for t in times if t is not None),
+                    "end": max(t for t in times if t is not None),
+                    "loads": loads,
+                    "skipped": skipped,
+                }
+            )
+    return attempts
 
 
-def where_the_time_goes(
-    tis: list[dict[str, Any]], loads: dict[int, list[dict[str, Any]]], t0: float
-) -> dict[str, Any]:
-    """Per load task: its wait for a slot, the application's start, the loads, the rest."""
+def where_the_time_goes(attempts: list[dict[str, Any]], t0: float) -> dict[str, Any]:
+    """Per try of a load task: when it began after t0, the application's start (to the first
+    topic's load), the topics' loads, and the rest (the session's stop, the task's end)."""
     tasks = []
     phases: dict[str, float] = {}
-    for ti in sorted(tis, key=lambda t: t["map_index"]):
-        start, end = instant(ti["start_date"]), instant(ti["end_date"])
-        queued = instant(ti.get("queued_when"))
-        mine = loads.get(ti["map_index"], [])
+    for a in attempts:
+        start, end, mine = a["start"], a["end"], a["loads"]
         seconds = sum(x["seconds"] for x in mine)
         for x in mine:
             for name, secs in x["laps"].items():
@@ -150,20 +161,18 @@ def where_the_time_goes(
         first = min(
             (x["logged"] - x["seconds"] for x in mine if x["logged"] is not None), default=None
         )
-        assert start is not None and end is not None
         task: dict[str, Any] = {
-            "map_index": ti["map_index"],
+            "map_index": a["map_index"],
+            "attempt": a["attempt"],
             "topics": [x["topic"] for x in mine],
-            "try_number": ti.get("try_number"),
-            "state": ti["state"],
-            "queued_s": round(start - queued, 1) if queued else None,
+            "skipped": a["skipped"],
             "start_after_t0_s": round(start - t0, 1),
             "duration_s": round(end - start, 1),
             "app_start_s": round(first - start, 1) if first is not None else None,
             "topic_loads_s": round(seconds, 1),
         }
         if first is not None:
-            task["rest_s"] = round(end - start - (first - start) - seconds, 1)
+            task["rest_s"] = round(end - first - seconds, 1)
         tasks.append(task)
     known = [t for t in tasks if t["app_start_s"] is not None]
     return {
@@ -260,7 +269,8 @@ def run_one(
         result["other_tasks_s"] = others
         load_tis = [t for t in tis if t["task_id"] == "load"]
         result["load_tasks"] = len(load_tis)
-        result.update(where_the_time_goes(load_tis, task_summaries(stack, run_id), t0))
+        result["load_tries"] = {str(t["map_index"]): t["try_number"] for t in load_tis}
+        result.update(where_the_time_goes(task_attempts(stack, run_id), t0))
         total = result["to_last_commit_s"] or wall
         result["per_topic_s"] = round(total / (count + 1), 2)
         if run["state"] != "success" or len(committed) != count + 1:
