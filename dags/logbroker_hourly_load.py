@@ -2,17 +2,23 @@
 ### logbroker_hourly_load
 
 Every hour, loads the hour that just ended from the **analysis** cluster into the
-warehouse, one Spark load per topic (the event topics and `_audit`):
+warehouse, each topic (the event topics and `_audit`) on its own, in Spark applications that
+load up to `topics_per_load` topics each (pipeline.json, default 30):
 
 1. **wait_for_mirror_<live>**: deferrable; waits (in the triggerer, holding no worker slot)
    until the mirror has copied everything each live cluster held when the hour ended.
-2. **topics**: the topics to load (the pipeline's topics and `_audit`).
-3. **load**: mapped per topic (`HourlyLoadOperator`, the Spark provider's operator):
-   `spark-submit spark_apps/jobs/hourly_load.py --topics <topic> --hour <hour>`.
-   Reads each partition from the previous hour's checkpoint to the end it finds, writes
-   Parquet under `<warehouse>/<topic>/load_hour=<hour>/` and then the checkpoint
-   `<warehouse>/_checkpoints/<topic>/<hour>.json`: the commit record (docs/design.md §3.6).
-   Emits the asset `logbroker-warehouse/<topic>` with the hour in the event's extra.
+2. **topics**: the topics to load (the pipeline's topics and `_audit`), in batches of at
+   most `topics_per_load`.
+3. **load**: mapped per batch (`HourlyLoadOperator`, the Spark provider's operator):
+   `spark-submit spark_apps/jobs/hourly_load.py --topics <t1,t2,...> --hour <hour>`, one
+   JVM for the batch, whose topics load one after the other. For each topic: reads each
+   partition from the previous hour's checkpoint to the end it finds, writes Parquet under
+   `<warehouse>/<topic>/load_hour=<hour>/` and then the checkpoint
+   `<warehouse>/_checkpoints/<topic>/<hour>.json`: that topic's commit record
+   (docs/design.md §3.6), under that topic's lock. A topic that fails fails the task with
+   a line naming it, after the batch's other topics committed; the retry loads only the
+   topics this run has not committed. Emits the asset `logbroker-warehouse/<topic>` of each
+   topic, with the hour in the event's extra.
 
 Runs one at a time and in order: an hour loads only after the previous hour committed
 (`depends_on_past`, and the load itself refuses to skip an hour, naming the missing one).
@@ -73,8 +79,8 @@ def logbroker_hourly_load() -> None:
     ]
 
     @task
-    def topics() -> list[str]:
-        return list(PIPELINE.loaded_topics)
+    def topics() -> list[list[str]]:
+        return PIPELINE.load_batches
 
     load = HourlyLoadOperator.partial(
         task_id="load",
@@ -85,9 +91,10 @@ def logbroker_hourly_load() -> None:
         parquet_writer=PIPELINE.parquet_writer,
         outlets=[WAREHOUSE_ALIAS],
         max_active_tis_per_dagrun=2,
+        map_index_template="{{ task.topics_label }}",  # page_views,searches,ad_clicks,+1
     )
 
-    waits >> load.expand(topic=topics())
+    waits >> load.expand(topics=topics())
 
 
 logbroker_hourly_load()

@@ -1,4 +1,4 @@
-"""Thin operators over the hooks: run the mirror until caught up; load one topic's hour.
+"""Thin operators over the hooks: run the mirror until caught up; load topics' hour.
 
 They check their arguments when the DAG is parsed and build hooks only when they run, as
 Airflow's providers do; what they run is the same command a user runs by hand
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +141,21 @@ class MirrorOperator(BaseOperator):
 
 
 class HourlyLoadOperator(SparkAppOperator):
-    """`spark-submit spark_apps/jobs/hourly_load.py` of one topic for the run's hour (the start
-    of its data interval), from the analysis cluster into the warehouse; after the load
-    committed, the asset event `logbroker-warehouse/<topic>` with `{"load_hour": hour}`.
+    """`spark-submit spark_apps/jobs/hourly_load.py` of a batch of topics for the run's hour
+    (the start of its data interval), from the analysis cluster into the warehouse: one Spark
+    application, in which each topic loads under its own lock and commits its own checkpoint;
+    after every topic committed, the asset event `logbroker-warehouse/<topic>` of each, with
+    `{"load_hour": hour}`.
+
+    A topic that fails does not stop the others; the job names it in a line of its own, and
+    the task fails. Its retry passes `--skip-committed-since <the run's start>`: the topics
+    this run already committed are not loaded again (a backfill or a Clear of a finished run
+    starts the run anew, and loads every topic again from its stored offsets). A scheduled
+    run does not load a topic whose hour is committed already (`committed_by_schedule`).
 
     An operator (not a @task calling a hook) so that killing the task reaches `on_kill`,
-    which stops the spark-submit and everything it started. Map it over the topics with
-    `.partial(...).expand(topic=...)`, with `outlets=[WAREHOUSE_ALIAS]`.
+    which stops the spark-submit and everything it started. Map it over batches of topics
+    with `.partial(...).expand(topics=...)`, with `outlets=[WAREHOUSE_ALIAS]`.
     """
 
     ui_color = "#fde8c8"
@@ -155,7 +163,7 @@ class HourlyLoadOperator(SparkAppOperator):
     def __init__(
         self,
         *,
-        topic: str,
+        topics: Sequence[str],
         analysis_conn_id: str,
         warehouse: str,
         max_bad_fraction: float = 0.01,
@@ -166,7 +174,12 @@ class HourlyLoadOperator(SparkAppOperator):
 
         kwargs.setdefault("application", str(REPO_ROOT / "spark_apps" / "jobs" / "hourly_load.py"))
         super().__init__(**kwargs)
-        self.topic = topic
+        if isinstance(topics, str):  # a str is a sequence of one-letter topics: refuse it
+            raise TypeError(f"HourlyLoadOperator topics: a list of topics, not {topics!r}")
+        self.topics = list(topics)
+        # the mapped task's label in the UI (map_index_template): short, as the database's
+        # rendered_map_index column holds 250 characters at most (PostgreSQL refuses more)
+        self.topics_label = topics_label(self.topics)
         self.analysis_conn_id = analysis_conn_id
         self.warehouse = warehouse
         self.max_bad_fraction = max_bad_fraction
@@ -174,30 +187,64 @@ class HourlyLoadOperator(SparkAppOperator):
 
     # Airflow pushes what execute returns to XCom (BaseOperator.execute returns Any); the
     # spark-submit operators this one extends return nothing, this one the hour it loaded.
-    def execute(self, context: Context) -> dict[str, str]:  # type: ignore[override]
-        from spark_apps.warehouse.topics import check_topic
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        from spark_apps.warehouse.topics import check_topics
 
-        topic = check_topic(self.topic)
+        topics = check_topics(self.topics)
+        if not topics:
+            raise AirflowException("hourly load: no topics to load")
         start = context["data_interval_start"]
         if start is None:
             raise AirflowException(
-                f"hourly load of {topic}: the run has no data interval (its start is the hour)"
+                f"hourly load of {', '.join(topics)}: the run has no data interval (its start "
+                "is the hour)"
             )
         hour = start.strftime("%Y-%m-%dT%H")
+        # a scheduled run loads an hour once: a topic it finds committed was committed by a
+        # try stopped before it could report (make down), or by a backfill that came first
+        to_load = [
+            t for t in topics
+            if not committed_by_schedule(context, self.warehouse, t, hour, self.log.info)
+        ]  # fmt: skip
         analysis = LogbrokerHook(self.analysis_conn_id)
         self.application_args = [
             "--zookeeper", analysis.zk_connect,
             "--schema-registry", analysis.schema_registry or "",
-            "--topics", topic,
+            "--topics", ",".join(to_load),
             "--hour", hour,
             "--warehouse", self.warehouse,
             "--max-bad-fraction", str(self.max_bad_fraction),
             "--parquet-writer", self.parquet_writer,
         ]  # fmt: skip
-        self.name = f"hourly_load {topic} {hour}"
-        if not committed_by_schedule(context, self.warehouse, topic, hour, self.log.info):
-            super().execute(context)  # returns once the load committed (or raises)
-        context["outlet_events"][WAREHOUSE_ALIAS].add(
-            warehouse_topic_asset(self.warehouse, topic), extra={"load_hour": hour}
-        )
-        return {"topic": topic, "load_hour": hour}
+        run_start = context["dag_run"].start_date
+        if context["ti"].try_number > 1 and run_start is not None:
+            # a retry in this run: what an earlier try committed stays (a backfill or a Clear
+            # of a finished run gives the run a new start: every topic loads again)
+            self.application_args += ["--skip-committed-since", run_start.isoformat()]
+        self.name = load_name(topics, hour)
+        if to_load:
+            try:
+                super().execute(context)  # returns once every topic committed (or raises)
+            except AirflowException as exc:
+                raise AirflowException(
+                    f"hourly load of {hour}: {exc}; each topic that failed is named in an "
+                    "`hourly_load: topic ...` line above, the others committed"
+                ) from exc
+        for topic in topics:
+            context["outlet_events"][WAREHOUSE_ALIAS].add(
+                warehouse_topic_asset(self.warehouse, topic), extra={"load_hour": hour}
+            )
+        return {"topics": topics, "load_hour": hour}
+
+
+def topics_label(topics: Sequence[str], limit: int = 200) -> str:
+    """`a,b,c` up to three topics; else the first three and how many more (`a,b,c,+22`),
+    cut to `limit` characters (a topic name may be long)."""
+    shown = ",".join(topics[:3]) + (f",+{len(topics) - 3}" if len(topics) > 3 else "")
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def load_name(topics: Sequence[str], hour: str) -> str:
+    """The Spark application's name: `hourly_load <topics_label> <hour>` (the Spark UI's
+    column and a process's command line stay short)."""
+    return f"hourly_load {topics_label(topics)} {hour}"

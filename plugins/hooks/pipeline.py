@@ -10,6 +10,9 @@ the file is read: a bad name fails the DAG file's import with one line naming th
 `warehouse` is the URI Spark writes (any Hadoop filesystem); `warehouse_reader` (optional)
 the URI the Airflow pages and hooks read the same files at, with fsspec: by default the same,
 with `hdfs://` read through WebHDFS (spark_apps.warehouse.filesystem.python_uri).
+`topics_per_load` (optional, default 30): how many topics one load task loads, one after the
+other in one Spark application (one JVM); an hour's topics are split into that many or fewer
+a task, in batches of even size (docs/airflow.md, "Many topics").
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from spark_apps.warehouse.filesystem import as_uri, python_uri
 from spark_apps.warehouse.topics import check_topics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A JVM, a Spark session and an executor's first job cost far more than one topic's load
+# of an hour (docs/performance.md, "Many topics an hour"): an hour's topics share
+# applications. 30: 50 topics and _audit in two tasks, one on each of the two workers.
+DEFAULT_TOPICS_PER_LOAD = 30
 DEFAULT_FILE = REPO_ROOT / "include" / "pipeline" / "pipeline.json"
 
 
@@ -66,6 +73,7 @@ class Pipeline:
     # The URIs Python reads the warehouse and the reports at (None: derived, see the doc).
     warehouse_python: str | None = None
     reports_python: str | None = None
+    topics_per_load: int = DEFAULT_TOPICS_PER_LOAD
 
     @property
     def warehouse_reader(self) -> str:
@@ -79,6 +87,20 @@ class Pipeline:
     def loaded_topics(self) -> tuple[str, ...]:
         """What every hour loads: the event topics and the producers' counts."""
         return (*self.topics, AUDIT_TOPIC)
+
+    @property
+    def load_batches(self) -> list[list[str]]:
+        """The loaded topics split into the fewest batches of at most `topics_per_load`,
+        of sizes that differ by one at most (51 topics by 25: 17, 17, 17), in order."""
+        topics = self.loaded_topics
+        count = -(-len(topics) // self.topics_per_load)
+        size, extra = divmod(len(topics), count)
+        batches, start = [], 0
+        for i in range(count):
+            end = start + size + (i < extra)
+            batches.append(list(topics[start:end]))
+            start = end
+        return batches
 
     @property
     def mirror_whitelist(self) -> str:
@@ -112,6 +134,7 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             catchup=_flag(raw.get("catchup", False), "catchup"),
             warehouse_python=raw.get("warehouse_reader"),
             reports_python=raw.get("reports_reader"),
+            topics_per_load=_positive(raw.get("topics_per_load", DEFAULT_TOPICS_PER_LOAD)),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc
@@ -126,6 +149,12 @@ def _choice(value: str, allowed: tuple[str, ...]) -> str:
 def _flag(value: Any, key: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{key} {value!r}: true or false")
+    return value
+
+
+def _positive(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"topics_per_load {value!r}: a whole number of topics, at least 1")
     return value
 
 

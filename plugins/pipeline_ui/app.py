@@ -137,8 +137,10 @@ def create_app(
             raise HTTPException(404, f"no run of {LOAD_DAG} for the hour {hour}")
         target = f"/dags/{LOAD_DAG}/runs/{quote(run_id, safe='')}"
         if topic is not None:
-            # the load is mapped over the pipeline's loaded topics, in their order (the DAG)
-            target += f"/tasks/load/mapped/{settings.loaded_topics.index(topic)}"
+            # the load is mapped over the pipeline's batches of topics, in their order (the
+            # DAG, topics_per_load): the topic's task is its batch's
+            batch = next(i for i, b in enumerate(settings.load_batches) if topic in b)
+            target += f"/tasks/load/mapped/{batch}"
         return RedirectResponse(target, status_code=302)
 
     return app

@@ -1,7 +1,10 @@
 """The hourly load: one hour of each topic, from the analysis cluster into the warehouse.
 
 Run by spark-submit on any master (see --help); `verify` re-reads committed hours from the
-brokers. The work is in loading.py (one topic's load), commit.py (staging and the atomic
+brokers. The topics given load one after the other in the one Spark session (one JVM for
+many topics: docs/performance.md, "Many topics an hour"), each on its own: its lock, its
+commit, its checkpoint. A topic that fails is named in one line and the next topic loads;
+the exit status is 1 when any failed, after a last line naming them all. The work is in loading.py (one topic's load), commit.py (staging and the atomic
 commit) and warehouse.py (the files); docs/design.md §3.6 is the contract.
 """
 
@@ -11,10 +14,16 @@ import argparse
 import logging
 import re
 import sys
+import traceback
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from spark_apps.warehouse.hours import parse_hour
+from spark_apps.warehouse.hours import parse_hour, parse_instant
 from spark_apps.warehouse.topics import PipelineTopicError, is_pipeline_topic, parse_topic_list
+
+if TYPE_CHECKING:
+    from spark_apps.warehouse.checkpoint import Warehouse
 
 EPILOG = """\
 what it does, per topic:
@@ -33,6 +42,12 @@ what it does, per topic:
                 version or the new one, never a checkpoint without its files
   exactly once  events are deduplicated by (producer_id, seq) within the hour and against
                 the previous hour; the count is in the checkpoint
+  many topics   each topic loads on its own, one after the other in one Spark session; one
+                that fails is named in an `hourly_load: topic ...` line and the others
+                still load; the exit status is then 1 and the last line names every topic
+                that failed. --skip-committed-since T skips each topic whose hour has a
+                checkpoint committed at T or later (what an earlier try committed: the DAG's
+                retries pass the run's start)
   bad records   payloads that are not registered Avro events go to
                 <warehouse>/_errors/<topic>/load_hour=<hour>/ with the reason; more than
                 --max-bad-fraction of the hour's messages fails the load
@@ -84,6 +99,15 @@ def _fraction(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"a fraction between 0 and 1, got {value}")
     return value
+
+
+def _instant(text: str) -> datetime:
+    try:
+        return parse_instant(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"an ISO 8601 instant (2026-11-22T13:05:00Z), got {text!r}"
+        ) from None
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -156,6 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
         "FileSystem (any URI); auto (default) = arrow where it can",
     )
     parser.add_argument(
+        "--skip-committed-since",
+        type=_instant,
+        metavar="INSTANT",
+        help="skip each topic whose hour has a checkpoint committed at this ISO 8601 instant "
+        "or later (a retry of the run that committed it); without it, a committed hour is "
+        "loaded again from its stored offsets",
+    )
+    parser.add_argument(
         "--lock-timeout",
         type=float,
         default=600.0,
@@ -224,17 +256,47 @@ def run_load(argv: list[str]) -> int:
         lock_timeout=args.lock_timeout,
     )
     wh = Warehouse.open(args.warehouse, spark=spark)
-    failed = 0
+    failed: list[str] = []
     for topic in topics:
+        if args.skip_committed_since is not None:
+            done = _committed_since(wh, topic, args.hour, args.skip_committed_since)
+            if done is not None:
+                print(f"skipped {topic} {args.hour}: committed at {done}", flush=True)
+                continue
         try:
             report = load_hour(spark, wh, settings, topic, args.hour)
         except (LogbrokerError, WarehouseError) as exc:  # LoadError is one: said in one line
-            print(f"hourly_load: {exc}", file=sys.stderr)
-            failed += 1
+            print(f"hourly_load: topic {topic!r} {args.hour} failed: {exc}", file=sys.stderr)
+            failed.append(topic)
+            continue
+        except Exception as exc:  # Spark's or ours: the topics after it still load
+            traceback.print_exc()
+            print(
+                f"hourly_load: topic {topic!r} {args.hour} failed: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                file=sys.stderr,
+            )
+            failed.append(topic)
             continue
         print(report.summary(), flush=True)
     spark.stop()
+    if failed:
+        print(
+            f"hourly_load: {len(failed)} of {len(topics)} topics failed for {args.hour}: "
+            f"{', '.join(failed)}; the others committed",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
+
+
+def _committed_since(wh: Warehouse, topic: str, hour: str, since: datetime) -> str | None:
+    """The hour's checkpoint's commit time when it is `since` or later, else None."""
+    checkpoint = wh.checkpoint(topic, hour)
+    if checkpoint is None:
+        return None
+    # committed_at has whole seconds: a commit in the second `since` falls in counts too
+    committed = parse_instant(checkpoint.committed_at)
+    return checkpoint.committed_at if committed >= since.replace(microsecond=0) else None
 
 
 def run_verify(argv: list[str]) -> int:

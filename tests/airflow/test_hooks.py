@@ -209,3 +209,36 @@ def test_a_scheduled_run_does_not_load_a_committed_hour_again(tmp_path) -> None:
             context(run_type), warehouse, "page_views", "2026-11-22T11", say
         )
     assert len(said) == 1
+
+
+def test_pipeline_settings_topics_per_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hooks.pipeline import DEFAULT_FILE, load_pipeline
+
+    settings = json.loads(DEFAULT_FILE.read_text())
+    default = load_pipeline(DEFAULT_FILE)  # absent: every topic and _audit in one load task
+    assert default.load_batches == [["page_views", "searches", "ad_clicks", "_audit"]]
+    path = tmp_path / "pipeline.json"
+    topics = [f"t{i:02d}" for i in range(50)]
+    path.write_text(json.dumps({**settings, "topics": topics, "topics_per_load": 25}))
+    batches = load_pipeline(path).load_batches  # 51 loaded topics: three of 17, in order
+    assert [len(b) for b in batches] == [17, 17, 17]
+    assert [t for b in batches for t in b] == [*topics, "_audit"]
+    path.write_text(json.dumps({**settings, "topics_per_load": 1}))
+    assert load_pipeline(path).load_batches == [[t] for t in load_pipeline(path).loaded_topics]
+    for bad in (0, "5", 2.5, True):
+        path.write_text(json.dumps({**settings, "topics_per_load": bad}))
+        with pytest.raises(ValueError, match=r"pipeline.json: .*topics_per_load .*at least 1"):
+            load_pipeline(path)
+
+
+def test_a_batch_label_fits_airflows_rendered_map_index() -> None:
+    from hooks.operators import load_name, topics_label
+
+    # PostgreSQL refuses a rendered_map_index over 250 characters: the task's end is lost
+    topics = [f"{'x' * 60}_{i:02d}" for i in range(26)]
+    assert len(topics_label(topics)) <= 200
+    assert topics_label(["page_views", "_audit"]) == "page_views,_audit"
+    assert topics_label([f"t{i}" for i in range(26)]) == "t0,t1,t2,+23"
+    assert load_name(["page_views", "_audit"], "2026-11-22T10") == (
+        "hourly_load page_views,_audit 2026-11-22T10"
+    )

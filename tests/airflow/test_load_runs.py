@@ -2,7 +2,8 @@
 
 One pipeline stack for the module (ZooKeeper, a live and an analysis cluster of one broker,
 Airflow's four processes; Spark local in the tasks), with one event topic: every hour loads
-`page_views` and `_audit`. The audit DAG is paused: these tests are about the load.
+`page_views` and `_audit`, one after the other in one load task (one batch of topics, one
+spark-submit). The audit DAG is paused: these tests are about the load.
 
 1. a backfill of four hours with max_active_runs 4: the runs are active together, yet the
    loads of a topic never overlap (`depends_on_past`), commit in hour order, and their
@@ -36,7 +37,8 @@ from scripts.demo import Progress, demo_hours, hour_name, mirror
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 DAG = "logbroker_hourly_load"
 TOPIC = "page_views"
-LOADED = (TOPIC, "_audit")  # map indexes 0 and 1 of the load task
+# one batch (the default topics_per_load): the load task's map index 0 loads both, in turn
+LOADED = (TOPIC, "_audit")
 FIRST_EVENTS = 1500  # produced before the backfill of the first four hours
 KILLED_EVENTS = 3000  # produced before the fifth hour, whose load is killed
 
@@ -55,10 +57,11 @@ def hour_rows(stack: PipelineStack, topic: str, hour: str) -> Any:
 
 
 def load_tis(stack: PipelineStack, run_id: str) -> dict[str, dict[str, Any]]:
+    """topic -> the load task instance that loaded it (the batch's, map index 0)."""
     found = stack.airflow.api("GET", f"/dags/{DAG}/dagRuns/{run_id}/taskInstances")
-    return {
-        LOADED[ti["map_index"]]: ti for ti in found["task_instances"] if ti["task_id"] == "load"
-    }
+    [batch] = [ti for ti in found["task_instances"] if ti["task_id"] == "load"]
+    assert batch["map_index"] == 0
+    return dict.fromkeys(LOADED, batch)
 
 
 def task_logs(stack: PipelineStack) -> str:
@@ -78,12 +81,12 @@ def backfill_and_wait(stack: PipelineStack, first: str, last: str, runs: int) ->
     return wait_for(finished, 900, f"the backfill {first}..{last}", sleep=2)
 
 
-def load_processes(stack: PipelineStack, topic: str, hour: str) -> list[int]:
-    """The spark-submit of the load of `topic` for `hour`, and everything under it."""
+def load_processes(stack: PipelineStack, hour: str) -> list[int]:
+    """The spark-submit of the load of LOADED for `hour`, and everything under it."""
     import psutil
 
     home = f"AIRFLOW_HOME={stack.airflow.home}".encode()
-    name = f"hourly_load {topic} {hour}".encode()
+    name = f"hourly_load {','.join(LOADED)} {hour}".encode()
     for entry in Path("/proc").iterdir():
         try:
             if not entry.name.isdigit():
@@ -157,7 +160,7 @@ def kill_mid_write(stack: PipelineStack, hour: str, progress: Progress) -> dict[
         return found or None
 
     [attempt] = wait_for(writing, 600, f"the load of {TOPIC} {hour} to start writing", sleep=0.02)
-    frozen = load_processes(stack, TOPIC, hour)
+    frozen = load_processes(stack, hour)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     decided = (attempt / "_COMMIT").exists()
@@ -169,7 +172,7 @@ def kill_mid_write(stack: PipelineStack, hour: str, progress: Progress) -> dict[
         {
             "dry_run": False,
             "dag_run_id": run["dag_run_id"],
-            "task_ids": [["load", LOADED.index(TOPIC)]],
+            "task_ids": [["load", 0]],
             "only_failed": False,
             "reset_dag_runs": False,
         },

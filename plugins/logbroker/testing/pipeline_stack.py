@@ -26,6 +26,9 @@ a `spark_cluster` (`make up`), on that standalone cluster, which the stack start
 SQLite. Nothing here imports Airflow or Spark: Airflow is run as commands and driven through
 its REST API.
 
+`traffic_of` adds topics beyond the demo's three (the many-topics benchmark): each carries the
+schema and the simulated traffic of the demo topic it names, under its own name.
+
 Topics have 0.7's layout (`partitions` per broker) unless `replicated` names them with a
 replication factor: then they are replicated topics of `partitions` x brokers partitions
 in both clusters (docs/replication.md), which producers should send with
@@ -112,10 +115,14 @@ class PipelineStack:
         topics: tuple[str, ...] = TOPICS,
         replicated: Mapping[str, int] | None = None,
         broker_settings: Mapping[str, str] | None = None,
+        traffic_of: Mapping[str, str] | None = None,
+        pipeline_settings: Mapping[str, Any] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
-        self.topics = topics  # the pipeline's topics (a subset of the demo's: traffic.TOPICS)
+        self.topics = topics  # the pipeline's topics (the demo's, traffic.TOPICS, or traffic_of's)
+        # topic -> the demo topic whose schema and traffic it carries (the demo's own: itself)
+        self.traffic_of = {**{t: t for t in TOPICS}, **(traffic_of or {})}
         self.replicated = dict(replicated or {})  # topic -> replication factor (>= 2)
         self.brokers_per_cluster = brokers_per_cluster
         self.partitions = partitions
@@ -140,6 +147,7 @@ class PipelineStack:
         )
         self.warehouse = self.workdir / "warehouse"
         self.extra_airflow_env = dict(extra_airflow_env or {})
+        self.pipeline_settings = dict(pipeline_settings or {})  # more keys for pipeline.json
 
     # -- where things are -------------------------------------------------------------
 
@@ -235,14 +243,14 @@ class PipelineStack:
 
     def _register_schemas(self) -> None:
         with SchemaRegistry(self.registry) as registry:
-            for topic in TOPICS:
-                registry.register(topic, load_schema_file(SCHEMAS / f"{topic}.avsc"))
+            for topic, demo in self.traffic_of.items():
+                registry.register(topic, load_schema_file(SCHEMAS / f"{demo}.avsc"))
             registry.register("_audit", load_schema_file(SCHEMAS / "audit_count.avsc"))
 
     def _create_topics(self) -> None:
         """The topics in both clusters; on a stack started again (`make up` resuming), the
         replicated ones are there already and keep their assignment."""
-        plain = [t for t in (*TOPICS, "_audit") if t not in self.replicated]
+        plain = [t for t in (*self.traffic_of, "_audit") if t not in self.replicated]
         for zk in (self.live, self.analysis):
             with Cluster(zk) as cluster:
                 for topic in plain:
@@ -280,6 +288,7 @@ class PipelineStack:
                 pipeline["end_date"] = f"{last}:00:00+00:00"
         if self.catchup:
             pipeline["catchup"] = True
+        pipeline.update(self.pipeline_settings)
         (self.workdir / "pipeline.json").write_text(json.dumps(pipeline, indent=1) + "\n")
 
     def _write_state(self) -> None:
@@ -374,7 +383,7 @@ class PipelineStack:
             sends = [
                 (topic, records[i : i + batch])
                 for topic, count in events.items()
-                for records in [activity(topic, hour_ms, count, seed)]
+                for records in [self._activity(topic, hour_ms, count, seed)]
                 for i in range(0, len(records), batch)
             ]
             for topic, records in sorted(sends, key=lambda s: s[1][0]["header"]["timestamp"]):
@@ -383,11 +392,12 @@ class PipelineStack:
                     time.sleep(pause_s)
             traffic.sent = audited.sent_events
             for topic, count in (late or {}).items():
-                records = activity(topic, hour_ms - 3_600_000, count, seed + 1)
+                records = self._activity(topic, hour_ms - 3_600_000, count, seed + 1)
                 audited.send(topic, records)
             for topic, count in (unsent or {}).items():
                 # Counted as if sent, never sent: what a producer losing events looks like.
-                prepared = audited.prepare(topic, activity(topic, hour_ms, count, seed + 2))
+                records = self._activity(topic, hour_ms, count, seed + 2)
+                prepared = audited.prepare(topic, records)
                 assert audited.publisher is not None
                 audited.publisher.count_windows(topic, prepared.windows)
                 traffic.unsent[topic] = count
@@ -395,6 +405,10 @@ class PipelineStack:
                 garbage = [b"not an event %d" % i for i in range(bad_payloads)]
                 producer.send(TOPICS[0], garbage, key="garbage")
         return traffic
+
+    def _activity(self, topic: str, hour_ms: int, count: int, seed: int) -> list[dict[str, Any]]:
+        # an unknown topic: activity() names it; a copy of a demo topic: the demo's records
+        return activity(self.traffic_of.get(topic, topic), hour_ms, count, seed)
 
     # -- Airflow ----------------------------------------------------------------------
 
