@@ -20,6 +20,7 @@ is recorded with its time for the report's timeline.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import random
 import signal
@@ -112,7 +113,7 @@ class Faults:
         staging = self.stack.warehouse / "_staging" / topic
 
         def loading() -> bool:  # a live spark-submit of the topic (not one killed) writes
-            running = [p for p in self.task_processes(f"--topics {topic}") if p not in self.killed]
+            running = [p for p in self.load_processes(topic) if p not in self.killed]
             return bool(running) and any(staging.glob("*/rows"))
 
         deadline = self.clock() + timeout
@@ -165,6 +166,22 @@ class Faults:
                     found.append(int(entry.name))
             except OSError:
                 continue
+        return found
+
+    def load_processes(self, topic: str) -> list[int]:
+        """This stack's hourly loads whose `--topics` holds `topic`: a load takes a batch of
+        topics (`--topics a,b,c`, pipeline.json's topics_per_load)."""
+        found = []
+        for pid in self.task_processes("hourly_load.py"):
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(
+                flag == b"--topics" and topic.encode() in value.split(b",")
+                for flag, value in itertools.pairwise(args)
+            ):
+                found.append(pid)
         return found
 
     def wait_task_process(self, marker: str, timeout: float) -> int | None:
