@@ -35,7 +35,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -47,7 +46,7 @@ from hooks.pipeline import DEFAULT_TOPICS_PER_LOAD
 from logbroker.testing.pipeline_stack import PipelineStack, wait_for
 from logbroker.testing.spark_standalone import SparkStandalone
 from logbroker.testing.traffic import TOPICS
-from logbroker.testing.zookeeper import find_free_port
+from logbroker.testing.zookeeper import find_free_port, find_free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "many_topics"
@@ -65,22 +64,6 @@ def log(line: str) -> None:
 def topic_names(count: int) -> dict[str, str]:
     """`count` topics, each a copy of one of the demo's (schema and traffic), in turn."""
     return {f"{TOPICS[i % len(TOPICS)]}_{i:02d}": TOPICS[i % len(TOPICS)] for i in range(count)}
-
-
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive free loopback ports (the Spark UIs: master, workers)."""
-    for _ in range(50):
-        base = find_free_port()
-        if base + count > 65535:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError(f"no {count} consecutive free ports on 127.0.0.1")
 
 
 def pause(stack: PipelineStack, dag_id: str) -> bool:
@@ -192,7 +175,7 @@ def run_one(
     if workdir.exists():
         shutil.rmtree(workdir)
     topics = topic_names(count)
-    ui = free_ports(3)
+    ui = find_free_ports(3)
     spark = SparkStandalone(workdir / "spark", master_port=find_free_port(), ui_port=ui)
     settings = {} if topics_per_load is None else {"topics_per_load": topics_per_load}
     stack = PipelineStack(

@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 import urllib.error
@@ -47,7 +46,7 @@ import pytest
 from logbroker.testing.browser import Browser
 from logbroker.testing.pipeline_stack import PipelineStack, wait_for
 from logbroker.testing.spark_standalone import SparkStandalone
-from logbroker.testing.zookeeper import find_free_port
+from logbroker.testing.zookeeper import find_free_port, find_free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 # `make screenshots` (UPDATE_SCREENSHOTS=1) refreshes the README's pictures; a plain test run
@@ -82,20 +81,6 @@ pytestmark = [
 
 def hour_name(hour: datetime) -> str:
     return f"{hour:%Y-%m-%dT%H}"
-
-
-def consecutive_free_ports(count: int) -> int:
-    """The first of `count` consecutive ports free on 127.0.0.1 (the Spark UIs take three)."""
-    for _ in range(50):
-        first = find_free_port()
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return first
-    raise AssertionError(f"no {count} consecutive free ports on 127.0.0.1")
 
 
 def past_hours(margin: timedelta = timedelta(minutes=8)) -> tuple[datetime, datetime]:
@@ -196,7 +181,7 @@ def journey_stack() -> Iterator[Journey]:
     parent = Path(tempfile.mkdtemp(prefix="logbroker-journeys-"))
     parent.chmod(0o755)
     spark = SparkStandalone(
-        parent / "spark", master_port=find_free_port(), ui_port=consecutive_free_ports(3)
+        parent / "spark", master_port=find_free_port(), ui_port=find_free_ports(3)
     )
     stack = PipelineStack(
         parent / "stack",

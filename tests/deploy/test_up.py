@@ -42,6 +42,7 @@ from logbroker.testing.airflow_stack import AirflowStack, process_running
 from logbroker.testing.pipeline_stack import wait_for
 from logbroker.testing.postgres import PostgresServer
 from logbroker.testing.traffic import TOPICS
+from logbroker.testing.zookeeper import find_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 UP = REPO / "scripts" / "up.py"
@@ -63,29 +64,11 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(parent, ignore_errors=True)
 
 
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive ports free on 127.0.0.1 (the Spark UIs take three)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
-        if first + count > 65535:
-            continue
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return first
-    raise AssertionError(f"no {count} consecutive free ports")
-
-
 class Up:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         while True:  # picks that do not overlap
-            ui, spark, spark_ui = (free_ports(n) for n in (1, 1, 3))
+            ui, spark, spark_ui = (find_free_ports(n) for n in (1, 1, 3))
             taken = [ui, spark, *range(spark_ui, spark_ui + 3)]
             if len(set(taken)) == len(taken):
                 break

@@ -82,6 +82,23 @@ def find_free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def find_free_ports(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive ports free on ``host`` (a Spark master's and its
+    workers' UIs take consecutive ports); as racy as ``find_free_port``."""
+    for _ in range(50):
+        first = find_free_port(host)
+        if first + count > 65535:
+            continue
+        try:
+            for port in range(first, first + count):
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.bind((host, port))
+        except OSError:
+            continue
+        return first
+    raise OSError(f"no {count} consecutive free ports on {host}")
+
+
 def four_letter_word(host: str, port: int, command: str, timeout: float = 5.0) -> str:
     """Send a ZooKeeper four-letter command (``srvr``, ``ruok``, ``dump``, ...); return the reply.
 
