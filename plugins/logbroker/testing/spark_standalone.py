@@ -125,6 +125,13 @@ class SparkStandalone:
         return commands
 
     def start(self) -> SparkStandalone:
+        """launch() then wait_alive(): a caller with more to start does its work between
+        the two, while the JVMs come up."""
+        self.launch()
+        self.wait_alive()
+        return self
+
+    def launch(self) -> SparkStandalone:
         self.directory.mkdir(parents=True, exist_ok=True)
         env = self.env()
         try:
@@ -134,11 +141,17 @@ class SparkStandalone:
                         argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL, start_new_session=True,
                     )  # fmt: skip
-            self._wait_alive()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_alive(self) -> None:
+        try:
+            self._wait_alive()
+        except BaseException:
+            self.stop()
+            raise
 
     def _wait_alive(self) -> None:
         deadline = time.monotonic() + self.timeout
