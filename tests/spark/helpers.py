@@ -8,8 +8,10 @@ Schemas are registered and events encoded by logbroker.serde (SchemaRegistry, Ev
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,27 @@ PAGE_VIEW = {
     ],
 }
 EPOCH_MS = 1_795_000_000_000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_command(cluster: AnalysisCluster, warehouse: Path, hour: str, *select: str) -> list[str]:
+    """The hourly load as a load task submits it (local[2], no UI) of the topics `select`
+    names (`--topics a,b` or `--topic-pattern p`), and its environment: load_env()."""
+    return [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
+        "--zookeeper", cluster.live.connect,
+        "--schema-registry", cluster.registry.connect,
+        *select,
+        "--hour", hour,
+        "--warehouse", warehouse.as_uri(),
+    ]  # fmt: skip
+
+
+def load_env() -> dict[str, str]:
+    return dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
 
 
 @dataclass

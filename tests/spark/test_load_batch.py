@@ -11,17 +11,14 @@ own lock, with its own versioned commit and checkpoint.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from .helpers import PAGE_VIEW, start_cluster
+from .helpers import PAGE_VIEW, load_command, load_env, start_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 HOUR = "2026-11-22T10"
 GOOD, BAD = ("batch_first", "batch_last"), "batch_broken"
 TOPICS = [GOOD[0], BAD, GOOD[1]]  # the failing topic in the middle
@@ -36,21 +33,9 @@ def cluster(zookeeper, tmp_path_factory):
 
 def submit(cluster, wh: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """The load of TOPICS, one spark-submit on local[2], as a load task runs it."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
-        "--zookeeper", cluster.live.connect,
-        "--schema-registry", cluster.registry.connect,
-        "--topics", ",".join(TOPICS),
-        "--hour", HOUR,
-        "--warehouse", wh.as_uri(),
-        *extra,
-    ]  # fmt: skip
+    command = [*load_command(cluster, wh, HOUR, "--topics", ",".join(TOPICS)), *extra]
     return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=600, start_new_session=True
+        command, env=load_env(), capture_output=True, text=True, timeout=600, start_new_session=True
     )
 
 

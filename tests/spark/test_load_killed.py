@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from contextlib import suppress
@@ -24,9 +23,8 @@ from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.warehouse.checkpoint import Warehouse
 
-from .helpers import PAGE_VIEW, start_cluster
+from .helpers import PAGE_VIEW, load_command, load_env, start_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 HOUR = "2026-11-22T10"
 TOPIC = "orders"
 
@@ -58,20 +56,12 @@ class Watcher(threading.Thread):
 
 
 def submit(cluster, wh: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
-        "--zookeeper", cluster.live.connect,
-        "--schema-registry", cluster.registry.connect,
-        "--topics", TOPIC,
-        "--hour", HOUR,
-        "--warehouse", wh.as_uri(),
-    ]  # fmt: skip
     return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        load_command(cluster, wh, HOUR, "--topics", TOPIC),
+        env=load_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 

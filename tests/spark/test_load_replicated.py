@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,9 +34,8 @@ from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
 from spark_apps.warehouse.checkpoint import Warehouse
 
-from .helpers import PAGE_VIEW, AnalysisCluster, start_cluster
+from .helpers import PAGE_VIEW, AnalysisCluster, load_command, load_env, start_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "orders"
 H10, H11 = "2026-11-22T10", "2026-11-22T11"
 
@@ -84,19 +81,9 @@ def replica_sha256(broker: BrokerProcess, cp: dict[str, Any]) -> str:
 
 
 def submit_load(c: AnalysisCluster, wh: Path, hour: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
-        "--zookeeper", c.live.connect,
-        "--schema-registry", c.registry.connect,
-        "--topic-pattern", "ord.*",  # a replicated topic is matched too
-        "--hour", hour,
-        "--warehouse", wh.as_uri(),
-    ]  # fmt: skip
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    # (a replicated topic is matched by the pattern too)
+    command = load_command(c, wh, hour, "--topic-pattern", "ord.*")
+    return subprocess.run(command, env=load_env(), capture_output=True, text=True, timeout=600)
 
 
 def wait_until(what: str, check, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
