@@ -604,21 +604,26 @@ def _label(system: str) -> str:
 
 
 def intake_plot(info: dict[str, Any], outdir: Path, stamp: str) -> None:
-    """intake.png: MB/s of frames per window against the log's size, the first repetition."""
+    """intake.png: MB/s of frames per window against the bytes stored, every repetition
+    (the first drawn solid, the others faint)."""
     import matplotlib.pyplot as plt
 
     series = info.get("series", {}).get("intake", {})
     if not series:
         return
     fig, ax = plt.subplots(figsize=(10, 5))
-    for s, windows in series.items():
-        ax.plot(
-            [w[0] / 1e9 for w in windows],
-            [w[1] for w in windows],
-            label=_label(s),
-            color=COLORS.get(s),
-            marker="." if len(windows) < 80 else None,
-        )
+    for s, reps in series.items():
+        for i, windows in enumerate(reps):
+            ax.plot(
+                [w[0] / 1e9 for w in windows],
+                [w[1] for w in windows],
+                label=_label(s) + (" (repetition 1; the others faint)" if len(reps) > 1 else "")
+                if i == 0
+                else None,
+                color=COLORS.get(s),
+                alpha=1.0 if i == 0 else 0.3,
+                marker="." if len(windows) < 80 and i == 0 else None,
+            )
     ax.set_ylim(bottom=0)
     ax.set_xlabel("bytes stored (GB)")
     ax.set_ylabel("MB/s of PRODUCE frames")

@@ -790,8 +790,9 @@ class Engine:
             stored_gb=round(s["stored_gb"], 3),
         )
         self.intake_final.setdefault(rep, {})[system] = s["final"]
-        if rep == 0:
-            self.series["intake"][system] = [[round(x), round(v, 2)] for x, v in windows]
+        self.series["intake"].setdefault(system, []).append(
+            [[round(x), round(v, 2)] for x, v in windows]
+        )
 
     def intake_ratios(self) -> None:
         """logbroker's last 10 % over the relay's, each repetition's own pair."""
