@@ -51,6 +51,7 @@ WORKLOADS = (
     "compression_ratio_snappy",
     "intake_first_100mb",
     "intake_last_10pct",
+    "intake_overall",
     "intake_ratio",
 )
 SIZE_KINDS = ("records", "mb", "vs_relay")  # the size sweep's rows: size_<bytes>b_<kind>

@@ -48,7 +48,11 @@ SWEPT = {
     **{f"size_{n}b_mb": "MB/s" for n in SIZES},
 }
 VS_RELAY = {f"size_{n}b_vs_relay": "x" for n in SIZES}  # each system's MB/s / the relay's
-INTAKE = {"intake_first_100mb": "MB/s", "intake_last_10pct": "MB/s"}  # logbroker, the relay
+INTAKE = {  # logbroker and the relay
+    "intake_first_100mb": "MB/s",
+    "intake_last_10pct": "MB/s",
+    "intake_overall": "MB/s",
+}
 SWEEPS = ("redis",)  # the peers whose clients have produce_for
 LOGBROKER_ONLY = {
     **INTAKE,
