@@ -54,7 +54,8 @@ Method: every workload runs in a fresh client process (bench/worker.py); the rep
 are interleaved (rep 1 of every system, then rep 2, ...; the order rotates), each system's
 servers are started fresh for each repetition and stopped by PID after it; growth runs once
 per system at the end. Intake and the size sweep run after the blocks, in repetitions of
-their own (interleaved, the order rotating, a fresh server for each system and repetition).
+their own (interleaved, the order rotating, fresh servers for each repetition; the sweep
+starts every system's server and then takes each size on each system in turn).
 Reported: the median of the repetitions, min and max.
 
 Writes to --output-dir (default bench/results; --quick: a new directory under $TMPDIR):
@@ -739,7 +740,8 @@ class Engine:
         server = systems.load(system).Server(self.workdir / tag)
         server.start()
         self.running.append(server)
-        self.broker_pid = server.pids()[0] if system == "logbroker" else None
+        if system == "logbroker":
+            self.broker_pid = server.pids()[0]
         return server
 
     def _done(self, server: Any) -> None:
@@ -811,43 +813,53 @@ class Engine:
             if "logbroker" in finals and finals.get(RELAY):
                 self.add("logbroker", "intake_ratio", "x", finals["logbroker"] / finals[RELAY])
 
-    def sizes(self, system: str, rep: int) -> None:
-        """Each message size for --sweep-seconds, a fresh worker each, into one fresh server."""
-        server = self._fresh(system, f"sizes{rep}-{system}")
+    def sizes(self, order: list[str], rep: int) -> None:
+        """One repetition of the sweep: a fresh server for every system, then each message
+        size for --sweep-seconds on each system in turn (a fresh worker each; the order
+        rotates with the size), so that a size's points are seconds apart, not minutes."""
+        servers: dict[str, Any] = {}
         try:
-            for size in self.cfg["sweep_sizes"]:
-                topic = f"size{size}"
-                r = self.attempt(
-                    f"{system} size {size}",
-                    self.together,
-                    system,
-                    server.endpoint,
-                    [
-                        (
-                            "produce_for",
-                            dict(
-                                topic=topic,
-                                size=size,
-                                batch=self.cfg["sweep_batch"],
-                                seconds=self.args.sweep_seconds,
-                            ),
-                        )
-                    ],
-                    f"size{size}-r{rep}",
-                )
-                if r:
-                    seconds = r[0]["seconds"]
-                    mb = r[0]["payload_bytes"] / seconds / 1e6
-                    self.add(
-                        system, f"size_{size}b_records", THROUGHPUT, r[0]["messages"] / seconds
-                    )
-                    self.add(system, f"size_{size}b_mb", "MB/s", mb, seconds=round(seconds, 2))
-                    self.size_mb.setdefault((rep, size), {})[system] = mb
-                self.attempt(
-                    f"{system} drop", self.one, system, "drop", server.endpoint, "drop", topic=topic
-                )
+            for system in order:
+                try:
+                    servers[system] = self._fresh(system, f"sizes{rep}-{system}")
+                except BenchError as exc:
+                    self.errors.append(f"{system} sizes rep {rep + 1}: {exc}")
+                    print(f"  [{system}] sizes FAILED: {exc}", flush=True)
+            started = [s for s in order if s in servers]
+            for i, size in enumerate(self.cfg["sweep_sizes"]):
+                for system in started[i % len(started) :] + started[: i % len(started)]:
+                    self._size(system, servers[system].endpoint, size, rep)
         finally:
-            self._done(server)
+            for server in servers.values():
+                self._done(server)
+
+    def _size(self, system: str, ep: dict[str, Any], size: int, rep: int) -> None:
+        topic = f"size{size}"
+        r = self.attempt(
+            f"{system} size {size}",
+            self.together,
+            system,
+            ep,
+            [
+                (
+                    "produce_for",
+                    dict(
+                        topic=topic,
+                        size=size,
+                        batch=self.cfg["sweep_batch"],
+                        seconds=self.args.sweep_seconds,
+                    ),
+                )
+            ],
+            f"size{size}-r{rep}",
+        )
+        if r:
+            seconds = r[0]["seconds"]
+            mb = r[0]["payload_bytes"] / seconds / 1e6
+            self.add(system, f"size_{size}b_records", THROUGHPUT, r[0]["messages"] / seconds)
+            self.add(system, f"size_{size}b_mb", "MB/s", mb, seconds=round(seconds, 2))
+            self.size_mb.setdefault((rep, size), {})[system] = mb
+        self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic=topic)
 
     def size_ratios(self) -> None:
         """Each system's MB/s over the relay's at the same size in the same repetition."""
@@ -1194,12 +1206,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{phase}, repetition {rep + 1} of {args.reps}: {' '.join(order)}", flush=True
                 )
+                if phase == "sizes":
+                    engine.sizes(order, rep)
+                    continue
                 for system in order:
                     try:
-                        getattr(engine, phase)(system, rep)
+                        engine.intake(system, rep)
                     except BenchError as exc:
-                        engine.errors.append(f"{system} {phase} rep {rep + 1}: {exc}")
-                        print(f"  [{system}] {phase} FAILED: {exc}", flush=True)
+                        engine.errors.append(f"{system} intake rep {rep + 1}: {exc}")
+                        print(f"  [{system}] intake FAILED: {exc}", flush=True)
         engine.intake_ratios()
         engine.size_ratios()
         if "growth" not in args.skip:
