@@ -776,32 +776,23 @@ class Engine:
 
         windows = rates(r["windows"], 1e-6 * r["frame_bytes"] / r["set_bytes"])
         s = tail(windows)
-        msgs = INTAKE_BATCH / r["frame_bytes"] * 1e6  # messages per MB of frames
-        self.add(
-            system,
-            "intake_first_100mb",
-            "MB/s",
-            s["first_100mb"],
-            msgs_per_s=round(s["first_100mb"] * msgs),
-        )
+        # Constant per run (the extras of a row are its last repetition's): messages/s =
+        # MB/s * 1e6 / frame_bytes * messages_per_frame.
+        per = {"frame_bytes": r["frame_bytes"], "messages_per_frame": INTAKE_BATCH}
+        self.add(system, "intake_first_100mb", "MB/s", s["first_100mb"], **per)
         self.add(
             system,
             "intake_last_10pct",
             "MB/s",
             s["final"],
-            msgs_per_s=round(s["final"] * msgs),
             stored_gb=round(s["stored_gb"], 3),
+            **per,
         )
-        # The whole run's rate: the relay's last 10 % lasts a fraction of a second here, so
-        # one writeback stall decides it; this one says whether the run as a whole agrees.
+        # The whole run's rate: on a busy machine the relay's last 10 % lasts a fraction of
+        # a second, and one writeback stall decides it; this says whether the run agrees.
         seconds = sum(w[1] for w in r["windows"])
-        self.add(
-            system,
-            "intake_overall",
-            "MB/s",
-            r["windows"][-1][0] * r["frame_bytes"] / r["set_bytes"] / seconds / 1e6,
-            seconds=round(seconds, 2),
-        )
+        mb = r["windows"][-1][0] * r["frame_bytes"] / r["set_bytes"] / 1e6
+        self.add(system, "intake_overall", "MB/s", mb / seconds, **per)
         self.intake_final.setdefault(rep, {})[system] = s["final"]
         self.series["intake"].setdefault(system, []).append(
             [[round(x), round(v, 2)] for x, v in windows]
@@ -857,7 +848,7 @@ class Engine:
             seconds = r[0]["seconds"]
             mb = r[0]["payload_bytes"] / seconds / 1e6
             self.add(system, f"size_{size}b_records", THROUGHPUT, r[0]["messages"] / seconds)
-            self.add(system, f"size_{size}b_mb", "MB/s", mb, seconds=round(seconds, 2))
+            self.add(system, f"size_{size}b_mb", "MB/s", mb)
             self.size_mb.setdefault((rep, size), {})[system] = mb
         self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic=topic)
 
