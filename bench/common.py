@@ -55,6 +55,12 @@ def payloads(size: int, count: int = POOL) -> list[bytes]:
     return [rng.randbytes(size) for _ in range(count)]
 
 
+def pool_count(size: int) -> int:
+    """How many distinct payloads of `size` bytes a size-sweep producer cycles: 1000, or
+    fewer for large messages (at most ~20 MB of them, never fewer than 50: one batch)."""
+    return max(50, min(POOL, 20_000_000 // size))
+
+
 def batches(pool: list[bytes], batch: int) -> list[list[bytes]]:
     """The pool cut into consecutive batches (the pool's size is a multiple of 50)."""
     return [pool[i : i + batch] for i in range(0, len(pool) - batch + 1, batch)]

@@ -14,8 +14,11 @@ out. In one run, on the same disk (the work directory):
               fsynced every 10,000 messages (bench/systems/tcp.py)
 
 Reported per system: the median rate of the first 100 MB and of the last 10 %, and the ratio
-of logbroker's last 10 % to the plain appends' (issue 9's goal: >= 0.9). Results:
-bench/results/growth_broker.json. Nothing here is asserted; tests never time anything.
+of logbroker's last 10 % to the plain appends' (issue 9's goal: >= 0.9; issue 33 replaced it
+with bench/run.py's intake workload, the same frames against a relay that stores them).
+The frames and their windowed streaming are bench/intake.py's, shared with that workload.
+Results: bench/results/growth_broker.json. Nothing here is asserted; tests never time
+anything.
 """
 
 from __future__ import annotations
@@ -24,21 +27,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import batches, payloads
+from intake import connect, produce_frames, rates, set_bytes, stream, tail
 from systems import tcp
 
 from logbroker.client.simple_consumer import SimpleConsumer
-from logbroker.protocol.message import ENTRY_OVERHEAD
-from logbroker.protocol.message_set import build_message_set
-from logbroker.protocol.requests import ProduceRequest, encode_request
 from logbroker.testing.broker import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,46 +48,31 @@ def broker_growth(work: Path, total_bytes: float) -> list[list[float]]:
     """(payload bytes stored, msgs/s) per 100 MB window of prebuilt frames."""
     broker = BrokerProcess(work / "broker", broker_id=0).start()
     try:
-        frames = [
-            encode_request(ProduceRequest("growth", 0, build_message_set(m)))
-            for m in batches(payloads(SIZE), BATCH)
-        ]
-        set_bytes = BATCH * (SIZE + ENTRY_OVERHEAD)
-        sock = socket.create_connection((broker.host, broker.port))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
-        windows: list[list[float]] = []
-        stored = sent = 0
-        mark = WINDOW
-        clock = time.perf_counter
-        t_prev = window_start = clock()
-        while stored < total_bytes:
-            sock.sendall(frames[sent % len(frames)])
-            sent += 1
-            stored += BATCH * SIZE
-            if stored >= mark:
-                now = clock()
-                windows.append([stored, WINDOW / SIZE / (now - t_prev)])
-                window_start, t_prev, mark = t_prev, now, mark + WINDOW
-        with SimpleConsumer(broker.host, broker.port) as watcher:  # the last appends
-            while watcher.latest_offset("growth", 0) < sent * set_bytes:
-                time.sleep(0.01)
-        if windows:  # what the broker still had to append belongs to the last window
-            windows[-1][1] = WINDOW / SIZE / (clock() - window_start)
-        sock.close()
-        return windows
+        frames = produce_frames("growth", SIZE, BATCH)
+        per_set = set_bytes(SIZE, BATCH)
+        sock = connect(broker.host, broker.port)
+
+        def drained(sent: int) -> None:  # the last appends
+            with SimpleConsumer(broker.host, broker.port) as watcher:
+                while watcher.latest_offset("growth", 0) < sent * per_set:
+                    time.sleep(0.01)
+
+        try:
+            windows = stream(sock, frames, BATCH * SIZE, total_bytes, WINDOW, drained)
+        finally:
+            sock.close()
+        return rates(windows, 1 / SIZE)
     finally:
         broker.stop()
 
 
 def summary(windows: list[list[float]]) -> dict[str, float]:
-    end = windows[-1][0]
-    first = [r for x, r in windows if x <= WINDOW] or [windows[0][1]]
-    final = [r for x, r in windows if x > 0.9 * end] or [windows[-1][1]]
+    s = tail(windows)
     return {
-        "first_100mb": statistics.median(first),
-        "final": statistics.median(final),
-        "ratio_to_first": statistics.median(final) / statistics.median(first),
-        "stored_gb": end / 1e9,
+        "first_100mb": s["first_100mb"],
+        "final": s["final"],
+        "ratio_to_first": s["final"] / s["first_100mb"],
+        "stored_gb": s["stored_gb"],
     }
 
 

@@ -49,7 +49,15 @@ WORKLOADS = (
     "json_consume_snappy",
     "compression_ratio_gzip",
     "compression_ratio_snappy",
+    "intake_first_100mb",
+    "intake_last_10pct",
+    "intake_overall",
+    "intake_ratio",
 )
+SIZE_KINDS = ("records", "mb", "vs_relay")  # the size sweep's rows: size_<bytes>b_<kind>
+RELAY = "tcp"  # whose intake and size rows are the relay's (bench/systems/tcp.py)
+INTAKE_GOAL = 0.6  # issue 33: the broker's intake, and its MB/s at 1 KB and above, vs the relay
+SIZE_GOAL_FROM = 1000
 LOWER_IS_BETTER = {"ms", "bytes"}
 # The one-way latency's two placements (run.py): the server apart from its clients, and the
 # kernel scheduler's choice.
@@ -102,9 +110,31 @@ def _systems(records: Sequence[dict[str, Any]]) -> list[str]:
     return [s for s in SYSTEM_ORDER if s in present]
 
 
+def _size_row(workload: str) -> tuple[int, int] | None:
+    """(message size, kind's place) of a size sweep row `size_<bytes>b_<kind>`, else None."""
+    head, _, rest = workload.partition("_")
+    size, _, kind = rest.partition("b_")
+    if head != "size" or not size.isdigit() or kind not in SIZE_KINDS:
+        return None
+    return int(size), SIZE_KINDS.index(kind)
+
+
+def _sweep(records: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """{kind: {size: {system: record}}} of the size sweep's rows."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in records:
+        found = _size_row(r["workload"])
+        if found:
+            size, kind = found
+            out.setdefault(SIZE_KINDS[kind], {}).setdefault(size, {})[r["system"]] = r
+    return out
+
+
 def _workloads(records: Sequence[dict[str, Any]]) -> list[str]:
     present = {r["workload"] for r in records}
-    return [w for w in WORKLOADS if w in present] + sorted(present - set(WORKLOADS))
+    sizes = sorted((w for w in present if _size_row(w)), key=lambda w: _size_row(w) or (0, 0))
+    rest = sorted(present - set(WORKLOADS) - set(sizes))
+    return [w for w in WORKLOADS if w in present] + sizes + rest
 
 
 def _fmt(x: float) -> str:
@@ -261,6 +291,30 @@ def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
         None if mine is None else mine >= 0.9,
         "{:.2f}×",
     )
+    mine = get("logbroker", "intake_ratio")
+    gb = idx.get(("logbroker", "intake_last_10pct"), {}).get("stored_gb")
+    row(
+        f"intake over the last 10 % ≥ {INTAKE_GOAL}× the relay"
+        + (f" (log at {gb:.3g} GB)" if gb else ""),
+        mine,
+        INTAKE_GOAL,
+        None if mine is None else mine >= INTAKE_GOAL,
+        "{:.2f}×",
+    )
+    ratios = {
+        size: float(found["logbroker"]["median"])
+        for size, found in _sweep(list(idx.values())).get("vs_relay", {}).items()
+        if size >= SIZE_GOAL_FROM and "logbroker" in found
+    }
+    worst = min(ratios, key=lambda k: ratios[k]) if ratios else None
+    row(
+        f"message sizes ≥ {SIZE_GOAL_FROM:,} B: MB/s ≥ {INTAKE_GOAL}× the relay's"
+        + (f" (lowest at {worst:,} B)" if worst else ""),
+        ratios[worst] if worst else None,
+        INTAKE_GOAL,
+        None if worst is None else ratios[worst] >= INTAKE_GOAL,
+        "{:.2f}×",
+    )
     return out
 
 
@@ -334,6 +388,8 @@ def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
         ("consumer_throughput", "Consumer throughput (cf. Figure 5)"),
         ("latency", "One-way latency, producer process to waiting consumer process"),
         ("growth", "Producer throughput as stored data grows"),
+        ("intake", "The broker's intake against the relay as the log grows"),
+        ("sizes", "Effect of message size"),
     ):
         parts.append(f"![{title}]({name}.png)")
     parts += ["", "## Versions, batching, settings", ""]
@@ -370,6 +426,18 @@ def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
         f"pull size {p['fetch_bytes']:,} bytes / 1000 messages; scale {p['scale']:g}.",
         "",
     ]
+    if "intake_gb" in p:
+        parts += [
+            f"Intake (`intake_*`, MB/s of PRODUCE frames): prebuilt frames of "
+            f"{p['intake_batch']} × {p['intake_message_bytes']} B over one socket until the "
+            f"log holds {p['intake_gb']:g} GB, windows of {p['intake_window_mb']:g} MB; the "
+            "tcp column is the relay (1 MiB reads appended to a file on the same disk, fsync "
+            "at 10,000 messages' worth or every 1,000 ms, as the broker's flusher). Size sweep "
+            f"(`size_*`): {p['sweep_seconds']:g} s per size at batch {p['sweep_batch']}, "
+            "MB/s of payload; tcp is the relay, sent PRODUCE frames; `vs_relay`: MB/s over "
+            "the relay's in the same repetition.",
+            "",
+        ]
     if info.get("skipped"):
         parts += [
             "Not measured: " + "; ".join(f"{k} ({v})" for k, v in info["skipped"].items()),
@@ -526,6 +594,89 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
     fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
     fig.tight_layout()
     fig.savefig(outdir / "growth.png", dpi=110)
+    plt.close(fig)
+
+    intake_plot(info, outdir, stamp)
+    sizes_plot(records, outdir, stamp)
+
+
+def _label(system: str) -> str:
+    return "relay (tcp)" if system == RELAY else system
+
+
+def intake_plot(info: dict[str, Any], outdir: Path, stamp: str) -> None:
+    """intake.png: MB/s of frames per window against the bytes stored, every repetition
+    (the first drawn solid, the others faint)."""
+    import matplotlib.pyplot as plt
+
+    series = info.get("series", {}).get("intake", {})
+    if not series:
+        return
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for s, reps in series.items():
+        for i, windows in enumerate(reps):
+            ax.plot(
+                [w[0] / 1e9 for w in windows],
+                [w[1] for w in windows],
+                label=_label(s) + (" (repetition 1; the others faint)" if len(reps) > 1 else "")
+                if i == 0
+                else None,
+                color=COLORS.get(s),
+                alpha=1.0 if i == 0 else 0.3,
+                marker="." if len(windows) < 80 and i == 0 else None,
+            )
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("bytes stored (GB)")
+    ax.set_ylabel("MB/s of PRODUCE frames")
+    ax.set_title("Intake: prebuilt frames of 50 × 200 B over one socket, broker and relay")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(outdir / "intake.png", dpi=110)
+    plt.close(fig)
+
+
+def sizes_plot(records: Sequence[dict[str, Any]], outdir: Path, stamp: str) -> None:
+    """sizes.png: records/s and MB/s against the message size, medians with min-max bars."""
+    import matplotlib.pyplot as plt
+
+    sweep = _sweep(records)
+    if not sweep:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, kind, ylabel in (
+        (axes[0], "records", "records/s (log)"),
+        (axes[1], "mb", "MB/s of payload (log)"),
+    ):
+        by_size = sweep.get(kind, {})
+        present = {s for found in by_size.values() for s in found}
+        for s in [x for x in SYSTEM_ORDER if x in present]:
+            sizes = sorted(size for size, found in by_size.items() if s in found)
+            med = [by_size[size][s]["median"] for size in sizes]
+            lo = [m - by_size[size][s]["min"] for size, m in zip(sizes, med, strict=True)]
+            hi = [by_size[size][s]["max"] - m for size, m in zip(sizes, med, strict=True)]
+            ax.errorbar(
+                sizes,
+                med,
+                yerr=[lo, hi],
+                label=_label(s),
+                color=COLORS.get(s),
+                marker="o",
+                capsize=3,
+                linestyle="--" if s == RELAY else "-",
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes, log)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()
+    axes[0].set_title("Records/s by message size, batch 50 (cf. the 2014 post)")
+    axes[1].set_title("MB/s by message size, batch 50")
+    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
+    fig.tight_layout()
+    fig.savefig(outdir / "sizes.png", dpi=110)
     plt.close(fig)
 
 

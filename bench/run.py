@@ -30,6 +30,19 @@ the 2014 benchmark post on one machine, every system measured in the same invoca
   8  json_produce_{none,gzip,snappy},       logbroker only (no peer compresses): JSON
      json_consume_{none,gzip,snappy},       activity events, batch 50
      compression_ratio_{gzip,snappy}
+  9  intake_first_100mb, intake_last_10pct, the broker's intake against the floor of its job:
+     intake_overall, intake_ratio           prebuilt PRODUCE frames (sets of 50 x 200 B) over
+                                            one socket until the log holds --intake-gb
+                                            (logbroker), and the same frames to tcp's relay,
+                                            which appends what it reads to a file on the same
+                                            disk (MB/s of frames; overall: the whole run;
+                                            intake_ratio: logbroker's last 10 % / the
+                                            relay's, in the same repetition)
+ 10  size_{10,100,1000,10000,100000}b_      the 2014 post's "effect of message size":
+     {records,mb,vs_relay}                  produce at batch 50 for --sweep-seconds per size
+                                            (logbroker, redis; tcp: the relay); records/s,
+                                            MB/s of payload, and MB/s / the relay's in the
+                                            same repetition
 
 Systems: logbroker (its broker and ZooKeeper), rabbitmq, activemq, redis (each started from
 Debian's package as our own process on 127.0.0.1 with data in the work directory; see
@@ -40,14 +53,18 @@ skipped with a note (bash bench/install-peers.sh installs them).
 Method: every workload runs in a fresh client process (bench/worker.py); the repetitions
 are interleaved (rep 1 of every system, then rep 2, ...; the order rotates), each system's
 servers are started fresh for each repetition and stopped by PID after it; growth runs once
-per system at the end. Reported: the median of the repetitions, min and max.
+per system at the end. Intake and the size sweep run after the blocks, in repetitions of
+their own (interleaved, the order rotating, fresh servers for each repetition; the sweep
+starts every system's server and then takes each size on each system in turn).
+Reported: the median of the repetitions, min and max.
 
 Writes to --output-dir (default bench/results; --quick: a new directory under $TMPDIR):
   summary.json   [{"system", "workload", "unit", "median", "min", "max", "reps", "run_id",
                    ...}], one run_id for the whole invocation
   summary.md     the table, ratios to the best peer, the goals; machine, versions, settings
   run.json       machine, versions, settings, parameters, raw values, series for the plots
-  producer_throughput.png, consumer_throughput.png, latency.png, growth.png
+  producer_throughput.png, consumer_throughput.png, latency.png, growth.png, intake.png,
+  sizes.png
 Nothing is asserted about speed anywhere.
 """
 
@@ -101,6 +118,14 @@ SKIPPABLE = (
     "json",
 )
 
+# The size sweep (workload 10): the 2014 post's message sizes, every one at batch 50 (a
+# 100 KB batch is a 5 MB request: logbroker's max.message.size is 1,000,000 bytes a payload,
+# its max.socket.request.bytes 100 MiB; Redis takes 512 MB a bulk string).
+SWEEP_SIZES = (10, 100, 1000, 10_000, 100_000)
+SWEEP_BATCH = 50
+INTAKE_SIZE, INTAKE_BATCH = 200, 50
+RELAY = "tcp"  # the system whose intake and size rows are the relay's
+
 # Messages per run, per system: each run lasts a few seconds on a 2-core machine (the
 # paper's 10 million per run would take hours for the slower peers).
 FULL = {
@@ -130,6 +155,11 @@ FULL = {
     "growth_peer_gb": 1.0,
     "window_mb": 32,
     "peer_window_mb": 8,
+    "intake_gb": 2.0,
+    "intake_window_mb": 32,
+    "sweep_seconds": 2.0,
+    "sweep_sizes": SWEEP_SIZES,
+    "sweep_batch": SWEEP_BATCH,
 }
 QUICK = {
     "n": {
@@ -158,6 +188,11 @@ QUICK = {
     "growth_peer_gb": 0.002,
     "window_mb": 1,
     "peer_window_mb": 0.5,
+    "intake_gb": 0.01,
+    "intake_window_mb": 1,
+    "sweep_seconds": 0.05,
+    "sweep_sizes": SWEEP_SIZES,
+    "sweep_batch": SWEEP_BATCH,
 }
 WORKER_TIMEOUT_S = 1800
 
@@ -171,7 +206,14 @@ class Engine:
         self.values: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.units: dict[str, str] = {}
         self.extra: dict[tuple[str, str], dict[str, Any]] = {}
-        self.series: dict[str, Any] = {"latency": {}, "latency_unpinned": {}, "growth": {}}
+        self.series: dict[str, Any] = {
+            "latency": {},
+            "latency_unpinned": {},
+            "growth": {},
+            "intake": {},
+        }
+        self.intake_final: dict[int, dict[str, float]] = {}
+        self.size_mb: dict[tuple[int, int], dict[str, float]] = {}
         self.errors: list[str] = []
         self.running: list[Any] = []
         self.profile_dir: Path | None = None
@@ -692,6 +734,131 @@ class Engine:
             if not self.args.keep:
                 shutil.rmtree(server.workdir, ignore_errors=True)
 
+    # -- 9 and 10: the broker against the relay ------------------------------------------
+
+    def _fresh(self, system: str, tag: str) -> Any:
+        server = systems.load(system).Server(self.workdir / tag)
+        server.start()
+        self.running.append(server)
+        if system == "logbroker":
+            self.broker_pid = server.pids()[0]
+        return server
+
+    def _done(self, server: Any) -> None:
+        server.stop()
+        self.running.remove(server)
+        if not self.args.keep:
+            shutil.rmtree(server.workdir, ignore_errors=True)
+
+    def intake(self, system: str, rep: int) -> None:
+        """Prebuilt frames until the log (or the relay's file) holds --intake-gb; windows of
+        intake_window_mb; the rates in MB/s of frames (what the socket carried)."""
+        server = self._fresh(system, f"intake{rep}-{system}")
+        try:
+            r = self.attempt(
+                f"{system} intake",
+                self.one,
+                system,
+                "intake",
+                server.endpoint,
+                f"intake-r{rep}",
+                topic="intake",
+                total_bytes=int(self.args.intake_gb * 1e9),
+                size=INTAKE_SIZE,
+                batch=INTAKE_BATCH,
+                window_bytes=int(self.cfg["intake_window_mb"] * 1e6),
+            )
+        finally:
+            self._done(server)
+        if not r:
+            return
+        from intake import rates, tail
+
+        windows = rates(r["windows"], 1e-6 * r["frame_bytes"] / r["set_bytes"])
+        s = tail(windows)
+        # Constant per run (the extras of a row are its last repetition's): messages/s =
+        # MB/s * 1e6 / frame_bytes * messages_per_frame.
+        per = {"frame_bytes": r["frame_bytes"], "messages_per_frame": INTAKE_BATCH}
+        self.add(system, "intake_first_100mb", "MB/s", s["first_100mb"], **per)
+        self.add(
+            system,
+            "intake_last_10pct",
+            "MB/s",
+            s["final"],
+            stored_gb=round(s["stored_gb"], 3),
+            **per,
+        )
+        # The whole run's rate: on a busy machine the relay's last 10 % lasts a fraction of
+        # a second, and one writeback stall decides it; this says whether the run agrees.
+        seconds = sum(w[1] for w in r["windows"])
+        mb = r["windows"][-1][0] * r["frame_bytes"] / r["set_bytes"] / 1e6
+        self.add(system, "intake_overall", "MB/s", mb / seconds, **per)
+        self.intake_final.setdefault(rep, {})[system] = s["final"]
+        self.series["intake"].setdefault(system, []).append(
+            [[round(x), round(v, 2)] for x, v in windows]
+        )
+
+    def intake_ratios(self) -> None:
+        """logbroker's last 10 % over the relay's, each repetition's own pair."""
+        for _rep, finals in sorted(self.intake_final.items()):
+            if "logbroker" in finals and finals.get(RELAY):
+                self.add("logbroker", "intake_ratio", "x", finals["logbroker"] / finals[RELAY])
+
+    def sizes(self, order: list[str], rep: int) -> None:
+        """One repetition of the sweep: a fresh server for every system, then each message
+        size for --sweep-seconds on each system in turn (a fresh worker each; the order
+        rotates with the size), so that a size's points are seconds apart, not minutes."""
+        servers: dict[str, Any] = {}
+        try:
+            for system in order:
+                try:
+                    servers[system] = self._fresh(system, f"sizes{rep}-{system}")
+                except BenchError as exc:
+                    self.errors.append(f"{system} sizes rep {rep + 1}: {exc}")
+                    print(f"  [{system}] sizes FAILED: {exc}", flush=True)
+            started = [s for s in order if s in servers]
+            for i, size in enumerate(self.cfg["sweep_sizes"]):
+                for system in started[i % len(started) :] + started[: i % len(started)]:
+                    self._size(system, servers[system].endpoint, size, rep)
+        finally:
+            for server in servers.values():
+                self._done(server)
+
+    def _size(self, system: str, ep: dict[str, Any], size: int, rep: int) -> None:
+        topic = f"size{size}"
+        r = self.attempt(
+            f"{system} size {size}",
+            self.together,
+            system,
+            ep,
+            [
+                (
+                    "produce_for",
+                    dict(
+                        topic=topic,
+                        size=size,
+                        batch=self.cfg["sweep_batch"],
+                        seconds=self.args.sweep_seconds,
+                    ),
+                )
+            ],
+            f"size{size}-r{rep}",
+        )
+        if r:
+            seconds = r[0]["seconds"]
+            mb = r[0]["payload_bytes"] / seconds / 1e6
+            self.add(system, f"size_{size}b_records", THROUGHPUT, r[0]["messages"] / seconds)
+            self.add(system, f"size_{size}b_mb", "MB/s", mb)
+            self.size_mb.setdefault((rep, size), {})[system] = mb
+        self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic=topic)
+
+    def size_ratios(self) -> None:
+        """Each system's MB/s over the relay's at the same size in the same repetition."""
+        for (_rep, size), found in sorted(self.size_mb.items()):
+            for system, mb in found.items():
+                if system != RELAY and found.get(RELAY):
+                    self.add(system, f"size_{size}b_vs_relay", "x", mb / found[RELAY])
+
     def stop_all(self) -> None:
         for server in list(self.running):
             try:
@@ -871,10 +1038,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the peers' growth runs, GB (default 0.5; quick 0.002; 0 = off)",
     )
     p.add_argument(
+        "--intake-gb",
+        type=float,
+        default=None,
+        help="the intake workload: GB the broker's log (and the relay's file) grows to "
+        "(default 2; quick 0.01; 0 = off)",
+    )
+    p.add_argument(
+        "--sweep-seconds",
+        type=float,
+        default=None,
+        help="the size sweep: seconds of producing per system and message size "
+        "(default 2; quick 0.05; 0 = off)",
+    )
+    p.add_argument(
         "--skip",
         default="",
         help="comma-separated: produce_batch50,consume,disk,produce_batch1,"
-        "produce_and_consume,latency,group,json,growth",
+        "produce_and_consume,latency,group,json,growth,intake,sizes",
     )
     p.add_argument(
         "--output-dir",
@@ -917,6 +1098,8 @@ def main(argv: list[str] | None = None) -> int:
     args.growth_peer_gb = (
         cfg["growth_peer_gb"] if args.growth_peer_gb is None else (args.growth_peer_gb)
     )
+    args.intake_gb = cfg["intake_gb"] if args.intake_gb is None else args.intake_gb
+    args.sweep_seconds = cfg["sweep_seconds"] if args.sweep_seconds is None else args.sweep_seconds
     own_workdir = args.workdir is None
     if own_workdir:
         args.workdir = Path(tempfile.mkdtemp(prefix="logbroker-bench-"))
@@ -976,7 +1159,15 @@ def main(argv: list[str] | None = None) -> int:
             "scale": args.scale,
             "growth_gb": args.growth_gb,
             "growth_peer_gb": args.growth_peer_gb,
-            **{k: v for k, v in cfg.items() if k not in ("reps", "growth_gb", "growth_peer_gb")},
+            "intake_gb": args.intake_gb,
+            "intake_message_bytes": INTAKE_SIZE,
+            "intake_batch": INTAKE_BATCH,
+            "sweep_seconds": args.sweep_seconds,
+            **{
+                k: v
+                for k, v in cfg.items()
+                if k not in ("reps", "growth_gb", "growth_peer_gb", "intake_gb", "sweep_seconds")
+            },
         },
     }
     print(
@@ -994,6 +1185,29 @@ def main(argv: list[str] | None = None) -> int:
                 except BenchError as exc:
                     engine.errors.append(f"{system} rep {rep + 1}: {exc}")
                     print(f"  [{system}] FAILED: {exc}", flush=True)
+        for phase, has, wanted in (
+            ("intake", "intake", args.intake_gb > 0),
+            ("sizes", "produce_for", args.sweep_seconds > 0),
+        ):
+            among = [s for s in chosen if hasattr(systems.load(s).Client, has)]
+            if phase in args.skip or not wanted or not among:
+                continue
+            for rep in range(args.reps):
+                order = among[rep % len(among) :] + among[: rep % len(among)]
+                print(
+                    f"{phase}, repetition {rep + 1} of {args.reps}: {' '.join(order)}", flush=True
+                )
+                if phase == "sizes":
+                    engine.sizes(order, rep)
+                    continue
+                for system in order:
+                    try:
+                        engine.intake(system, rep)
+                    except BenchError as exc:
+                        engine.errors.append(f"{system} intake rep {rep + 1}: {exc}")
+                        print(f"  [{system}] intake FAILED: {exc}", flush=True)
+        engine.intake_ratios()
+        engine.size_ratios()
         if "growth" not in args.skip:
             print("growth", flush=True)
             for system in chosen:

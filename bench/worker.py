@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     needs_ready = args.action in (
         "produce",
+        "produce_for",
         "consume",
         "group_consume",
         "produce_json",

@@ -24,6 +24,12 @@ Worker side (worker.py, a fresh process per measured workload):
                                                           -> {"messages", "seconds"}
     client.load(topic, n, size, partitions)               (not timed: preloads a topic)
     client.growth(topic, total_bytes, size, batch, window_bytes) -> {"windows": [...]}
+    client.intake(topic, total_bytes, size, batch, window_bytes)  (logbroker, tcp's relay:
+                                                          prebuilt frames, bench/intake.py)
+                                                          -> {"windows", "frame_bytes", ...}
+    client.produce_for(topic, size, batch, seconds, ready) (the size sweep)
+                                                          -> {"messages", "seconds",
+                                                              "payload_bytes"}
     client.drop(topic)                                    (frees a topic/queue/stream)
     client.close()
 

@@ -13,6 +13,12 @@ Client: the project's own clients, as a user would call them.
   latency  one way: a producer process sends, a consumer process waits at the end of the log
            (SimpleConsumer.iter_messages with stop_at_end=False: a pipelined FETCH_WAIT)
   group    GroupConsumer (ZooKeeper rebalancing, FETCH_WAIT fetchers), one stream a process.
+  intake   no client library: prebuilt PRODUCE frames of 50 200-byte messages over one raw
+           socket (bench/intake.py), the broker's own cost of reading, validating and
+           appending them, as its log grows (beside tcp's relay)
+  sizes    Producer.send of a list of 50 messages of 10 B to 100 KB for a few seconds, as
+           `produce` at batch 50 (a 100 KB set is 5 MB a request: under max.message.size,
+           1,000,000 bytes a payload, and max.socket.request.bytes, 100 MiB, the defaults)
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from common import (
     one_way_producer,
     payload,
     payloads,
+    pool_count,
 )
 
 ENTRY_OVERHEAD = 10  # int32 size, magic 1, attributes, CRC32
@@ -314,6 +321,54 @@ class Client:
         # What the broker still had to append at the end belongs to the last window.
         windows[-1][1] = window_messages / (clock() - t_start)
         return {"windows": windows, "message_bytes": size + ENTRY_OVERHEAD}
+
+    def intake(
+        self, topic: str, total_bytes: int, size: int, batch: int, window_bytes: int
+    ) -> dict[str, Any]:
+        """Prebuilt PRODUCE frames streamed over one socket until the log holds
+        `total_bytes`; the time of every `window_bytes` appended (bench/intake.py)."""
+        from intake import connect, produce_frames, set_bytes, stream
+
+        frames = produce_frames(topic, size, batch)
+        per = set_bytes(size, batch)
+        watcher = self._consumer()
+        start = self._latest(watcher, topic)
+        sock = connect(self.ep["host"], self.ep["port"])
+        self._closers.append(sock.close)
+        windows = stream(
+            sock,
+            frames,
+            per,
+            total_bytes,
+            window_bytes,
+            lambda sent: self._wait_stored(watcher, topic, start + sent * per),
+        )
+        return {"windows": windows, "frame_bytes": len(frames[0]), "set_bytes": per}
+
+    def produce_for(
+        self, topic: str, size: int, batch: int, seconds: float, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The size sweep: Producer.send of `batch` messages of `size` bytes for about
+        `seconds`; the clock stops when the broker shows the last one appended."""
+        producer = self._producer()
+        watcher = self._consumer()
+        start = self._latest(watcher, topic)
+        sets = batches(payloads(size, pool_count(size)), batch)
+        count = len(sets)
+        send = producer.send
+        clock = time.perf_counter
+        ready()
+        t0 = clock()
+        deadline = t0 + seconds
+        sent = 0
+        while True:
+            send(topic, sets[sent % count])
+            sent += 1
+            if clock() >= deadline:
+                break
+        self._wait_stored(watcher, topic, start + sent * batch * (size + ENTRY_OVERHEAD))
+        t1 = clock()
+        return {"messages": sent * batch, "seconds": t1 - t0, "payload_bytes": sent * batch * size}
 
     def drop(self, topic: str) -> None:
         """Nothing to free: a log keeps its data (retention deletes it, as designed)."""

@@ -13,6 +13,7 @@ one XADD per message with the field "d" = the payload.
   consume  XREAD COUNT 1000 from the last id
   latency  one way: a producer process XADDs, a consumer process waits in XREAD BLOCK
   group    XREADGROUP ... NOACK (auto-acknowledge), COUNT 1000, one consumer per process
+  sizes    pipelines of 50 XADDs of 10 B to 100 KB for a few seconds, as produce at batch 50
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from common import (
     one_way_producer,
     payload,
     payloads,
+    pool_count,
     spawn,
     stop_pid,
     wait_for,
@@ -186,6 +188,31 @@ class Client:
                     pipe.xadd(topic, fields)
                 pipe.execute()
         return {"messages": n // batch * batch, "seconds": time.perf_counter() - t0}
+
+    def produce_for(
+        self, topic: str, size: int, batch: int, seconds: float, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The size sweep: pipelines of `batch` XADDs of `size` bytes for about `seconds`
+        (as `produce` at batch 50; a 100 KB pipeline is 5 MB, far under Redis's limits)."""
+        r = self._conn()
+        r.ping()
+        groups = batches([{b"d": p} for p in payloads(size, pool_count(size))], batch)  # type: ignore[arg-type]
+        count = len(groups)
+        pipe = r.pipeline(transaction=False)
+        clock = time.perf_counter
+        ready()
+        t0 = clock()
+        deadline = t0 + seconds
+        sent = 0
+        while True:
+            for fields in groups[sent % count]:
+                pipe.xadd(topic, fields)
+            pipe.execute()
+            sent += 1
+            if clock() >= deadline:
+                break
+        t1 = clock()
+        return {"messages": sent * batch, "seconds": t1 - t0, "payload_bytes": sent * batch * size}
 
     def load(self, topic: str, n: int, size: int, partitions: int = 1) -> dict[str, Any]:
         return self.produce(topic, n, size, 50, lambda: None)

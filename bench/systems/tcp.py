@@ -15,11 +15,24 @@ workload, and the client sends or receives them with sendall/recv_into.
            sets appended to one file in the work directory with os.write, fsynced by a
            second thread every 10,000 messages (the broker's log.flush.interval): what the
            page cache and the disk of this machine do as the file grows
+  intake,  the relay, the floor under a broker's job (workloads 9 and 10): the client sends
+  sizes    PRODUCE frames (intake: the broker's prebuilt frames, bench/intake.py; sizes: one
+           frame per batch) and the server appends whatever it reads, 1 MiB reads, to a
+           file in its work directory (the same disk as the broker's log) with os.write; a
+           second thread fsyncs it as the broker's flusher does with its sample settings:
+           once 10,000 messages' worth of bytes are unflushed (log.flush.interval), and
+           every 1,000 ms if anything is (log.default.flush.interval.ms). No parsing, no
+           index: what storing a stream of produce requests costs at least.
+
+The relay's connection: b"A", int32 bytes per message (header + payload: the fsync cadence),
+then the frames until the client shuts its side down; the server answers b"K" and the int64
+count of bytes it wrote, and deletes the file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import struct
 import sys
@@ -37,6 +50,7 @@ from common import (
     one_way_consumer,
     one_way_producer,
     payload,
+    pool_count,
     port_open,
     spawn,
     stop_pid,
@@ -54,7 +68,12 @@ CONSUMING = "request 1000 messages' worth of bytes (~205 KiB), recv_into until t
 SETTINGS = {
     "server": "a Python thread per connection, 1 MiB socket buffers, TCP_NODELAY",
     "growth rows": "os.write appends to a file + fsync every 10,000 messages (no network)",
+    "relay (intake, size rows)": "1 MiB recv_into, os.write to a file on the broker's disk, "
+    "fsync by a second thread at 10,000 messages' worth of bytes or every 1,000 ms",
 }
+RELAY_READ = 1 << 20  # the relay's reads
+FLUSH_MESSAGES = 10_000  # the broker's log.flush.interval (sample server.properties)
+FLUSH_S = 1.0  # its log.default.flush.interval.ms
 
 
 def available() -> tuple[bool, str]:
@@ -93,7 +112,53 @@ def _read_exactly(sock: socket.socket, view: memoryview, n: int) -> None:
 # -- the server -----------------------------------------------------------------------------
 
 
-def _serve_connection(conn: socket.socket) -> None:
+def _relay(conn: socket.socket, directory: Path) -> None:
+    """Append whatever the connection sends to a file, fsynced as the broker's flusher does."""
+    head = bytearray(4)
+    _read_exactly(conn, memoryview(head), 4)
+    (entry,) = _I.unpack(head)
+    path = directory / f"relay-{threading.get_ident()}.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    written = [0]
+    due = threading.Event()
+    done = threading.Event()
+
+    def flusher() -> None:
+        flushed = 0
+        while not done.is_set():
+            due.wait(FLUSH_S)
+            due.clear()
+            if written[0] > flushed:
+                flushed = written[0]
+                os.fsync(fd)
+
+    thread = threading.Thread(target=flusher, daemon=True)
+    thread.start()
+    buf = bytearray(RELAY_READ)
+    view = memoryview(buf)
+    per_flush = FLUSH_MESSAGES * entry
+    unflushed = 0
+    write = os.write
+    try:
+        while k := conn.recv_into(view, RELAY_READ):
+            at = 0
+            while at < k:
+                at += write(fd, view[at:k])
+            written[0] += k
+            unflushed += k
+            if unflushed >= per_flush:
+                unflushed = 0
+                due.set()
+        conn.sendall(b"K" + _Q.pack(written[0]))
+    finally:
+        done.set()
+        due.set()
+        thread.join()
+        os.close(fd)
+        path.unlink()
+
+
+def _serve_connection(conn: socket.socket, directory: Path) -> None:
     _tune(conn)
     buf = bytearray(8 << 20)
     view = memoryview(buf)
@@ -125,18 +190,20 @@ def _serve_connection(conn: socket.socket) -> None:
                 (n,) = _I.unpack_from(buf)
                 _read_exactly(conn, view[4:], n)
                 conn.sendall(view[: 4 + n])
+        elif role == b"A":
+            _relay(conn, directory)
     except (ConnectionError, OSError):
         pass
     finally:
         conn.close()
 
 
-def serve(port: int) -> None:
+def serve(port: int, directory: Path) -> None:
     listener = socket.create_server((LOOPBACK, port), backlog=64, reuse_port=False)
-    print(f"tcp baseline listening on {LOOPBACK}:{port}", flush=True)
+    print(f"tcp baseline listening on {LOOPBACK}:{port}, relay files in {directory}", flush=True)
     while True:
         conn, _ = listener.accept()
-        threading.Thread(target=_serve_connection, args=(conn,), daemon=True).start()
+        threading.Thread(target=_serve_connection, args=(conn, directory), daemon=True).start()
 
 
 class Server:
@@ -151,7 +218,17 @@ class Server:
         self.port = free_port()
         log = self.workdir / "tcp.log"
         self.proc = spawn(
-            [sys.executable, "-m", "systems.tcp", "--port", str(self.port)], log, cwd=BENCH_DIR
+            [
+                sys.executable,
+                "-m",
+                "systems.tcp",
+                "--port",
+                str(self.port),
+                "--dir",
+                str(self.workdir.resolve()),
+            ],
+            log,
+            cwd=BENCH_DIR,
         )
         wait_for(lambda: port_open(self.port), 20, "tcp baseline server", self.proc, log)
 
@@ -267,6 +344,69 @@ class Client:
     def drop(self, topic: str) -> None:
         pass
 
+    def _relay(self, size: int) -> socket.socket:
+        """A connection to the relay, opened as bench/intake.py opens the broker's."""
+        from intake import connect
+
+        sock = connect(*self.address)
+        self._socks.append(sock)
+        sock.sendall(b"A" + _I.pack(size + ENTRY_OVERHEAD))
+        return sock
+
+    @staticmethod
+    def _relayed(sock: socket.socket, sent: int) -> None:
+        """Wait until the relay wrote all `sent` bytes (it answers once it read them all)."""
+        sock.shutdown(socket.SHUT_WR)
+        answer = memoryview(bytearray(9))
+        _read_exactly(sock, answer, 9)
+        (written,) = _Q.unpack_from(answer, 1)
+        if answer[0:1] != b"K" or written != sent:
+            raise BenchError(f"the relay wrote {written} bytes of {sent}")
+
+    def intake(
+        self, topic: str, total_bytes: int, size: int, batch: int, window_bytes: int
+    ) -> dict[str, Any]:
+        """The broker's intake workload's frames, to the relay (see logbroker.Client.intake)."""
+        from intake import produce_frames, set_bytes, stream
+
+        frames = produce_frames(topic, size, batch)
+        sock = self._relay(size)
+        per = set_bytes(size, batch)
+        windows = stream(
+            sock,
+            frames,
+            per,
+            total_bytes,
+            window_bytes,
+            lambda sent: self._relayed(sock, sent * len(frames[0])),
+        )
+        return {"windows": windows, "frame_bytes": len(frames[0]), "set_bytes": per}
+
+    def produce_for(
+        self, topic: str, size: int, batch: int, seconds: float, ready: Callable[[], None]
+    ) -> dict[str, Any]:
+        """The size sweep: `batch`-message PRODUCE frames to the relay for about `seconds`;
+        the clock stops when the relay wrote the last byte."""
+        from intake import produce_frames
+
+        frames = produce_frames(topic, size, batch, pool_count(size))
+        sock = self._relay(size)
+        send = sock.sendall
+        count = len(frames)
+        clock = time.perf_counter
+        ready()
+        t0 = clock()
+        deadline = t0 + seconds
+        sent = 0
+        while True:
+            send(frames[sent % count])
+            sent += 1
+            if clock() >= deadline:
+                break
+        self._relayed(sock, sent * len(frames[0]))
+        t1 = clock()
+        return {"messages": sent * batch, "seconds": t1 - t0, "payload_bytes": sent * batch * size}
+
     def growth(
         self, topic: str, total_bytes: int, size: int, batch: int, window_bytes: int
     ) -> dict[str, Any]:
@@ -318,4 +458,6 @@ class Client:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="the tcp baseline's server")
     parser.add_argument("--port", type=int, required=True)
-    serve(parser.parse_args().port)
+    parser.add_argument("--dir", type=Path, required=True, help="where the relay's files go")
+    args = parser.parse_args()
+    serve(args.port, args.dir)

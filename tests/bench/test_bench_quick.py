@@ -42,7 +42,23 @@ STORED = {  # every system that stores messages, on top of COMMON
     "growth_final": "msgs/s",
     "growth_ratio": "x",
 }
+SIZES = (10, 100, 1000, 10_000, 100_000)  # the size sweep: produce_for, batch 50
+SWEPT = {
+    **{f"size_{n}b_records": "msgs/s" for n in SIZES},
+    **{f"size_{n}b_mb": "MB/s" for n in SIZES},
+}
+VS_RELAY = {f"size_{n}b_vs_relay": "x" for n in SIZES}  # each system's MB/s / the relay's
+INTAKE = {  # logbroker and the relay
+    "intake_first_100mb": "MB/s",
+    "intake_last_10pct": "MB/s",
+    "intake_overall": "MB/s",
+}
+SWEEPS = ("redis",)  # the peers whose clients have produce_for
 LOGBROKER_ONLY = {
+    **INTAKE,
+    "intake_ratio": "x",
+    **SWEPT,
+    **VS_RELAY,
     **{f"json_produce_{c}": "msgs/s" for c in ("none", "gzip", "snappy")},
     **{f"json_consume_{c}": "msgs/s" for c in ("none", "gzip", "snappy")},
     "compression_ratio_gzip": "x",
@@ -97,20 +113,34 @@ def test_quick_run_writes_every_record(tmp_path: Path) -> None:
     assert set(found) == expected
     assert found["logbroker"] == {**COMMON, **STORED, **LOGBROKER_ONLY}
     growth = {w: u for w, u in STORED.items() if w.startswith("growth")}
-    assert found["tcp"] == {**COMMON, **growth}  # growth: plain file appends
+    # growth: plain file appends; intake and the sizes: the relay
+    assert found["tcp"] == {**COMMON, **growth, **INTAKE, **SWEPT}
     for peer in expected - {"logbroker", "tcp", "redis_c"}:
-        assert found[peer] == {**COMMON, **STORED}
+        assert found[peer] == {**COMMON, **STORED, **(SWEPT | VS_RELAY if peer in SWEEPS else {})}
     if "redis_c" in expected:  # the C client's reference row: throughput only
         assert set(found["redis_c"]) == {"produce_batch1", "produce_batch50", "consume"}
 
     run = json.loads((out / "run.json").read_text())
     assert run["run_id"] == records[0]["run_id"] and run["errors"] == []
-    assert "| `produce_batch50` |" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "| `produce_batch50` |" in summary
+    assert "| intake over the last 10 % ≥ 0.6× the relay" in summary
+    assert "| message sizes ≥ 1,000 B: MB/s ≥ 0.6× the relay's" in summary
+    # the size rows in the order of the sizes, not of their names
+    rows = [line.split("`")[1] for line in summary.splitlines() if line.startswith("| `size_")]
+    assert rows[::3] == [f"size_{n}b_records" for n in SIZES]
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return  # the plots need bench/requirements.txt
-    for name in ("producer_throughput", "consumer_throughput", "latency", "growth"):
+    for name in (
+        "producer_throughput",
+        "consumer_throughput",
+        "latency",
+        "growth",
+        "intake",
+        "sizes",
+    ):
         assert (out / f"{name}.png").stat().st_size > 1000
 
 
