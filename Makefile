@@ -59,14 +59,13 @@ typecheck: setup
 .PHONY: screenshots
 screenshots: setup
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
-	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/airflow/test_ui_live.py -q
 	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/audit_app/test_audit.py -q -k renders
 
 # The three UI journeys alone (schedule, backfill, review) in headless Chromium, on a stack
-# shaped like `make up`: ~10 min on a quiet machine, so not yet part of `make test`.
+# shaped like `make up` (~5 min; `make test` runs them too).
 .PHONY: test-ui
 test-ui: setup
-	LOGBROKER_UI_JOURNEYS=1 $(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
+	$(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
 
 # `make up`'s test with its loads: a down while an hour loads, the scheduler's catch-up after
 # the next up, every topic-hour published once (~10 min; `make test` runs the ups and downs).

@@ -65,25 +65,15 @@ LOADED = (TOPIC, "_audit")
 EVENTS = 400  # per hour: small, the journeys are about the UI
 LOST = 25  # events of hour B counted by the producer, never sent
 
-# The module's stack and the first journey's wait for the loads count against one test.
-# Not yet in `make test`: it runs with `make test-ui` (LOGBROKER_UI_JOURNEYS=1) and
-# `make screenshots` until it has passed on a clean clone within the suite's time.
-JOURNEYS_ENV = "LOGBROKER_UI_JOURNEYS"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(
-        not (os.environ.get(JOURNEYS_ENV) or os.environ.get("UPDATE_SCREENSHOTS")),
-        reason=f"the UI journeys run with `make test-ui` ({JOURNEYS_ENV}=1), not yet in make test",
-    ),
-]
+# The module's stack and the journeys' waits for the loads count against one test: ~5 min.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def hour_name(hour: datetime) -> str:
     return f"{hour:%Y-%m-%dT%H}"
 
 
-def past_hours(margin: timedelta = timedelta(minutes=8)) -> tuple[datetime, datetime]:
+def past_hours(margin: timedelta = timedelta(minutes=5)) -> tuple[datetime, datetime]:
     """The two last whole hours, A and B. Unpausing the load (journey 1) makes the scheduler
     run the last whole hour, which must be B (its load needs A committed, in order): an hour
     that ends within `margin` is waited out first, so the clock does not pass an hour between
