@@ -51,6 +51,27 @@ def test_acked_producer_reports_offsets_and_keys_pin_partitions(broker_factory):
     assert [m.payload for m in consume_all(broker, "users", partition)] == [b"a", b"bb", b"ccc"]
 
 
+def test_a_fire_and_forget_list_is_one_set_in_one_request_to_one_partition(broker_factory):
+    broker = broker_factory(num_partitions=4)
+    unkeyed = [f"u{i}".encode() for i in range(50)]
+    keyed = [f"k{i}".encode() for i in range(30)]
+    with Producer(broker_list=f"{broker.host}:{broker.port}", num_partitions=4) as p:
+        assert p.send("ff", unkeyed) == []
+        assert (p.stats.sent_messages, p.stats.sent_sets, p.stats.sent_requests) == (50, 1, 1)
+        assert p.send("ff", []) == [] and p.stats.sent_requests == 1  # nothing to send
+        p.send("ff", keyed, key="user-7")
+        p.send("ff", tuple(keyed[:3]), key="user-7")  # any other iterable: the general path
+        assert (p.stats.sent_messages, p.stats.sent_sets, p.stats.sent_requests) == (83, 3, 3)
+    pinned = abs(java_string_hash("user-7")) % 4
+    wait_for_end(broker, "ff", pinned, sum(10 + len(m) for m in keyed + keyed[:3]))
+    # one connection's sets are appended in order: the unkeyed one is in by now
+    seen = {part: [m.payload for m in consume_all(broker, "ff", part)] for part in range(4)}
+    assert seen[pinned][-33:] == keyed + keyed[:3]
+    # the unkeyed list went whole, in order, to one partition (the pinned one, or another)
+    holders = [p for p, payloads in seen.items() if unkeyed[0] in payloads]
+    assert len(holders) == 1 and seen[holders[0]][:50] == unkeyed
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy"])
 def test_compressed_sets_round_trip_with_the_resume_rule(broker_factory, codec):
     broker = broker_factory()
