@@ -34,7 +34,7 @@ def test_the_extension_is_built() -> None:
 # Each compiled twin, and the name message_set calls it by (the reference is `<twin>_python`).
 WALKS = {
     "validate": "validate",
-    "plain_run": "_plain_run",
+    "message_columns": "message_columns",
     "iter_messages": "iter_messages",
     "stored_set_end": "stored_set_end",
     "build_message_set": "build_message_set",
@@ -117,7 +117,7 @@ def _outcome(walk: Callable[..., object], buffer: object) -> object:
 
 
 @pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
-@pytest.mark.parametrize("name", ["iter_messages", "stored_set_end"])
+@pytest.mark.parametrize("name", ["iter_messages", "stored_set_end", "message_columns"])
 def test_both_iterations_and_set_ends_treat_odd_buffers_alike(name: str) -> None:
     data = message_set.build_message_set([b"abcd"] * 4)  # 4 x 14 bytes: whole int32s
     reference = getattr(message_set, f"{name}_python")

@@ -8,7 +8,7 @@ LOGBROKER_PURE_PYTHON=1 (protocol/native.py). The byte layout is message.py's. C
 _crc32.h's: zlib's value, folded with carry-less multiplies where the CPU has them (a
 payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
-Here: validate, plain_run (message_columns' runs of plain entries), iter_messages,
+Here: validate, message_columns (the batch consumer's walk of a fetch), iter_messages,
 stored_set_end and build_message_set; and the Spark source's walk of a fetch into arrays
 (walk_entries, gather_payloads, digest_entries), whose reference is
 spark_apps/source/entry_kernels.py. Only the loops are here. What is rare and not per
@@ -113,11 +113,14 @@ cdef object _unwrapped = None
 cdef object _stored_set_end_python = None
 cdef object _build_message_set_python = None
 cdef object _wrap = None
+cdef object _message_columns_python = None
+cdef object _MessageColumns = None
 
 
 cdef void _bind() except *:
     global _Validation, _stored_budget, _validate_compressed, _validate_python, _Message
     global _unwrapped, _stored_set_end_python, _build_message_set_python, _wrap
+    global _message_columns_python, _MessageColumns
     from logbroker.protocol import message, message_set
 
     _Validation = message_set.Validation
@@ -129,6 +132,8 @@ cdef void _bind() except *:
     _stored_set_end_python = message_set.stored_set_end_python
     _build_message_set_python = message_set.build_message_set_python
     _wrap = message_set._wrap
+    _message_columns_python = message_set.message_columns_python
+    _MessageColumns = message_set.MessageColumns
 
 
 cdef inline int32_t _int32(const unsigned char *p) noexcept nogil:
@@ -304,27 +309,78 @@ cdef object _validate(
     )
 
 
-def plain_run(bytes data, Py_ssize_t pos, object base_offset, list offsets, list payloads):
-    """message_columns' walk of a run of plain magic-1 entries from `pos`, compiled.
+def message_columns(buffer, base_offset=0):
+    """message_set.message_columns_python, compiled: the same MessageColumns, or the same
+    error. The region is read in place (bytes, bytearray or a contiguous view: no copy of
+    it); its runs of plain magic-1 entries are walked here, one bytes object and one int
+    per message, and any other entry is cut out and unwrapped by iter_messages, as the
+    reference does. What is not one block of bytes goes to the reference."""
+    cdef Py_buffer pybuf
+    if _Message is None:
+        _bind()
+    try:
+        PyObject_GetBuffer(buffer, &pybuf, PyBUF_SIMPLE)
+    except (BufferError, TypeError):
+        return _message_columns_python(buffer, base_offset)
+    try:
+        return _columns(<const unsigned char *>pybuf.buf, pybuf.len, base_offset)
+    finally:
+        PyBuffer_Release(&pybuf)
 
-    Appends each entry's absolute offset and payload, checks each CRC (a mismatch raises
-    CorruptMessageError naming the entry's offset, as message_set._check_crcs does), and
-    returns where the run stops: at the first entry that is not whole, plain and magic 1.
-    """
-    cdef const unsigned char *buf = <const unsigned char *>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t length = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t last_header = length - 10
-    cdef Py_ssize_t end
+
+cdef object _columns(const unsigned char *buf, Py_ssize_t length, object base_offset):
+    cdef list offsets = [], payloads = [], indexes = []
+    cdef Py_ssize_t pos = 0, end, cut, index
     cdef int32_t size
     cdef long long base = 0
-    cdef bint small_base = False
-    if pos < 0:
-        raise ValueError(f"pos {pos} is negative")
-    try:
+    cdef bint small_base = _small(base_offset)
+    cdef object m
+    if small_base:
         base = base_offset
-        small_base = base >= 0 and base <= (1LL << 62)
-    except OverflowError:
-        pass
+    while pos + ENTRY_OVERHEAD <= length:
+        pos = _plain_columns(buf, pos, length, base, small_base, base_offset, offsets, payloads)
+        if pos + ENTRY_OVERHEAD > length:
+            break
+        size = _int32(buf + pos)
+        end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+        if size >= MIN_MESSAGE_SIZE and end > length:
+            break  # a partial trailing entry
+        if len(indexes) < len(payloads):
+            indexes.extend([0] * (len(payloads) - len(indexes)))  # the plain run's
+        # the reference's data[pos : max(end, pos + 4)]: at least the size, at most the rest
+        cut = end if end > pos + ENTRY_OVERHEAD else pos + ENTRY_OVERHEAD
+        if cut > length:
+            cut = length
+        index = 0
+        for m in iter_messages(
+            PyBytes_FromStringAndSize(<const char *>buf + pos, cut - pos), base_offset + pos
+        ):
+            offsets.append(m.offset)
+            indexes.append(index)
+            payloads.append(m.payload)
+            index += 1
+        pos = end
+    if len(indexes) < len(payloads):
+        indexes.extend([0] * (len(payloads) - len(indexes)))
+    return tuple.__new__(_MessageColumns, (offsets, indexes, payloads, pos))
+
+
+cdef Py_ssize_t _plain_columns(
+    const unsigned char *buf,
+    Py_ssize_t pos,
+    Py_ssize_t length,
+    long long base,
+    bint small_base,
+    object base_offset,
+    list offsets,
+    list payloads,
+) except -1:
+    """message_set.plain_run_python's walk: each whole, plain magic-1 entry's absolute offset
+    and payload appended, each CRC checked (a mismatch raises CorruptMessageError naming the
+    entry's offset, as message_set._check_crcs does); where the run stops."""
+    cdef Py_ssize_t last_header = length - 10  # a magic-1 entry's header fits
+    cdef Py_ssize_t end
+    cdef int32_t size
     while pos <= last_header:
         size = _int32(buf + pos)
         end = pos + 4 + <Py_ssize_t>size
