@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logbroker.protocol import native
 from logbroker.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
@@ -44,6 +45,7 @@ from logbroker.protocol.requests import (
     RequestType,
     WaitingFetchRequest,
     decode_produce_fast,
+    decode_produce_fast_python,
     decode_request,
     decode_request_size,
     encode_produce_frame,
@@ -954,6 +956,52 @@ def test_fast_produce_frame_matches_the_general_encoder() -> None:
     assert fast == encode_request(ProduceRequest("clicks", 3, messages))
     with pytest.raises(InvalidTopicError):
         produce_frame_prefix("../etc")
+
+
+def _decoded(decode: Callable[[object], object], body: object) -> object:
+    """What a fast produce decoder says of `body`: None, the request with its messages' type
+    and bytes, or its error."""
+    try:
+        request = decode(body)
+    except (TypeError, ValueError) as exc:
+        return type(exc), str(exc)
+    if request is None:
+        return None
+    assert isinstance(request, ProduceRequest)
+    messages = request.messages
+    return request.topic, request.partition, type(messages), bytes(messages)
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+@settings(max_examples=400, deadline=None)
+@given(
+    st.binary(max_size=64),
+    st.integers(-(2**31), 2**31 - 1),
+    st.text(max_size=20),
+    st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=3),
+    st.integers(0, 8),
+    st.sampled_from(["view", "bytes", "bytearray", "strided", "ints"]),
+)
+def test_both_fast_produce_decoders_agree_on_generated_and_damaged_frames(
+    messages, partition, topic, flips, cut, kind
+) -> None:
+    """decode_produce_fast's compiled twin (_native.pyx) and its reference: the same request
+    or None, for well-formed frames, frames with bytes changed or cut off, and other buffers."""
+    assert native.COMPILED is not None
+    frame = encode_request(ProduceRequest(topic, partition, messages), validate_topics=False)
+    body = bytearray(frame[4 : len(frame) - cut])
+    for at, value in flips:
+        if body:
+            body[at % len(body)] = value
+    given_body: object = {
+        "view": memoryview(bytes(body)),
+        "bytes": bytes(body),
+        "bytearray": body,
+        "strided": memoryview(bytes(body) * 2)[::2],
+        "ints": memoryview(bytes(body[: len(body) // 4 * 4])).cast("i"),
+    }[kind]
+    compiled = _decoded(native.COMPILED.decode_produce_fast, given_body)
+    assert compiled == _decoded(decode_produce_fast_python, given_body)
 
 
 @settings(max_examples=300, deadline=None)

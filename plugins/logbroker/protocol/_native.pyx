@@ -9,7 +9,8 @@ _crc32.h's: zlib's value, folded with carry-less multiplies where the CPU has th
 payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
 Here: validate, message_columns (the batch consumer's walk of a fetch), iter_messages,
-stored_set_end and build_message_set; and the Spark source's walk of a fetch into arrays
+stored_set_end and build_message_set; requests.py's decode_produce_fast (the broker's first
+look at every PRODUCE frame); and the Spark source's walk of a fetch into arrays
 (walk_entries, gather_payloads, digest_entries), whose reference is
 spark_apps/source/entry_kernels.py. Only the loops are here. What is rare and not per
 message stays in Python and is called from here: building the error of a damaged entry;
@@ -32,6 +33,7 @@ from cpython.bytes cimport (
 )
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_CheckExact
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 
@@ -115,6 +117,9 @@ cdef object _build_message_set_python = None
 cdef object _wrap = None
 cdef object _message_columns_python = None
 cdef object _MessageColumns = None
+# requests.py's, looked up on first use as well (requests imports native)
+cdef object _ProduceRequest = None
+cdef object _decode_produce_fast_python = None
 
 
 cdef void _bind() except *:
@@ -589,6 +594,47 @@ cdef object _build(
         memcpy(w, src, n)
         w += n
     return out
+
+
+def decode_produce_fast(frame_body):
+    """requests.decode_produce_fast_python, compiled: the same ProduceRequest (its messages a
+    slice of `frame_body`), or None for the same frames. Anything but a flat memoryview of
+    bytes (what the broker's connection hands over) goes to the reference."""
+    global _ProduceRequest, _decode_produce_fast_python
+    cdef Py_buffer pybuf
+    cdef const unsigned char *buf
+    cdef Py_ssize_t length, topic_end
+    cdef int32_t partition, size
+    if _ProduceRequest is None:
+        from logbroker.protocol import requests
+
+        _ProduceRequest = requests.ProduceRequest
+        _decode_produce_fast_python = requests.decode_produce_fast_python
+    if type(frame_body) is not memoryview or frame_body.format != "B" or frame_body.ndim != 1:
+        return _decode_produce_fast_python(frame_body)
+    try:
+        PyObject_GetBuffer(frame_body, &pybuf, PyBUF_SIMPLE)
+    except (BufferError, TypeError):  # not contiguous
+        return _decode_produce_fast_python(frame_body)
+    try:
+        buf = <const unsigned char *>pybuf.buf
+        length = pybuf.len
+        if length < 12 or buf[0] or buf[1]:
+            return None
+        topic_end = 4 + ((buf[2] << 8) | buf[3])
+        if buf[2] & 0x80 or topic_end + 8 > length:
+            return None
+        partition = _int32(buf + topic_end)
+        size = _int32(buf + topic_end + 4)
+        if size < 0 or topic_end + 8 + size != length:
+            return None
+        try:
+            topic = PyUnicode_DecodeUTF8(<const char *>buf + 4, topic_end - 4, NULL)
+        except UnicodeDecodeError:
+            return None
+    finally:
+        PyBuffer_Release(&pybuf)
+    return tuple.__new__(_ProduceRequest, (topic, partition, frame_body[topic_end + 8 :]))
 
 
 # -- The Spark source's plain entries (spark_apps/source/entry_kernels.py is the reference) --

@@ -44,6 +44,7 @@ import struct
 from enum import IntEnum
 from typing import NamedTuple
 
+from . import native
 from .errors import InvalidRequestError, InvalidTopicError
 from .replication import (
     OffsetsForLeaderEpochRequest,
@@ -320,12 +321,13 @@ def encode_produce_frame(prefix: bytes, partition: int, messages: bytes) -> byte
     )
 
 
-def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None:
+def decode_produce_fast_python(frame_body: Buffer) -> ProduceRequest | None:
     """A well-formed PRODUCE frame decoded in a few operations (the broker's hot path).
 
     None for anything else, including a malformed PRODUCE: `decode_request` then decodes
     it or explains what is wrong. Topic names are not validated here (as with
-    decode_request(validate_topics=False)).
+    decode_request(validate_topics=False)). The reference of `decode_produce_fast`, which
+    is its compiled twin (_native.pyx) unless native.py chose pure Python.
     """
     view = (
         frame_body
@@ -348,6 +350,11 @@ def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None:
     except UnicodeDecodeError:
         return None
     return ProduceRequest(topic, partition, view[topic_end + 8 :])
+
+
+decode_produce_fast = decode_produce_fast_python
+if native.IN_USE is not None:
+    decode_produce_fast = native.IN_USE.decode_produce_fast
 
 
 def _count(items: tuple[object, ...], what: str) -> int:
