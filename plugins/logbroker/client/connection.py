@@ -166,8 +166,8 @@ class BrokerConnection:
             return body
         # A large one: what came with the size, then the rest read straight into place.
         have = self._ahead_end - start
-        reuse = into is not None and size <= len(into) and size >= 4096
-        buf = into if reuse else bytearray(size)  # type: ignore[assignment]
+        reuse = into is not None and 4096 <= size <= len(into)
+        buf = into if into is not None and reuse else bytearray(size)
         view = memoryview(buf)[:size]
         view[:have] = self._ahead_view[start : self._ahead_end]
         self._ahead_start = self._ahead_end = 0
