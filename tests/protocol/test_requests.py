@@ -6,6 +6,7 @@ can be read here without the code.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from logbroker.protocol import native
 from logbroker.protocol.errors import (
+    InvalidMessageError,
     InvalidRequestError,
     InvalidTopicError,
     LogbrokerError,
@@ -22,6 +24,7 @@ from logbroker.protocol.errors import (
     WrongPartitionError,
 )
 from logbroker.protocol.message import encode_message
+from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.replication import (
     EpochQuery,
     OffsetsForLeaderEpochRequest,
@@ -49,6 +52,7 @@ from logbroker.protocol.requests import (
     decode_request,
     decode_request_size,
     encode_produce_frame,
+    encode_produce_set_python,
     encode_request,
     produce_frame_prefix,
 )
@@ -956,6 +960,41 @@ def test_fast_produce_frame_matches_the_general_encoder() -> None:
     assert fast == encode_request(ProduceRequest("clicks", 3, messages))
     with pytest.raises(InvalidTopicError):
         produce_frame_prefix("../etc")
+
+
+def _framed(encode: Callable[..., bytes], *args: object) -> object:
+    """A produce frame builder's bytes, or its error."""
+    try:
+        return encode(*args)
+    except (TypeError, ValueError, struct.error, InvalidMessageError) as exc:
+        return type(exc), str(exc)
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.binary(max_size=40), st.sampled_from([bytes, bytearray, memoryview]))),
+    st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([2**31, -(2**31) - 1, True])),
+    st.sampled_from(["t", "clicks", "a.b-c_9" * 20]),
+    st.integers(0, 4),
+)
+def test_both_produce_frame_builders_agree(payloads, partition, topic, codec) -> None:
+    """encode_produce_set's compiled twin (_native.pyx) and its reference: the same frame, or
+    the same error, for any payloads, partitions and codecs; and the frame is the one
+    encode_request makes of the same set."""
+    assert native.COMPILED is not None
+    typed = [kind(payload) for payload, kind in payloads]
+    prefix = produce_frame_prefix(topic)
+    built = _framed(native.COMPILED.encode_produce_set, prefix, partition, typed, codec)
+    assert built == _framed(encode_produce_set_python, prefix, partition, typed, codec)
+    again = _framed(native.COMPILED.encode_produce_set, prefix, partition, iter(typed), codec)
+    assert again == built  # any iterable, consumed once
+    if isinstance(built, bytes) and codec == 0:
+        request = ProduceRequest(topic, partition, build_message_set(typed))
+        assert built == encode_request(request)
+    assert _framed(native.COMPILED.encode_produce_set, "not bytes", 0, typed, codec) == _framed(
+        encode_produce_set_python, "not bytes", 0, typed, codec
+    )
 
 
 def _decoded(decode: Callable[[object], object], body: object) -> object:

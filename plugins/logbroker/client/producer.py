@@ -65,7 +65,7 @@ from ..protocol.requests import (
     MultiProduceRequest,
     ProduceRequest,
     Request,
-    encode_produce_frame,
+    encode_produce_set,
     produce_frame_prefix,
 )
 from ..protocol.responses import decode_acked_produce_response
@@ -294,7 +294,7 @@ class Producer:
         else:
             target = partitions[self.partitioner(key, len(partitions))]
         batch = _Batch(topic, target, payloads, key is not None)
-        frame = encode_produce_frame(prefix, target.partition, self._encode_set(batch))
+        frame = encode_produce_set(prefix, target.partition, payloads, self._codec(topic))
         broker_id = target.broker_id
         if broker_id == REPLICATED:
             broker_id = self._leader_of(batch)
@@ -467,11 +467,14 @@ class Producer:
             self._by_id[broker_id] = conn
             return conn
 
-    def _encode_set(self, batch: _Batch) -> bytes:
+    def _codec(self, topic: str) -> int:
         codec = self.codec
-        if codec and self.compressed_topics and batch.topic not in self.compressed_topics:
-            codec = compression.NONE
-        return build_message_set(batch.payloads, codec)
+        if codec and self.compressed_topics and topic not in self.compressed_topics:
+            return compression.NONE
+        return codec
+
+    def _encode_set(self, batch: _Batch) -> bytes:
+        return build_message_set(batch.payloads, self._codec(batch.topic))
 
     def _send_to_broker(
         self, broker_id: int, group: list[_Batch]

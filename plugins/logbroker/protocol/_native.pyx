@@ -10,7 +10,7 @@ payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
 Here: validate, message_columns (the batch consumer's walk of a fetch), iter_messages,
 stored_set_end and build_message_set; requests.py's decode_produce_fast (the broker's first
-look at every PRODUCE frame); and the Spark source's walk of a fetch into arrays
+look at every PRODUCE frame) and encode_produce_set (the producer's whole PRODUCE frame); and the Spark source's walk of a fetch into arrays
 (walk_entries, gather_payloads, digest_entries), whose reference is
 spark_apps/source/entry_kernels.py. Only the loops are here. What is rare and not per
 message stays in Python and is called from here: building the error of a damaged entry;
@@ -120,6 +120,7 @@ cdef object _MessageColumns = None
 # requests.py's, looked up on first use as well (requests imports native)
 cdef object _ProduceRequest = None
 cdef object _decode_produce_fast_python = None
+cdef object _encode_produce_set_python = None
 
 
 cdef void _bind() except *:
@@ -560,7 +561,7 @@ cdef object _build(
     """The entries of `payloads` (`entry_magic`, no codec); or, with `whole` set, what the
     reference built of the whole call."""
     cdef list items = []
-    cdef Py_ssize_t total = 0, n, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
+    cdef Py_ssize_t total = 0, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
     cdef object it = iter(payloads), p
     for p in it:
         if not PyBytes_CheckExact(p) or PyBytes_GET_SIZE(p) > _MAX_PAYLOAD:
@@ -569,10 +570,18 @@ cdef object _build(
         items.append(p)
         total += ENTRY_OVERHEAD + header + PyBytes_GET_SIZE(p)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
-    cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(out)
+    _write_entries(<unsigned char *>PyBytes_AS_STRING(out), items, entry_magic)
+    return out
+
+
+cdef unsigned char *_write_entries(
+    unsigned char *w, list items, unsigned char entry_magic
+) except NULL:
+    """Each payload of `items` (exactly bytes) as an entry at `w`: where they end."""
+    cdef Py_ssize_t n, size, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
     cdef const unsigned char *src
     cdef uint32_t crc
-    cdef Py_ssize_t size
+    cdef object p
     for p in items:
         n = PyBytes_GET_SIZE(p)
         src = <const unsigned char *>PyBytes_AS_STRING(p)
@@ -593,6 +602,53 @@ cdef object _build(
         w += 4
         memcpy(w, src, n)
         w += n
+    return w
+
+
+cdef inline void _put_int32(unsigned char *w, int64_t v) noexcept nogil:
+    w[0] = <unsigned char>(v >> 24)
+    w[1] = <unsigned char>(v >> 16)
+    w[2] = <unsigned char>(v >> 8)
+    w[3] = <unsigned char>v
+
+
+def encode_produce_set(prefix, partition, payloads, codec=0):
+    """requests.encode_produce_set_python, compiled: the same PRODUCE frame, or the same
+    error. Plain sets (codec 0) are written straight into the frame, one bytes object for
+    the whole request; a codec, a payload that is not exactly bytes, or anything the
+    reference would refuse goes to the reference (the payloads taken so far first)."""
+    global _encode_produce_set_python
+    cdef list items = []
+    cdef Py_ssize_t total = 0, prefix_size
+    cdef object it, p
+    if _encode_produce_set_python is None:
+        from logbroker.protocol import requests
+
+        _encode_produce_set_python = requests.encode_produce_set_python
+    if (
+        codec != 0
+        or not PyBytes_CheckExact(prefix)
+        or not PyLong_CheckExact(partition)
+        or not -0x80000000 <= partition <= 0x7FFFFFFF
+    ):
+        return _encode_produce_set_python(prefix, partition, payloads, codec)
+    it = iter(payloads)
+    for p in it:
+        if not PyBytes_CheckExact(p) or PyBytes_GET_SIZE(p) > _MAX_PAYLOAD:
+            return _encode_produce_set_python(prefix, partition, _chain(items, (p,), it), codec)
+        items.append(p)
+        total += ENTRY_OVERHEAD + MAGIC1_HEADER + PyBytes_GET_SIZE(p)
+    prefix_size = PyBytes_GET_SIZE(prefix)
+    if prefix_size + 8 + total > 0x7FFFFFFF:  # the reference's struct.pack refuses it
+        return _encode_produce_set_python(prefix, partition, items, codec)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 4 + prefix_size + 8 + total)
+    cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(out)
+    _put_int32(w, prefix_size + 8 + total)
+    memcpy(w + 4, PyBytes_AS_STRING(prefix), prefix_size)
+    w += 4 + prefix_size
+    _put_int32(w, <int64_t>partition)
+    _put_int32(w + 4, total)
+    _write_entries(w + 8, items, 1)
     return out
 
 
