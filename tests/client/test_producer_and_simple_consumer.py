@@ -250,6 +250,19 @@ def test_retries_back_off_through_the_injected_sleep():
     producer.close()
 
 
+def test_a_closed_producer_refuses_every_send_and_counts_it(broker_factory):
+    broker = broker_factory()
+    p = Producer(broker_list=f"{broker.host}:{broker.port}")
+    p.send("t", [b"a", b"b"])  # the route and the connection are cached
+    p.send("t", b"c")
+    p.close()
+    for payloads, lost in (([b"d", b"e"], 2), (b"f", 1)):
+        with pytest.raises(ProduceError, match="the producer is closed") as info:
+            p.send("t", payloads)
+        assert info.value.lost == lost
+    assert p.stats.failed_messages == 3 and p.stats.sent_messages == 3
+
+
 def test_close_stops_a_send_that_is_retrying_in_another_thread():
     producer = Producer(StaticBrokers("127.0.0.1:1"), retries=1000, retry_backoff_ms=1000)
     errors: list[Exception] = []

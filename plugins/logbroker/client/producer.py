@@ -294,6 +294,8 @@ class Producer:
         else:
             target = partitions[self.partitioner(key, len(partitions))]
         batch = _Batch(topic, target, payloads, key is not None)
+        if self._closed.is_set():  # refused and counted there, as any batch after close()
+            return self._send_with_retries([batch])
         frame = encode_produce_set(prefix, target.partition, payloads, self._codec(topic))
         broker_id = target.broker_id
         if broker_id == REPLICATED:
