@@ -36,8 +36,7 @@ from logbroker.protocol.message import Message
 from logbroker.protocol.message_set import (
     build_message_set_python,
     iter_messages_python,
-    message_columns_using,
-    plain_run_python,
+    message_columns_python,
     stored_set_end_python,
     validate_python,
 )
@@ -111,11 +110,11 @@ def main() -> None:
         "build_message_set, python": (partial(build_message_set_python, payloads), args.batch),
         "build_message_set, compiled": (partial(compiled.build_message_set, payloads), args.batch),
         "message_columns, python": (
-            partial(message_columns_using, plain_run_python, region),
+            partial(message_columns_python, region),
             region_messages,
         ),
         "message_columns, compiled": (
-            partial(message_columns_using, compiled.plain_run, region),
+            partial(compiled.message_columns, region),
             region_messages,
         ),
         "iter_messages, python": (partial(drain, iter_messages_python, region), region_messages),

@@ -59,3 +59,20 @@ def test_pipelined_answers_of_every_size_come_back_whole_and_in_order(listener):
     with pytest.raises(BrokerUnavailableError, match="closed the connection"):
         conn.receive()
     conn.close()
+
+
+def test_answers_read_into_a_given_buffer_are_whole_and_larger_ones_get_their_own(listener):
+    bodies = [bytes([i + 1]) * n for i, n in enumerate([9000, 20_000, 5, 70_000, 12_000])]
+    conn = BrokerConnection("127.0.0.1", listener.getsockname()[1], timeout=10)
+    conn.connect()
+    peer, _ = listener.accept()
+    peer.sendall(b"".join(answer(b) for b in bodies))
+    into = bytearray(32 * 1024)
+    for body in bodies:
+        got = conn.receive(into)
+        assert bytes(got) == body
+        fits = 4096 <= len(body) <= len(into)
+        # read in place when it fits (the previous answer's view now shows this one's bytes)
+        assert (isinstance(got, memoryview) and got.obj is into) == fits
+    peer.close()
+    conn.close()

@@ -51,6 +51,27 @@ def test_acked_producer_reports_offsets_and_keys_pin_partitions(broker_factory):
     assert [m.payload for m in consume_all(broker, "users", partition)] == [b"a", b"bb", b"ccc"]
 
 
+def test_a_fire_and_forget_list_is_one_set_in_one_request_to_one_partition(broker_factory):
+    broker = broker_factory(num_partitions=4)
+    unkeyed = [f"u{i}".encode() for i in range(50)]
+    keyed = [f"k{i}".encode() for i in range(30)]
+    with Producer(broker_list=f"{broker.host}:{broker.port}", num_partitions=4) as p:
+        assert p.send("ff", unkeyed) == []
+        assert (p.stats.sent_messages, p.stats.sent_sets, p.stats.sent_requests) == (50, 1, 1)
+        assert p.send("ff", []) == [] and p.stats.sent_requests == 1  # nothing to send
+        p.send("ff", keyed, key="user-7")
+        p.send("ff", tuple(keyed[:3]), key="user-7")  # any other iterable: the general path
+        assert (p.stats.sent_messages, p.stats.sent_sets, p.stats.sent_requests) == (83, 3, 3)
+    pinned = abs(java_string_hash("user-7")) % 4
+    wait_for_end(broker, "ff", pinned, sum(10 + len(m) for m in keyed + keyed[:3]))
+    # one connection's sets are appended in order: the unkeyed one is in by now
+    seen = {part: [m.payload for m in consume_all(broker, "ff", part)] for part in range(4)}
+    assert seen[pinned][-33:] == keyed + keyed[:3]
+    # the unkeyed list went whole, in order, to one partition (the pinned one, or another)
+    holders = [p for p, payloads in seen.items() if unkeyed[0] in payloads]
+    assert len(holders) == 1 and seen[holders[0]][:50] == unkeyed
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy"])
 def test_compressed_sets_round_trip_with_the_resume_rule(broker_factory, codec):
     broker = broker_factory()
@@ -227,6 +248,19 @@ def test_retries_back_off_through_the_injected_sleep():
     assert info.value.lost == 2 and producer.stats.failed_messages == 2
     assert producer.stats.retried_sets == 3
     producer.close()
+
+
+def test_a_closed_producer_refuses_every_send_and_counts_it(broker_factory):
+    broker = broker_factory()
+    p = Producer(broker_list=f"{broker.host}:{broker.port}")
+    p.send("t", [b"a", b"b"])  # the route and the connection are cached
+    p.send("t", b"c")
+    p.close()
+    for payloads, lost in (([b"d", b"e"], 2), (b"f", 1)):
+        with pytest.raises(ProduceError, match="the producer is closed") as info:
+            p.send("t", payloads)
+        assert info.value.lost == lost
+    assert p.stats.failed_messages == 3 and p.stats.sent_messages == 3
 
 
 def test_close_stops_a_send_that_is_retrying_in_another_thread():

@@ -3,7 +3,9 @@ LOGBROKER_PURE_PYTHON=1, and named by `logbroker --version`.
 
 That they give the reference's results and errors is test_message_properties.py's
 test_both_walks_agree_on_generated_and_damaged_bytes (and every test there and in
-test_message_bytes.py runs against both).
+test_message_bytes.py runs against both); for requests.py's decode_produce_fast,
+test_requests.py's test_both_fast_produce_decoders_agree_on_generated_and_damaged_frames
+and, for its encode_produce_set, test_both_produce_frame_builders_agree.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from logbroker import __version__
-from logbroker.protocol import message_set, native
+from logbroker.protocol import message_set, native, requests
 from logbroker.protocol.errors import InvalidMessageError
 
 LOGBROKER = Path(sys.executable).with_name("logbroker")
@@ -31,24 +33,27 @@ def test_the_extension_is_built() -> None:
     )
 
 
-# Each compiled twin, and the name message_set calls it by (the reference is `<twin>_python`).
+# Each compiled twin: the module that calls it, and by which name (the reference is
+# `<twin>_python` in that module).
 WALKS = {
-    "validate": "validate",
-    "plain_run": "_plain_run",
-    "iter_messages": "iter_messages",
-    "stored_set_end": "stored_set_end",
-    "build_message_set": "build_message_set",
+    "validate": ("message_set", "validate"),
+    "message_columns": ("message_set", "message_columns"),
+    "iter_messages": ("message_set", "iter_messages"),
+    "stored_set_end": ("message_set", "stored_set_end"),
+    "build_message_set": ("message_set", "build_message_set"),
+    "decode_produce_fast": ("requests", "decode_produce_fast"),
+    "encode_produce_set": ("requests", "encode_produce_set"),
 }
+MODULES = {"message_set": message_set, "requests": requests}
 
 
 def test_the_library_uses_the_path_the_environment_asks_for() -> None:
     # The suite runs in one process, so the choice made at import time is the one to check.
     pure = os.environ.get(native.PURE_PYTHON_ENV) == "1" or native.COMPILED is None
-    for name in WALKS:
-        expected = (
-            getattr(message_set, f"{name}_python") if pure else getattr(native.COMPILED, name)
-        )
-        assert getattr(message_set, WALKS[name]) is expected, name
+    for name, (module, called) in WALKS.items():
+        where = MODULES[module]
+        expected = getattr(where, f"{name}_python") if pure else getattr(native.COMPILED, name)
+        assert getattr(where, called) is expected, name
 
 
 def _version(pure_python: bool) -> str:
@@ -81,8 +86,8 @@ def test_version_names_the_forced_pure_python_path() -> None:
 def test_a_pure_python_process_runs_the_reference() -> None:
     env = {**os.environ, native.PURE_PYTHON_ENV: "1"}
     code = (
-        "from logbroker.protocol import message_set as m; print("
-        + ", ".join(f"m.{called} is m.{name}_python" for name, called in WALKS.items())
+        "from logbroker.protocol import message_set, requests; print("
+        + ", ".join(f"{m}.{called} is {m}.{name}_python" for name, (m, called) in WALKS.items())
         + ")"
     )
     ran = subprocess.run(
@@ -117,7 +122,7 @@ def _outcome(walk: Callable[..., object], buffer: object) -> object:
 
 
 @pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
-@pytest.mark.parametrize("name", ["iter_messages", "stored_set_end"])
+@pytest.mark.parametrize("name", ["iter_messages", "stored_set_end", "message_columns"])
 def test_both_iterations_and_set_ends_treat_odd_buffers_alike(name: str) -> None:
     data = message_set.build_message_set([b"abcd"] * 4)  # 4 x 14 bytes: whole int32s
     reference = getattr(message_set, f"{name}_python")

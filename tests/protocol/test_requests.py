@@ -6,13 +6,16 @@ can be read here without the code.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from logbroker.protocol import native
 from logbroker.protocol.errors import (
+    InvalidMessageError,
     InvalidRequestError,
     InvalidTopicError,
     LogbrokerError,
@@ -21,6 +24,7 @@ from logbroker.protocol.errors import (
     WrongPartitionError,
 )
 from logbroker.protocol.message import encode_message
+from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.replication import (
     EpochQuery,
     OffsetsForLeaderEpochRequest,
@@ -44,9 +48,11 @@ from logbroker.protocol.requests import (
     RequestType,
     WaitingFetchRequest,
     decode_produce_fast,
+    decode_produce_fast_python,
     decode_request,
     decode_request_size,
     encode_produce_frame,
+    encode_produce_set_python,
     encode_request,
     produce_frame_prefix,
 )
@@ -954,6 +960,87 @@ def test_fast_produce_frame_matches_the_general_encoder() -> None:
     assert fast == encode_request(ProduceRequest("clicks", 3, messages))
     with pytest.raises(InvalidTopicError):
         produce_frame_prefix("../etc")
+
+
+def _framed(encode: Callable[..., bytes], *args: object) -> object:
+    """A produce frame builder's bytes, or its error."""
+    try:
+        return encode(*args)
+    except (TypeError, ValueError, struct.error, InvalidMessageError) as exc:
+        return type(exc), str(exc)
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.binary(max_size=40), st.sampled_from([bytes, bytearray, memoryview]))),
+    st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([2**31, -(2**31) - 1, True])),
+    st.sampled_from(["t", "clicks", "a.b-c_9" * 20]),
+    st.integers(0, 4),
+)
+def test_both_produce_frame_builders_agree(payloads, partition, topic, codec) -> None:
+    """encode_produce_set's compiled twin (_native.pyx) and its reference: the same frame, or
+    the same error, for any payloads, partitions and codecs; and the frame is the one
+    encode_request makes of the same set."""
+    assert native.COMPILED is not None
+    typed = [kind(payload) for payload, kind in payloads]
+    prefix = produce_frame_prefix(topic)
+    built = _framed(native.COMPILED.encode_produce_set, prefix, partition, typed, codec)
+    assert built == _framed(encode_produce_set_python, prefix, partition, typed, codec)
+    again = _framed(native.COMPILED.encode_produce_set, prefix, partition, iter(typed), codec)
+    assert again == built  # any iterable, consumed once
+    if isinstance(built, bytes) and codec == 0:
+        request = ProduceRequest(topic, partition, build_message_set(typed))
+        assert built == encode_request(request)
+    assert _framed(native.COMPILED.encode_produce_set, "not bytes", 0, typed, codec) == _framed(
+        encode_produce_set_python, "not bytes", 0, typed, codec
+    )
+
+
+def _decoded(decode: Callable[[object], object], body: object) -> object:
+    """What a fast produce decoder says of `body`: None, the request with its messages' type
+    and bytes, or its error."""
+    try:
+        request = decode(body)
+    except (TypeError, ValueError) as exc:
+        return type(exc), str(exc)
+    if request is None:
+        return None
+    assert isinstance(request, ProduceRequest)
+    messages = request.messages
+    return request.topic, request.partition, type(messages), bytes(messages)
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+@settings(max_examples=400, deadline=None)
+@given(
+    st.binary(max_size=64),
+    st.integers(-(2**31), 2**31 - 1),
+    st.text(max_size=20),
+    st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=3),
+    st.integers(0, 8),
+    st.sampled_from(["view", "bytes", "bytearray", "strided", "ints"]),
+)
+def test_both_fast_produce_decoders_agree_on_generated_and_damaged_frames(
+    messages, partition, topic, flips, cut, kind
+) -> None:
+    """decode_produce_fast's compiled twin (_native.pyx) and its reference: the same request
+    or None, for well-formed frames, frames with bytes changed or cut off, and other buffers."""
+    assert native.COMPILED is not None
+    frame = encode_request(ProduceRequest(topic, partition, messages), validate_topics=False)
+    body = bytearray(frame[4 : len(frame) - cut])
+    for at, value in flips:
+        if body:
+            body[at % len(body)] = value
+    given_body: object = {
+        "view": memoryview(bytes(body)),
+        "bytes": bytes(body),
+        "bytearray": body,
+        "strided": memoryview(bytes(body) * 2)[::2],
+        "ints": memoryview(bytes(body[: len(body) // 4 * 4])).cast("i"),
+    }[kind]
+    compiled = _decoded(native.COMPILED.decode_produce_fast, given_body)
+    assert compiled == _decoded(decode_produce_fast_python, given_body)
 
 
 @settings(max_examples=300, deadline=None)

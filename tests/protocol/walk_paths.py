@@ -9,7 +9,6 @@ test_the_extension_is_built fails once, saying so.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import NamedTuple
 
 import pytest
@@ -22,8 +21,7 @@ from logbroker.protocol.message_set import (
     Validation,
     build_message_set_python,
     iter_messages_python,
-    message_columns_using,
-    plain_run_python,
+    message_columns_python,
     stored_set_end_python,
     validate_python,
 )
@@ -46,7 +44,7 @@ class Walks(NamedTuple):
 PYTHON = Walks(
     "python",
     validate_python,
-    partial(message_columns_using, plain_run_python, iterate=iter_messages_python),
+    message_columns_python,
     iter_messages_python,
     stored_set_end_python,
     build_message_set_python,
@@ -55,11 +53,7 @@ COMPILED = (
     Walks(
         "compiled",
         native.COMPILED.validate,
-        partial(
-            message_columns_using,
-            native.COMPILED.plain_run,
-            iterate=native.COMPILED.iter_messages,
-        ),
+        native.COMPILED.message_columns,
         native.COMPILED.iter_messages,
         native.COMPILED.stored_set_end,
         native.COMPILED.build_message_set,

@@ -133,12 +133,17 @@ class BrokerConnection:
                     f"request to broker {self.address} failed: {self._failure(exc)}"
                 ) from exc
 
-    def receive(self) -> bytes:
-        """Read the next response of a request sent with `send` (pipelining; in order)."""
+    def receive(self, into: bytearray | None = None) -> bytes:
+        """Read the next response of a request sent with `send` (pipelining; in order).
+
+        With `into`, a large response that fits is read into that buffer, and a view of it
+        is returned: valid until the buffer is used again. A caller that copies out what it
+        needs before its next receive (SimpleConsumer.iter_batches) saves a fresh buffer per
+        response, and the page faults of its first writes."""
         with self.lock:
             sock = self.connect()
             try:
-                return self._receive(sock)
+                return self._receive(sock, into)
             except (OSError, BrokerUnavailableError) as exc:
                 self.close()
                 if not isinstance(exc, OSError):
@@ -147,7 +152,7 @@ class BrokerConnection:
                     f"reading from broker {self.address} failed: {self._failure(exc)}"
                 ) from exc
 
-    def _receive(self, sock: socket.socket) -> bytes:
+    def _receive(self, sock: socket.socket, into: bytearray | None = None) -> bytes:
         while self._ahead_end - self._ahead_start < 4:
             self._read_ahead(sock)
         (size,) = _SIZE.unpack_from(self._ahead, self._ahead_start)
@@ -161,10 +166,11 @@ class BrokerConnection:
             return body
         # A large one: what came with the size, then the rest read straight into place.
         have = self._ahead_end - start
-        buf = bytearray(size)
-        buf[:have] = self._ahead_view[start : self._ahead_end]
+        reuse = into is not None and 4096 <= size <= len(into)
+        buf = into if into is not None and reuse else bytearray(size)
+        view = memoryview(buf)[:size]
+        view[:have] = self._ahead_view[start : self._ahead_end]
         self._ahead_start = self._ahead_end = 0
-        view = memoryview(buf)
         while have < size:
             got = sock.recv_into(view[have:], size - have)
             if got == 0:
@@ -172,6 +178,8 @@ class BrokerConnection:
                     f"broker {self.address} closed the connection ({have} of {size} bytes read)"
                 )
             have += got
+        if reuse:
+            return view  # type: ignore[return-value]
         return bytes(buf) if size < 4096 else buf  # type: ignore[return-value]
 
     def _read_ahead(self, sock: socket.socket) -> None:

@@ -65,7 +65,7 @@ from ..protocol.requests import (
     MultiProduceRequest,
     ProduceRequest,
     Request,
-    encode_produce_frame,
+    encode_produce_set,
     produce_frame_prefix,
 )
 from ..protocol.responses import decode_acked_produce_response
@@ -265,8 +265,11 @@ class Producer:
         Raises InvalidTopicError for an illegal topic name before anything is sent, and
         ProduceError (after retries) when they could not be sent or were not acknowledged.
         """
-        if type(payloads) is bytes and self.required_acks == 0:
-            return self._send_one(topic, payloads, key)
+        if self.required_acks == 0:  # fire and forget: the hot paths, one prebuilt frame
+            if type(payloads) is bytes:
+                return self._send_set(topic, [payloads], key)
+            if type(payloads) is list:
+                return self._send_set(topic, payloads, key) if payloads else []
         batch: list[bytes] = (
             [bytes(payloads)]
             if isinstance(payloads, bytes | bytearray | memoryview)
@@ -274,8 +277,10 @@ class Producer:
         )
         return self.send_batch([(topic, key, p) for p in batch]) if batch else []
 
-    def _send_one(self, topic: str, payload: bytes, key: Key) -> list[SendResult]:
-        """One fire-and-forget message: the batch-of-1 hot path, one prebuilt frame."""
+    def _send_set(self, topic: str, payloads: list[bytes], key: Key) -> list[SendResult]:
+        """Fire-and-forget messages for one partition (a `send` of one payload or a list):
+        one set in one prebuilt PRODUCE frame, without send_batch's grouping per message.
+        Where send_batch would put them: one partition, random without a key."""
         if self._cache_version != self._version():
             self._forget_routes()
         route = self._routes.get(topic)
@@ -288,8 +293,10 @@ class Producer:
             target = partitions[random.randrange(count)] if count > 1 else partitions[0]
         else:
             target = partitions[self.partitioner(key, len(partitions))]
-        batch = _Batch(topic, target, [payload], key is not None)
-        frame = encode_produce_frame(prefix, target.partition, self._encode_set(batch))
+        batch = _Batch(topic, target, payloads, key is not None)
+        if self._closed.is_set():  # refused and counted there, as any batch after close()
+            return self._send_with_retries([batch])
+        frame = encode_produce_set(prefix, target.partition, payloads, self._codec(topic))
         broker_id = target.broker_id
         if broker_id == REPLICATED:
             broker_id = self._leader_of(batch)
@@ -299,7 +306,7 @@ class Producer:
             self._connection(broker_id).send(frame)
         except BrokerUnavailableError:
             return self._send_with_retries([batch])  # fail over like any batch
-        self.stats.sent(1, 1)
+        self.stats.sent(len(payloads), 1)
         return []
 
     def _version(self) -> int:
@@ -462,11 +469,14 @@ class Producer:
             self._by_id[broker_id] = conn
             return conn
 
-    def _encode_set(self, batch: _Batch) -> bytes:
+    def _codec(self, topic: str) -> int:
         codec = self.codec
-        if codec and self.compressed_topics and batch.topic not in self.compressed_topics:
-            codec = compression.NONE
-        return build_message_set(batch.payloads, codec)
+        if codec and self.compressed_topics and topic not in self.compressed_topics:
+            return compression.NONE
+        return codec
+
+    def _encode_set(self, batch: _Batch) -> bytes:
+        return build_message_set(batch.payloads, self._codec(batch.topic))
 
     def _send_to_broker(
         self, broker_id: int, group: list[_Batch]

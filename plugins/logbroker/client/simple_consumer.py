@@ -53,6 +53,8 @@ _Set = tuple[bytes | memoryview, int]  # whole entries and the offset of the fir
 _Decoded = TypeVar("_Decoded")
 
 DEFAULT_FETCH_SIZE = 300 * 1024
+# A FETCH_WAIT answer's bytes before its set's data: error code, set size, set error code
+_FETCH_RESPONSE_HEAD = 8
 DEFAULT_MAX_FETCH_SIZE = 64 * 1024 * 1024
 
 
@@ -305,7 +307,10 @@ class SimpleConsumer:
         and the next fetch is on its way while the application works through the batch.
         Resume after a batch at its `next_offset`.
         """
-        batches = self._fetched(topic, partition, offset, stop_at_end, max_wait_ms, _batch)
+        # Every batch is copied out of its fetch (payloads are bytes of their own): each
+        # fetch is read into the same buffer.
+        into = bytearray(self.fetch_size + _FETCH_RESPONSE_HEAD)
+        batches = self._fetched(topic, partition, offset, stop_at_end, max_wait_ms, _batch, into)
         with closing(batches):
             yield from batches
 
@@ -317,10 +322,12 @@ class SimpleConsumer:
         stop_at_end: bool,
         max_wait_ms: int,
         decode: Callable[[bytes | memoryview, int], tuple[_Decoded, int]],
+        into: bytearray | None = None,
     ) -> Generator[_Decoded, None, None]:
         """Each fetch's whole entries as `decode(data, offset)` makes them (it returns them
         and where they end), the next fetch pipelined: sent once this one is decoded (that
-        walk finds where it ends), before it is handed over."""
+        walk finds where it ends), before it is handed over. With `into`, fetches are read
+        into that buffer (BrokerConnection.receive): `decode` must keep nothing of `data`."""
         size = self.fetch_size
         wait = 0 if stop_at_end else max_wait_ms
         waiting = bool(wait) or self.waiting_fetches
@@ -330,7 +337,7 @@ class SimpleConsumer:
             while True:
                 if not in_flight:
                     conn.send(self._fetch_request(topic, partition, offset, size, wait, waiting))
-                data = self._fetch_response(conn.receive(), topic, partition, offset, waiting)
+                data = self._fetch_response(conn.receive(into), topic, partition, offset, waiting)
                 in_flight = False
                 decoded, end = decode(data, offset)
                 if end and (not wait or end * 2 >= size):

@@ -5,7 +5,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .message import Message
-from .message_set import Buffer, InflateBudget, Validation
+from .message_set import Buffer, InflateBudget, MessageColumns, Validation
+from .requests import ProduceRequest
 
 def validate(
     buffer: Buffer,
@@ -15,12 +16,14 @@ def validate(
     budget: InflateBudget | None = None,
     inflate: bool = True,
 ) -> Validation: ...
-def plain_run(
-    data: bytes, pos: int, base_offset: int, offsets: list[int], payloads: list[bytes]
-) -> int: ...
+def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns: ...
 def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]: ...
 def stored_set_end(buffer: Buffer, base_offset: int = 0) -> tuple[int, int]: ...
 def build_message_set(payloads: Iterable[bytes], codec: int = 0, magic: int = 1) -> bytes: ...
+def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None: ...
+def encode_produce_set(
+    prefix: bytes, partition: int, payloads: Iterable[bytes], codec: int = 0
+) -> bytes: ...
 
 CRC32: str
 

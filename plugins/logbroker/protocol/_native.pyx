@@ -8,8 +8,9 @@ LOGBROKER_PURE_PYTHON=1 (protocol/native.py). The byte layout is message.py's. C
 _crc32.h's: zlib's value, folded with carry-less multiplies where the CPU has them (a
 payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
-Here: validate, plain_run (message_columns' runs of plain entries), iter_messages,
-stored_set_end and build_message_set; and the Spark source's walk of a fetch into arrays
+Here: validate, message_columns (the batch consumer's walk of a fetch), iter_messages,
+stored_set_end and build_message_set; requests.py's decode_produce_fast (the broker's first
+look at every PRODUCE frame) and encode_produce_set (the producer's whole PRODUCE frame); and the Spark source's walk of a fetch into arrays
 (walk_entries, gather_payloads, digest_entries), whose reference is
 spark_apps/source/entry_kernels.py. Only the loops are here. What is rare and not per
 message stays in Python and is called from here: building the error of a damaged entry;
@@ -32,6 +33,7 @@ from cpython.bytes cimport (
 )
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_CheckExact
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 
@@ -113,11 +115,18 @@ cdef object _unwrapped = None
 cdef object _stored_set_end_python = None
 cdef object _build_message_set_python = None
 cdef object _wrap = None
+cdef object _message_columns_python = None
+cdef object _MessageColumns = None
+# requests.py's, looked up on first use as well (requests imports native)
+cdef object _ProduceRequest = None
+cdef object _decode_produce_fast_python = None
+cdef object _encode_produce_set_python = None
 
 
 cdef void _bind() except *:
     global _Validation, _stored_budget, _validate_compressed, _validate_python, _Message
     global _unwrapped, _stored_set_end_python, _build_message_set_python, _wrap
+    global _message_columns_python, _MessageColumns
     from logbroker.protocol import message, message_set
 
     _Validation = message_set.Validation
@@ -129,6 +138,8 @@ cdef void _bind() except *:
     _stored_set_end_python = message_set.stored_set_end_python
     _build_message_set_python = message_set.build_message_set_python
     _wrap = message_set._wrap
+    _message_columns_python = message_set.message_columns_python
+    _MessageColumns = message_set.MessageColumns
 
 
 cdef inline int32_t _int32(const unsigned char *p) noexcept nogil:
@@ -304,27 +315,78 @@ cdef object _validate(
     )
 
 
-def plain_run(bytes data, Py_ssize_t pos, object base_offset, list offsets, list payloads):
-    """message_columns' walk of a run of plain magic-1 entries from `pos`, compiled.
+def message_columns(buffer, base_offset=0):
+    """message_set.message_columns_python, compiled: the same MessageColumns, or the same
+    error. The region is read in place (bytes, bytearray or a contiguous view: no copy of
+    it); its runs of plain magic-1 entries are walked here, one bytes object and one int
+    per message, and any other entry is cut out and unwrapped by iter_messages, as the
+    reference does. What is not one block of bytes goes to the reference."""
+    cdef Py_buffer pybuf
+    if _Message is None:
+        _bind()
+    try:
+        PyObject_GetBuffer(buffer, &pybuf, PyBUF_SIMPLE)
+    except (BufferError, TypeError):
+        return _message_columns_python(buffer, base_offset)
+    try:
+        return _columns(<const unsigned char *>pybuf.buf, pybuf.len, base_offset)
+    finally:
+        PyBuffer_Release(&pybuf)
 
-    Appends each entry's absolute offset and payload, checks each CRC (a mismatch raises
-    CorruptMessageError naming the entry's offset, as message_set._check_crcs does), and
-    returns where the run stops: at the first entry that is not whole, plain and magic 1.
-    """
-    cdef const unsigned char *buf = <const unsigned char *>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t length = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t last_header = length - 10
-    cdef Py_ssize_t end
+
+cdef object _columns(const unsigned char *buf, Py_ssize_t length, object base_offset):
+    cdef list offsets = [], payloads = [], indexes = []
+    cdef Py_ssize_t pos = 0, end, cut, index
     cdef int32_t size
     cdef long long base = 0
-    cdef bint small_base = False
-    if pos < 0:
-        raise ValueError(f"pos {pos} is negative")
-    try:
+    cdef bint small_base = _small(base_offset)
+    cdef object m
+    if small_base:
         base = base_offset
-        small_base = base >= 0 and base <= (1LL << 62)
-    except OverflowError:
-        pass
+    while pos + ENTRY_OVERHEAD <= length:
+        pos = _plain_columns(buf, pos, length, base, small_base, base_offset, offsets, payloads)
+        if pos + ENTRY_OVERHEAD > length:
+            break
+        size = _int32(buf + pos)
+        end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+        if size >= MIN_MESSAGE_SIZE and end > length:
+            break  # a partial trailing entry
+        if len(indexes) < len(payloads):
+            indexes.extend([0] * (len(payloads) - len(indexes)))  # the plain run's
+        # the reference's data[pos : max(end, pos + 4)]: at least the size, at most the rest
+        cut = end if end > pos + ENTRY_OVERHEAD else pos + ENTRY_OVERHEAD
+        if cut > length:
+            cut = length
+        index = 0
+        for m in iter_messages(
+            PyBytes_FromStringAndSize(<const char *>buf + pos, cut - pos), base_offset + pos
+        ):
+            offsets.append(m.offset)
+            indexes.append(index)
+            payloads.append(m.payload)
+            index += 1
+        pos = end
+    if len(indexes) < len(payloads):
+        indexes.extend([0] * (len(payloads) - len(indexes)))
+    return tuple.__new__(_MessageColumns, (offsets, indexes, payloads, pos))
+
+
+cdef Py_ssize_t _plain_columns(
+    const unsigned char *buf,
+    Py_ssize_t pos,
+    Py_ssize_t length,
+    long long base,
+    bint small_base,
+    object base_offset,
+    list offsets,
+    list payloads,
+) except -1:
+    """message_set.plain_run_python's walk: each whole, plain magic-1 entry's absolute offset
+    and payload appended, each CRC checked (a mismatch raises CorruptMessageError naming the
+    entry's offset, as message_set._check_crcs does); where the run stops."""
+    cdef Py_ssize_t last_header = length - 10  # a magic-1 entry's header fits
+    cdef Py_ssize_t end
+    cdef int32_t size
     while pos <= last_header:
         size = _int32(buf + pos)
         end = pos + 4 + <Py_ssize_t>size
@@ -499,7 +561,7 @@ cdef object _build(
     """The entries of `payloads` (`entry_magic`, no codec); or, with `whole` set, what the
     reference built of the whole call."""
     cdef list items = []
-    cdef Py_ssize_t total = 0, n, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
+    cdef Py_ssize_t total = 0, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
     cdef object it = iter(payloads), p
     for p in it:
         if not PyBytes_CheckExact(p) or PyBytes_GET_SIZE(p) > _MAX_PAYLOAD:
@@ -508,10 +570,18 @@ cdef object _build(
         items.append(p)
         total += ENTRY_OVERHEAD + header + PyBytes_GET_SIZE(p)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
-    cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(out)
+    _write_entries(<unsigned char *>PyBytes_AS_STRING(out), items, entry_magic)
+    return out
+
+
+cdef unsigned char *_write_entries(
+    unsigned char *w, list items, unsigned char entry_magic
+) except NULL:
+    """Each payload of `items` (exactly bytes) as an entry at `w`: where they end."""
+    cdef Py_ssize_t n, size, header = MAGIC1_HEADER if entry_magic else MAGIC0_HEADER
     cdef const unsigned char *src
     cdef uint32_t crc
-    cdef Py_ssize_t size
+    cdef object p
     for p in items:
         n = PyBytes_GET_SIZE(p)
         src = <const unsigned char *>PyBytes_AS_STRING(p)
@@ -532,7 +602,95 @@ cdef object _build(
         w += 4
         memcpy(w, src, n)
         w += n
+    return w
+
+
+cdef inline void _put_int32(unsigned char *w, int64_t v) noexcept nogil:
+    w[0] = <unsigned char>(v >> 24)
+    w[1] = <unsigned char>(v >> 16)
+    w[2] = <unsigned char>(v >> 8)
+    w[3] = <unsigned char>v
+
+
+def encode_produce_set(prefix, partition, payloads, codec=0):
+    """requests.encode_produce_set_python, compiled: the same PRODUCE frame, or the same
+    error. Plain sets (codec 0) are written straight into the frame, one bytes object for
+    the whole request; a codec, a payload that is not exactly bytes, or anything the
+    reference would refuse goes to the reference (the payloads taken so far first)."""
+    global _encode_produce_set_python
+    cdef list items = []
+    cdef Py_ssize_t total = 0, prefix_size
+    cdef object it, p
+    if _encode_produce_set_python is None:
+        from logbroker.protocol import requests
+
+        _encode_produce_set_python = requests.encode_produce_set_python
+    if (
+        codec != 0
+        or not PyBytes_CheckExact(prefix)
+        or not PyLong_CheckExact(partition)
+        or not -0x80000000 <= partition <= 0x7FFFFFFF
+    ):
+        return _encode_produce_set_python(prefix, partition, payloads, codec)
+    it = iter(payloads)
+    for p in it:
+        if not PyBytes_CheckExact(p) or PyBytes_GET_SIZE(p) > _MAX_PAYLOAD:
+            return _encode_produce_set_python(prefix, partition, _chain(items, (p,), it), codec)
+        items.append(p)
+        total += ENTRY_OVERHEAD + MAGIC1_HEADER + PyBytes_GET_SIZE(p)
+    prefix_size = PyBytes_GET_SIZE(prefix)
+    if prefix_size + 8 + total > 0x7FFFFFFF:  # the reference's struct.pack refuses it
+        return _encode_produce_set_python(prefix, partition, items, codec)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 4 + prefix_size + 8 + total)
+    cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(out)
+    _put_int32(w, prefix_size + 8 + total)
+    memcpy(w + 4, PyBytes_AS_STRING(prefix), prefix_size)
+    w += 4 + prefix_size
+    _put_int32(w, <int64_t>partition)
+    _put_int32(w + 4, total)
+    _write_entries(w + 8, items, 1)
     return out
+
+
+def decode_produce_fast(frame_body):
+    """requests.decode_produce_fast_python, compiled: the same ProduceRequest (its messages a
+    slice of `frame_body`), or None for the same frames. Anything but a flat memoryview of
+    bytes (what the broker's connection hands over) goes to the reference."""
+    global _ProduceRequest, _decode_produce_fast_python
+    cdef Py_buffer pybuf
+    cdef const unsigned char *buf
+    cdef Py_ssize_t length, topic_end
+    cdef int32_t partition, size
+    if _ProduceRequest is None:
+        from logbroker.protocol import requests
+
+        _ProduceRequest = requests.ProduceRequest
+        _decode_produce_fast_python = requests.decode_produce_fast_python
+    if type(frame_body) is not memoryview or frame_body.format != "B" or frame_body.ndim != 1:
+        return _decode_produce_fast_python(frame_body)
+    try:
+        PyObject_GetBuffer(frame_body, &pybuf, PyBUF_SIMPLE)
+    except (BufferError, TypeError):  # not contiguous
+        return _decode_produce_fast_python(frame_body)
+    try:
+        buf = <const unsigned char *>pybuf.buf
+        length = pybuf.len
+        if length < 12 or buf[0] or buf[1]:
+            return None
+        topic_end = 4 + ((buf[2] << 8) | buf[3])
+        if buf[2] & 0x80 or topic_end + 8 > length:
+            return None
+        partition = _int32(buf + topic_end)
+        size = _int32(buf + topic_end + 4)
+        if size < 0 or topic_end + 8 + size != length:
+            return None
+        try:
+            topic = PyUnicode_DecodeUTF8(<const char *>buf + 4, topic_end - 4, NULL)
+        except UnicodeDecodeError:
+            return None
+    finally:
+        PyBuffer_Release(&pybuf)
+    return tuple.__new__(_ProduceRequest, (topic, partition, frame_body[topic_end + 8 :]))
 
 
 # -- The Spark source's plain entries (spark_apps/source/entry_kernels.py is the reference) --

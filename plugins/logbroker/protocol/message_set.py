@@ -16,8 +16,8 @@ entries with `struct.unpack_from` and `zlib.crc32` over memoryview slices, and
 The per-message walks have compiled twins in `_native.pyx` (Cython): `validate` (the
 broker's check of every produced set), `iter_messages` (the mirror, the group consumer,
 SimpleConsumer.iter_messages), `stored_set_end` (the mirror's copy), `build_message_set`
-(the producer) and the plain-entry runs of `message_columns` (the batch consumer's and the
-Spark source's decoding). native.py decides which run; the functions here are the
+(the producer) and `message_columns` (the batch consumer's and the Spark source's
+decoding). native.py decides which run; the functions here are the
 reference, each reachable as `<name>_python` whichever runs.
 """
 
@@ -529,15 +529,15 @@ class MessageColumns(NamedTuple):
 PlainRun = Callable[[bytes, int, int, list[int], list[bytes]], int]
 
 
-def message_columns(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
+def message_columns_python(buffer: Buffer, base_offset: int = 0) -> MessageColumns:
     """Deep iteration as columns, with iter_messages' checks and errors.
 
     The readers' hot loop (SimpleConsumer.iter_batches, the Spark source): a run of plain
-    magic-1 entries is walked by `_plain_run` (compiled when native.py chose it), and any
-    other entry (compressed, magic 0, damaged) goes through iter_messages alone, which
-    unwraps it or raises naming its offset.
+    magic-1 entries is walked by `plain_run_python`, and any other entry (compressed, magic
+    0, damaged) goes through iter_messages alone, which unwraps it or raises naming its
+    offset. The compiled twin reads the region in place instead of copying it to bytes.
     """
-    return message_columns_using(_plain_run, buffer, base_offset)
+    return message_columns_using(plain_run_python, buffer, base_offset, iter_messages_python)
 
 
 def message_columns_using(
@@ -546,8 +546,8 @@ def message_columns_using(
     base_offset: int = 0,
     iterate: Callable[[bytes, int], Iterator[Message]] | None = None,
 ) -> MessageColumns:
-    """message_columns with given walks of the plain runs and of the other entries
-    (`iterate`, by default the library's iter_messages): the tests run both."""
+    """message_columns_python with given walks of the plain runs and of the other entries
+    (`iterate`, by default the library's iter_messages)."""
     iterate = iter_messages if iterate is None else iterate
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     length = len(data)
@@ -605,7 +605,10 @@ def plain_run_python(
     return pos
 
 
-_plain_run: PlainRun = plain_run_python if native.IN_USE is None else native.IN_USE.plain_run
+# What the library calls: the compiled twin when native.py chose it, else the reference.
+message_columns = message_columns_python
+if native.IN_USE is not None:
+    message_columns = native.IN_USE.message_columns
 
 
 def _check_crcs(payloads: list[bytes], start: int, crcs: list[int], offsets: list[int]) -> None:

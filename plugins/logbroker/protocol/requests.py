@@ -41,10 +41,13 @@ The broker answers either by closing the connection, as 0.7 did.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import NamedTuple
 
+from . import native
 from .errors import InvalidRequestError, InvalidTopicError
+from .message_set import build_message_set
 from .replication import (
     OffsetsForLeaderEpochRequest,
     ReplicaFetchRequest,
@@ -320,12 +323,29 @@ def encode_produce_frame(prefix: bytes, partition: int, messages: bytes) -> byte
     )
 
 
-def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None:
+def encode_produce_set_python(
+    prefix: bytes, partition: int, payloads: Iterable[bytes], codec: int = 0
+) -> bytes:
+    """The PRODUCE frame of `payloads` as one message set (magic 1, compressed into one
+    wrapper if `codec`): encode_produce_frame over message_set.build_message_set, the
+    producer's hot path. The reference of `encode_produce_set`, which is its compiled twin
+    (_native.pyx, one bytes object for the whole frame) unless native.py chose pure Python.
+    """
+    return encode_produce_frame(prefix, partition, build_message_set(payloads, codec))
+
+
+encode_produce_set = encode_produce_set_python
+if native.IN_USE is not None:
+    encode_produce_set = native.IN_USE.encode_produce_set
+
+
+def decode_produce_fast_python(frame_body: Buffer) -> ProduceRequest | None:
     """A well-formed PRODUCE frame decoded in a few operations (the broker's hot path).
 
     None for anything else, including a malformed PRODUCE: `decode_request` then decodes
     it or explains what is wrong. Topic names are not validated here (as with
-    decode_request(validate_topics=False)).
+    decode_request(validate_topics=False)). The reference of `decode_produce_fast`, which
+    is its compiled twin (_native.pyx) unless native.py chose pure Python.
     """
     view = (
         frame_body
@@ -348,6 +368,11 @@ def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None:
     except UnicodeDecodeError:
         return None
     return ProduceRequest(topic, partition, view[topic_end + 8 :])
+
+
+decode_produce_fast = decode_produce_fast_python
+if native.IN_USE is not None:
+    decode_produce_fast = native.IN_USE.decode_produce_fast
 
 
 def _count(items: tuple[object, ...], what: str) -> int:

@@ -27,6 +27,7 @@ from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
 from .log_limiter import RateLimitedLog
+from .memory import keep_freed_memory
 from .metrics import BrokerMetrics, MetricsServer, serve_metrics
 from .socket_server import SocketServer, descriptor_use
 from .waiters import AppendWaiters
@@ -295,5 +296,6 @@ async def serve(config: BrokerConfig) -> None:
 
 
 def run(config: BrokerConfig) -> int:
+    keep_freed_memory()
     asyncio.run(serve(config))
     return 0
