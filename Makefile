@@ -68,7 +68,7 @@ test-ui: setup
 	$(BIN)/python -m pytest tests/deploy/test_ui_journeys.py -q
 
 # `make up`'s test with its loads: a down while an hour loads, the scheduler's catch-up after
-# the next up, every topic-hour published once (~10 min; `make test` runs the ups and downs).
+# the next up, every topic-hour published once (8-10 min; `make test` runs the ups and downs).
 .PHONY: test-up
 test-up: setup
 	LOGBROKER_UP_LOADS=1 $(BIN)/python -m pytest tests/deploy/test_up.py -q -k resumes
