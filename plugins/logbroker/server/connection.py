@@ -106,19 +106,15 @@ class _Received:
         room for all of the first frame (within the growth limit)."""
         self._release_offered()
         buf, start, end = self.buf, self.start, self.end
-        if start == end and start:  # all handled: start over at the front
-            if len(buf) > _RECV_MAX:  # a large frame's buffer is not kept while idle
-                self.buf = buf = bytearray(self.capacity)
-                self.start = self.end = start = end = 0
-            elif not _in_use(buf):
-                self.start = self.end = start = end = 0
+        if start == end and start and not _in_use(buf):  # all handled: from the front
+            self.start = self.end = start = end = 0
         left = end - start
         frame = self._first_frame(max_size)
         # The end of a frame may be read into less than _MIN_READ: not worth moving it.
         room = min(_MIN_READ, frame - left) if frame > max(left, 4) else _MIN_READ
         if len(buf) - end < room:
             grown = min(frame, left * _GROWTH + self.capacity)
-            self._move(max(self.capacity, left + _MIN_READ, grown))
+            self._move(max(self.capacity, left + _MIN_READ, grown), frame)
         self.offered = memoryview(self.buf)[self.end :]
         return self.offered
 
@@ -151,12 +147,14 @@ class _Received:
         (size,) = _SIZE.unpack_from(self.buf, self.start)
         return 4 + size if REQUEST_TYPE_BYTES <= size <= max_size else 4
 
-    def _move(self, size: int) -> None:
-        """Put the unhandled bytes at the front of a buffer of `size` bytes: this one when
-        it is that large (and not much larger) and nothing holds a view of it."""
+    def _move(self, size: int, frame: int) -> None:
+        """Put the unhandled bytes at the front of a buffer of at least `size` bytes: this
+        one if it is no larger than the first frame (`frame` bytes) or _RECV_MAX, and
+        nothing holds a view of it. Frames of 5 MB one after another reuse one buffer; a
+        large buffer is given up when it fills with smaller frames."""
         buf, start, end = self.buf, self.start, self.end
         left = end - start
-        if size <= len(buf) <= max(size, _RECV_MAX) and not _in_use(buf):
+        if size <= len(buf) <= max(size, frame, _RECV_MAX) and not _in_use(buf):
             if start:
                 buf[:left] = buf[start:end]  # a partial frame: copied once more, at most
         else:
