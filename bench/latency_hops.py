@@ -75,7 +75,7 @@ def at(cls, name, point, after=False, when=None):
         return result
     setattr(cls, name, wrapped)
 
-at(connection.ClientConnection, "data_received", "in")
+at(connection.ClientConnection, "buffer_updated", "in")
 at(handlers.RequestHandlers, "handle", "decoded", when=lambda s, req, c: type(req).__name__ == "ProduceRequest")
 at(handlers.RequestHandlers, "flush_appends", "queued", when=lambda s: bool(s._deferred))
 at(storage_log.Log, "append_many", "written", after=True)

@@ -3,9 +3,10 @@
     request  := int32 size | size bytes (int16 type | body)      see protocol/requests.py
 
 The size is checked before any of the body is kept: a size under 2 or over
-`max.socket.request.bytes` closes the connection. Frames are cut out of what the socket
-delivered without copying when a read holds whole frames (the usual case); a frame split
-across reads is gathered first. Requests on a connection are handled strictly one after
+`max.socket.request.bytes` closes the connection. The socket is read straight into the
+connection's receive buffer (`_Received`, sized for the frame being read), and requests are
+handled from views of it: no frame is copied out, whether one read holds many frames or a
+frame takes many reads. Requests on a connection are handled strictly one after
 another, as 0.7 did: while a response is still being sent (sendfile) or waited for
 (FETCH_WAIT, fsync), the bytes received wait their turn. Reading pauses while a response is
 sent; while one is only waited for, reading goes on (up to `_MAX_BUFFERED_WHILE_WAITING`
@@ -58,74 +59,126 @@ _SIZE = struct.Struct(">i")
 _PRODUCES = (ProduceRequest, MultiProduceRequest, AckedProduceRequest)
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 _COPY_MAX = 16 * 1024  # file regions up to this size are copied into one write (_send_now)
+_RECV_FIRST = 64 * 1024  # a connection's first receive buffer
+_RECV_MAX = 1 << 20  # it doubles up to this while reads fill it (then frames need more)
+_MIN_READ = 16 * 1024  # less free space than this: move what is unhandled to the front
+_GROWTH = 8  # a frame's buffer is at most this many times what has arrived of it
 
 
-class _Unhandled:
-    """Bytes received and not handled yet: `head` (a bytes object being worked through,
-    from `pos`) and `tail` (what arrived since). Handling resumes inside `head` without
-    copying it; the two are joined only once `head` holds no whole frame. Copying what is
-    left on every awaited response instead cost up to 1 MiB per 10 KiB compressed set."""
+def _in_use(buf: bytearray) -> bool:
+    """True while a memoryview of `buf` is alive (a request being answered, a set not yet
+    written): a bytearray with views refuses to change its size, and so does this probe."""
+    try:
+        last = buf.pop()
+    except BufferError:
+        return True
+    buf.append(last)
+    return False
 
-    __slots__ = ("head", "pos", "tail")
+
+class _Received:
+    """The connection's receive buffer: `buf[start:end]` arrived and is not handled yet, and
+    the socket reads straight into `buf[end:]` (asyncio.BufferedProtocol).
+
+    Requests are handled from memoryviews of `buf`, so a frame is never copied out of it.
+    The space is sized for the frame being read (its size field): a 5 MB produce arrives
+    into one buffer and is handled and written from there. So that a size field alone
+    cannot make the broker reserve `max.socket.request.bytes`, that buffer grows to at most
+    `_GROWTH` times what has arrived of the frame. Bytes that were handled are only written
+    over once no view of them is left (`_in_use`); otherwise the unhandled rest moves to a
+    new buffer, and the old one lives as long as the request holding it.
+    """
+
+    __slots__ = ("buf", "capacity", "end", "offered", "start")
 
     def __init__(self) -> None:
-        self.head = b""
-        self.pos = 0
-        self.tail = bytearray()
+        self.buf = bytearray(_RECV_FIRST)
+        self.start = self.end = 0
+        self.capacity = _RECV_FIRST  # the size of a new buffer for frames that fit in one
+        self.offered: memoryview | None = None  # the space the last read was given
 
     def __len__(self) -> int:
-        return len(self.head) - self.pos + len(self.tail)
+        return self.end - self.start
 
-    def add(self, data: bytes) -> None:
-        self.tail += data
+    def reserve(self, max_size: int) -> memoryview:
+        """Free space for the next read: at least _MIN_READ bytes or the rest of the first
+        frame. Once the buffer is full, what is unhandled moves to the front of one with
+        room for all of the first frame (within the growth limit)."""
+        self._release_offered()
+        buf, start, end = self.buf, self.start, self.end
+        if start == end and start and not _in_use(buf):  # all handled: from the front
+            self.start = self.end = start = end = 0
+        left = end - start
+        frame = self._first_frame(max_size)
+        # The end of a frame may be read into less than _MIN_READ: not worth moving it.
+        room = min(_MIN_READ, frame - left) if frame > max(left, 4) else _MIN_READ
+        if len(buf) - end < room:
+            grown = min(frame, left * _GROWTH + self.capacity)
+            self._move(max(self.capacity, left + _MIN_READ, grown), frame)
+        self.offered = memoryview(self.buf)[self.end :]
+        return self.offered
 
-    def keep(self, data: bytes, pos: int) -> None:
-        """`data` from `pos` is what a handling pass left (`tail` may have grown meanwhile)."""
-        self.head, self.pos = (data, pos) if pos < len(data) else (b"", 0)
-
-    def first_size(self) -> int | None:
-        """The size field of the first frame, once its 4 bytes are here."""
-        if len(self) < 4:
-            return None
-        if len(self.head) - self.pos >= 4:
-            return int(_SIZE.unpack_from(self.head, self.pos)[0])
-        return int(_SIZE.unpack(bytes(self.head[self.pos :] + self.tail[:4])[:4])[0])
-
-    def take(self) -> tuple[bytes, int]:
-        """What to handle next, from where; `keep` puts back what is left of it."""
-        if self.tail and not self._whole_frame_in_head():
-            data = self.head[self.pos :] + self.tail  # each byte is joined once or twice
-            self.tail = bytearray()
-            self.head, self.pos = b"", 0
-            return bytes(data), 0
-        data, pos = self.head, self.pos
-        self.head, self.pos = b"", 0
-        return data, pos
+    def filled(self, nbytes: int) -> None:
+        """The last read put `nbytes` into the space `reserve` gave."""
+        offered = self.offered
+        if (
+            offered is not None
+            and nbytes == len(offered) >= self.capacity // 2
+            and self.capacity < _RECV_MAX
+        ):
+            self.capacity *= 2  # reads fill the buffer: fewer, larger ones
+        self._release_offered()
+        self.end += nbytes
 
     def take_all(self) -> bytes:
-        data = bytes(self.head[self.pos :] + self.tail)
+        data = bytes(self.buf[self.start : self.end])
         self.clear()
         return data
 
     def clear(self) -> None:
-        self.head, self.pos, self.tail = b"", 0, bytearray()
+        self._release_offered()
+        self.buf, self.start, self.end = bytearray(_RECV_FIRST), 0, 0
 
-    def _whole_frame_in_head(self) -> bool:
-        left = len(self.head) - self.pos
-        if left < 4:
-            return False
-        (size,) = _SIZE.unpack_from(self.head, self.pos)
-        return bool(size < REQUEST_TYPE_BYTES or left >= 4 + size)
+    def _first_frame(self, max_size: int) -> int:
+        """The first frame's length with its size field; 4 while that field is incomplete
+        or out of range (handling then closes the connection)."""
+        if self.end - self.start < 4:
+            return 4
+        (size,) = _SIZE.unpack_from(self.buf, self.start)
+        return 4 + size if REQUEST_TYPE_BYTES <= size <= max_size else 4
+
+    def _move(self, size: int, frame: int) -> None:
+        """Put the unhandled bytes at the front of a buffer of at least `size` bytes: this
+        one if it is no larger than the first frame (`frame` bytes) or _RECV_MAX, and
+        nothing holds a view of it. Frames of 5 MB one after another reuse one buffer; a
+        large buffer is given up when it fills with smaller frames."""
+        buf, start, end = self.buf, self.start, self.end
+        left = end - start
+        if size <= len(buf) <= max(size, frame, _RECV_MAX) and not _in_use(buf):
+            if start:
+                buf[:left] = buf[start:end]  # a partial frame: copied once more, at most
+        else:
+            new = bytearray(size)
+            new[:left] = memoryview(buf)[start:end]
+            self.buf = new
+        self.start, self.end = 0, left
+
+    def _release_offered(self) -> None:
+        # asyncio keeps its reference to the view until its next read: released here, so
+        # that the view does not count as a request holding the buffer.
+        if self.offered is not None:
+            self.offered.release()
+            self.offered = None
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(asyncio.BufferedProtocol):
     def __init__(self, server: SocketServer) -> None:
         self.server = server
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
         self._fd = -1  # the socket, for os.sendfile
         self.client = "?"
-        self._unhandled = _Unhandled()  # bytes of frames not handled yet
+        self._received = _Received()  # bytes of frames not handled yet
         self._busy = False  # a response is being sent or waited for
         self._write_paused = False
         self.closed = False
@@ -154,10 +207,10 @@ class ClientConnection(asyncio.Protocol):
         # produces after that request: they are appended once it is done (`_drain`), or now
         # if its task already ended (it stops early when it sees the transport closing,
         # which asyncio marks at EOF, before this callback runs).
-        drain = not self.closed and self._busy and bool(self._unhandled)
+        drain = not self.closed and self._busy and bool(self._received)
         self.closed = True
         if not drain:
-            self._unhandled.clear()
+            self._received.clear()
         elif self._sending is not None and not self._sending.done():
             self._drain_pending = True
         else:
@@ -167,21 +220,29 @@ class ClientConnection(asyncio.Protocol):
             self._waiting = None
         self.server.connection_closed(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._received.reserve(self.server.max_request_bytes)
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_activity = self.loop.time()
-        unhandled = self._unhandled  # empty when head and tail are (see _Unhandled.keep)
-        if self._busy or self._write_paused or unhandled.head or unhandled.tail:
-            self._unhandled.add(data)
-            if self._busy and len(self._unhandled) > _MAX_BUFFERED_WHILE_WAITING:
+        received = self._received
+        received.filled(nbytes)
+        if self._busy or self._write_paused:
+            if self._busy and len(received) > _MAX_BUFFERED_WHILE_WAITING:
                 assert self.transport is not None
                 self.transport.pause_reading()
-            if not self._busy and not self._write_paused and self._frame_complete():
-                self._process_pending()
             return
-        rest = self._handle_frames(data, 0)
-        if rest is not None:
-            self._unhandled.keep(data, rest)
-            self._mark_partial()
+        self._process_pending()
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes handed over instead of read into the buffer (tests drive a connection so)."""
+        view = memoryview(data)
+        while view and not self.closed:
+            space = self.get_buffer(len(view))
+            n = min(len(space), len(view))
+            space[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -196,71 +257,53 @@ class ClientConnection(asyncio.Protocol):
 
     # -- framing ----------------------------------------------------------------------
 
-    def _frame_complete(self) -> bool:
-        size = self._unhandled.first_size()
-        if size is None:
-            return False
-        return bool(
-            size < REQUEST_TYPE_BYTES
-            or size > self.server.max_request_bytes
-            or (len(self._unhandled) >= 4 + size)
-        )
-
     def _process_pending(self) -> None:
-        while self._unhandled and not self.closed:
-            data, pos = self._unhandled.take()
-            rest = self._handle_frames(data, pos)
-            if rest is None:
-                if self._busy:
-                    break  # its last frame's response is on its way
-                continue  # all of `data` was handled: on with what arrived meanwhile
-            if self.closed:
-                return
-            self._unhandled.keep(data, rest)
-            if self._busy or not self._unhandled.tail:
-                break  # a response is on its way, or the next frame is not whole yet
+        received = self._received
+        if received and not self._busy and not self.closed:
+            received.start = self._handle_frames(received.buf, received.start, received.end)
         self._mark_partial()
 
     def _mark_partial(self) -> None:
-        if self._unhandled and not self._busy and self.partial_since is None:
+        if self._received and not self._busy and self.partial_since is None:
             self.partial_since = self.loop.time()
 
-    def _handle_frames(self, data: bytes, pos: int) -> int | None:
-        """Handle whole frames from `pos`; returns where unhandled bytes start, or None."""
+    def _handle_frames(self, buf: bytearray, pos: int, end: int) -> int:
+        """Handle whole frames of `buf[pos:end]`; returns where unhandled bytes start."""
         try:
-            if len(data) - pos >= 4 and _SIZE.unpack_from(data, pos)[0] == len(data) - pos - 4:
+            if end - pos >= 4 and _SIZE.unpack_from(buf, pos)[0] == end - pos - 4:
                 # One request and nothing after it (a one-message produce, a fetch): its
                 # appends cannot be batched with anything, so none are deferred.
-                return self._handle_frames_in(data, pos)
-            with self.server.handlers.batched_appends():  # `data` outlives the deferred appends
-                return self._handle_frames_in(data, pos)
+                return self._handle_frames_in(buf, pos, end)
+            # The deferred appends are written when this block ends, before `buf` can be
+            # read into again (its views are released then: _Received reuses it).
+            with self.server.handlers.batched_appends():
+                return self._handle_frames_in(buf, pos, end)
         except _LOST_PRODUCES as exc:
             self._lost_produces(exc)
-            return None
+            return end
 
-    def _handle_frames_in(self, data: bytes, pos: int) -> int | None:
-        view = memoryview(data)
-        end = len(data)
+    def _handle_frames_in(self, buf: bytearray, pos: int, end: int) -> int:
+        view = memoryview(buf)
         max_size = self.server.max_request_bytes
         while pos < end and not self.closed:
             if end - pos < 4:
                 return pos
-            (size,) = _SIZE.unpack_from(data, pos)
+            (size,) = _SIZE.unpack_from(buf, pos)
             if size < REQUEST_TYPE_BYTES or size > max_size:
                 self.server.metrics.error("request_too_large" if size > 0 else "invalid_request")
                 self.close(
                     f"request size {size} is outside 2..{max_size} (max.socket.request.bytes)",
                     cause="request_size",
                 )
-                return None
+                return end
             if end - pos - 4 < size:
                 return pos
             body = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
             self.partial_since = None
             if self._handle(body):  # the response is asynchronous: stop here for now
-                return pos if pos < end else None
-        return None
+                return pos
+        return end if self.closed else pos
 
     def _handle(self, body: memoryview) -> bool:
         """Handle one request; True if its response is still on its way."""
@@ -329,7 +372,7 @@ class ClientConnection(asyncio.Protocol):
             self._answered()
             # Nothing arrived meanwhile and reading goes on: the next bytes are handled as
             # they come, and the loop turn (an epoll_wait) is spared.
-            if self._unhandled or not self.transport.is_reading():
+            if self._received or not self.transport.is_reading():
                 self.loop.call_soon(self._read_on)
 
     def _send_now(self, parts: Response) -> Response | None:
@@ -390,7 +433,7 @@ class ClientConnection(asyncio.Protocol):
     async def _drain(self) -> None:
         """Append the whole produces a departed client sent after its last answered request,
         as they would have been had it stayed; nothing else of what it sent is handled."""
-        data = self._unhandled.take_all()
+        data = self._received.take_all()
         view, pos, handlers = memoryview(data), 0, self.server.handlers
         while len(data) - pos >= 4:
             (size,) = _SIZE.unpack_from(data, pos)
@@ -502,4 +545,4 @@ class ClientConnection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        return not self._busy and not self._unhandled
+        return not self._busy and not self._received
