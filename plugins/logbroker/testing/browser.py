@@ -240,10 +240,11 @@ class Browser:
             )
 
     def fill(self, selector: str, value: str, timeout: float | None = None) -> None:
-        """Type `value` into the field, replacing what it held."""
+        """Type `value` into the first shown field matching `selector`, replacing what it held
+        (a hidden one, such as a closed popover's that is still in the page, is passed over)."""
         self.wait_for(selector, timeout=timeout)
         self.evaluate(
-            f"(function () {{ var el = document.querySelector({json.dumps(selector)});"
+            f"(function () {{ var el = {_FIND}({json.dumps(selector)}, null)[0];"
             " el.focus(); if (el.select) el.select(); return true; })()"
         )
         self.send("Input.insertText", {"text": value})
