@@ -303,13 +303,21 @@ def test_schedule_unpause_the_load_and_trigger_the_mirror(
 
 def pick_datetime(browser: Browser, index: int, hour: datetime) -> None:
     """Fill the dialog's index-th date-time field (From 0, To 1) through its popover."""
+    popover_date = "input[placeholder='YYYY/MM/DD']"
+    browser.wait_gone(popover_date)  # the other field's popover, still closing, took the typing
     browser.evaluate(
         f"document.querySelectorAll('[data-testid=datetime-input]')[{index}].click() || true"
     )
-    browser.fill("input[placeholder='YYYY/MM/DD']", f"{hour:%Y/%m/%d}")
+    browser.fill(popover_date, f"{hour:%Y/%m/%d}")
     browser.fill("input[placeholder='HH:mm']", f"{hour:%H:%M}")
     browser.click("[role=dialog] p", text="Date Range")  # closes the popover
-    browser.wait_for("[data-testid=datetime-input]", text=f"{hour:%H:%M}")
+    field = f"document.querySelectorAll('[data-testid=datetime-input]')[{index}]"
+    wait_for(
+        lambda: f"{hour:%H:%M}" in str(browser.evaluate(f"{field}.innerText || {field}.value")),
+        30,
+        f"the date-time field {index} to show {hour:%H:%M}",
+        sleep=0.25,
+    )
 
 
 def test_backfill_past_hours_from_their_stored_offsets(journey: Journey, browser: Browser) -> None:

@@ -213,6 +213,13 @@ class Browser:
         what = f"{selector!r}" + (f" with the text {text!r}" if text is not None else "")
         self._wait(f"{_FIND}({json.dumps(selector)}, {json.dumps(text)}).length > 0", timeout, what)
 
+    def wait_gone(self, selector: str, timeout: float | None = None) -> None:
+        """Wait until no element matching `selector` is shown (a closing popover's exit
+        animation keeps it on screen for a moment after the click that closed it)."""
+        self._wait(
+            f"{_FIND}({json.dumps(selector)}, null).length === 0", timeout, f"{selector!r} gone"
+        )
+
     def wait_text(self, text: str, timeout: float | None = None) -> None:
         """Wait until the page's visible text contains `text`."""
         self.wait_for("body", text=text, timeout=timeout)
