@@ -10,6 +10,9 @@ and the audit runs that the load's assets schedule.
 from __future__ import annotations
 
 import json
+import re
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -136,3 +139,23 @@ def test_closed_hours_are_announced_as_assets(pipeline: dict[str, Any]) -> None:
     page_views = [e for e in found if e["name"] == "logbroker-complete/page_views"]
     produced = [e["extra"]["produced"] for e in sorted(page_views, key=lambda e: e["id"])]
     assert produced == [EVENTS["page_views"], EVENTS["page_views"] + 5]
+
+
+def test_pipeline_page_in_all_admins_mode_shows_the_hours(pipeline: dict[str, Any]) -> None:
+    """`make demo`'s UI (all-admins mode): the token login link lands on the Pipeline page,
+    served by the api-server, with the first hour closed and the lost hour failed."""
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    first, second = (hour_name(h) for h in hours)
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    path = urllib.parse.quote(f"/logbroker/pipeline?until={second}&hours=2", safe="/")
+    with opener.open(f"{stack.airflow.url}/auth/token/login?next={path}", timeout=60) as page:
+        html = page.read().decode()
+    cells = {
+        (topic, hour): (state, failed == "true")
+        for topic, hour, state, failed in re.findall(
+            r'data-topic="(\w+)" data-hour="([\dT-]+)" data-state="(\w+)"\s+data-failed="(\w+)"',
+            html,
+        )
+    }
+    assert cells[("page_views", first)] == ("closed", False), cells
+    assert cells[("searches", second)] == ("audited", True), cells
