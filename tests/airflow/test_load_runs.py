@@ -5,7 +5,7 @@ Airflow's four processes; Spark local in the tasks), with one event topic: every
 `page_views` and `_audit`, one after the other in one load task (one batch of topics, one
 spark-submit). The audit DAG is paused: these tests are about the load.
 
-1. a backfill of four hours with max_active_runs 4: the runs are active together, yet the
+1. a backfill of three hours with max_active_runs 3: the runs are active together, yet the
    loads of a topic never overlap (`depends_on_past`), commit in hour order, and their
    checkpoints chain; every row is in the warehouse exactly once;
 2. a load task killed in the middle of its write (its processes frozen with SIGSTOP once its
@@ -39,7 +39,8 @@ DAG = "logbroker_hourly_load"
 TOPIC = "page_views"
 # one batch (the default topics_per_load): the load task's map index 0 loads both, in turn
 LOADED = (TOPIC, "_audit")
-FIRST_EVENTS = 1500  # produced before the backfill of the first four hours
+BACKFILLED = 3  # hours in the first backfill, all active at once (max_active_runs)
+FIRST_EVENTS = 1500  # produced before the backfill of the first three hours
 KILLED_EVENTS = 3000  # produced before the fifth hour, whose load is killed
 
 
@@ -70,7 +71,7 @@ def task_logs(stack: PipelineStack) -> str:
 
 
 def backfill_and_wait(stack: PipelineStack, first: str, last: str, runs: int) -> list[Any]:
-    stack.backfill(DAG, first, last, reprocess=False, max_active_runs=4)
+    stack.backfill(DAG, first, last, reprocess=False, max_active_runs=BACKFILLED)
 
     def finished() -> list[dict[str, Any]] | None:
         found = [r for r in stack.runs(DAG) if first <= r["data_interval_start"][:13] <= last]
@@ -102,7 +103,7 @@ def load_processes(stack: PipelineStack, hour: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    hours = [hour_name(h) for h in demo_hours(5, datetime.now(UTC), grace_hours=2)]
+    hours = [hour_name(h) for h in demo_hours(BACKFILLED + 1, datetime.now(UTC), grace_hours=2)]
     stack = PipelineStack(
         tmp_path_factory.mktemp("load-runs"),
         brokers_per_cluster=1,
@@ -121,13 +122,15 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         stack.produce_hour(_ms(hours[0]), {TOPIC: FIRST_EVENTS})
         mirror(stack, progress)
         mark = time.monotonic()
-        found["backfill_runs"] = backfill_and_wait(stack, hours[0], hours[3], runs=4)
-        found["timings"]["backfill of 4 hours"] = time.monotonic() - mark
+        found["backfill_runs"] = backfill_and_wait(
+            stack, hours[0], hours[BACKFILLED - 1], runs=BACKFILLED
+        )
+        found["timings"][f"backfill of {BACKFILLED} hours"] = time.monotonic() - mark
         found["backfill_tis"] = {
             r["data_interval_start"][:13]: load_tis(stack, r["dag_run_id"])
             for r in found["backfill_runs"]
         }
-        killed = kill_mid_write(stack, hours[4], progress)
+        killed = kill_mid_write(stack, hours[BACKFILLED], progress)
         found["killed"] = killed["killed"]
         found["timings"].update(killed["timings"], module=time.monotonic() - started)
         print(f"\ntest_load_runs timings (s): {found['timings']}")
@@ -152,7 +155,7 @@ def kill_mid_write(stack: PipelineStack, hour: str, progress: Progress) -> dict[
     task instance (Airflow kills the running try), and let the next try run."""
     stack.produce_hour(_ms(hour), {TOPIC: KILLED_EVENTS})
     mirror(stack, progress)
-    stack.backfill(DAG, hour, hour, reprocess=False, max_active_runs=4)
+    stack.backfill(DAG, hour, hour, reprocess=False, max_active_runs=BACKFILLED)
     staging = stack.warehouse / "_staging" / TOPIC
 
     def writing() -> list[Path] | None:
@@ -219,20 +222,20 @@ def test_backfill_runs_together_but_loads_of_a_topic_never_overlap(
     pipeline: dict[str, Any],
 ) -> None:
     runs = pipeline["backfill_runs"]
-    assert [r["state"] for r in runs] == ["success"] * 4
-    # max_active_runs 4 was honoured: the four runs were active at the same time ...
+    assert [r["state"] for r in runs] == ["success"] * BACKFILLED
+    # max_active_runs was honoured: the runs were active at the same time ...
     assert max(r["start_date"] for r in runs) < min(r["end_date"] for r in runs)
     # ... and every topic's loads ran one after the other, in hour order, each once.
     tis = pipeline["backfill_tis"]
     for topic in LOADED:
         ordered = [tis[h][topic] for h in sorted(tis)]
-        assert [ti["try_number"] for ti in ordered] == [1] * 4, topic
+        assert [ti["try_number"] for ti in ordered] == [1] * BACKFILLED, topic
         for before, after in itertools.pairwise(ordered):
             assert before["end_date"] <= after["start_date"], (topic, before, after)
 
 
 def test_backfilled_hours_commit_once_in_order_and_chain(pipeline: dict[str, Any]) -> None:
-    stack, hours = pipeline["stack"], pipeline["hours"][:4]
+    stack, hours = pipeline["stack"], pipeline["hours"][:BACKFILLED]
     logs = task_logs(stack)
     for topic in LOADED:
         checkpoints = [checkpoint(stack, topic, h) for h in hours]
@@ -270,7 +273,7 @@ def test_killed_load_leaves_no_process_and_the_retry_commits_once(
     assert got["rows"] == KILLED_EVENTS
     rows = hour_rows(stack, TOPIC, hour)
     assert len({(r["producer_id"], r["seq"]) for r in rows}) == len(rows) == KILLED_EVENTS
-    previous = checkpoint(stack, TOPIC, pipeline["hours"][3])
+    previous = checkpoint(stack, TOPIC, pipeline["hours"][BACKFILLED - 1])
     assert {p["partition"]: p["start_offset"] for p in got["partitions"]} == {
         p["partition"]: p["end_offset"] for p in previous["partitions"]
     }
