@@ -47,6 +47,12 @@ $(COMPAT_NODE)/node_modules/.package-lock.json: $(COMPAT_NODE)/package-lock.json
 test: setup $(COMPAT_NODE)/node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 
+# The same suite on the pure-Python message-set walks (the reference and the fallback where
+# the extension cannot be built); brokers, clients and Spark's workers inherit the setting.
+.PHONY: test-pure
+test-pure: setup $(COMPAT_NODE)/node_modules/.package-lock.json
+	LOGBROKER_PURE_PYTHON=1 $(BIN)/python -m pytest
+
 # mypy --strict (pyproject.toml's [tool.mypy]) over the library and the pipeline:
 # plugins/logbroker, spark_apps (the audit included), plugins/hooks, plugins/pipeline_ui
 # and dags; MYPYPATH checks the checked-out plugins/, wherever the editable install points.

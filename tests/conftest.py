@@ -28,6 +28,15 @@ from logbroker.testing import zookeeper as zk
 
 pytest_plugins = ["fixtures_brokers", "fixtures_hosts", "fixtures_spark"]
 
+
+def pytest_report_header() -> str:
+    """Which message-set walks this run exercises: the compiled module, or the pure-Python
+    reference (`make test-pure`, LOGBROKER_PURE_PYTHON=1, which brokers and Spark inherit)."""
+    from logbroker.protocol import native
+
+    return f"logbroker message-set walks: {native.ACTIVE}"
+
+
 # One Airflow home for the whole session, set before any test imports airflow (Airflow reads
 # its configuration at import). Never the developer's own home: tests write its database.
 ROOT = Path(__file__).resolve().parents[1]
