@@ -81,6 +81,7 @@ from ..protocol.requests import (
     MultiProduceRequest,
     OffsetsRequest,
     ProduceRequest,
+    ProduceRun,
     Request,
     WaitingFetchRequest,
 )
@@ -331,6 +332,23 @@ class RequestHandlers:
         if not self._batching:
             self.flush_appends()
         return None
+
+    def produce_run(self, run: ProduceRun) -> bool:
+        """The PRODUCEs of a run (requests.produce_run: whole frames to one partition, each
+        set valid and within max.message.size), deferred as `produce` defers each of them;
+        only within `batched_appends`. False, with nothing done, if their log does not exist
+        or this broker does not lead it: the caller then hands them to `handle` one by one."""
+        part_log = self.logs.lookup(run.topic, run.partition)
+        if part_log is None or not part_log.leading or not self._batching:
+            return False
+        sets = run.sets
+        self.metrics.request("produce", len(sets))
+        deferred = self._deferred.get(part_log)
+        if deferred is None:
+            self._deferred[part_log] = sets
+        else:
+            deferred += sets
+        return True
 
     def multiproduce(self, req: MultiProduceRequest, client: str) -> Outcome:
         self.metrics.request("multiproduce")

@@ -337,19 +337,23 @@ class Log:
             size = messages = written = 0
             segment = self._segments[-1]
             try:
-                for data, check in sets:
-                    n = check.valid_bytes
-                    if not n:
-                        continue
-                    if buffers and self._should_roll(segment, n, now, pending=size):
-                        segment.append_all(buffers, size, now)  # the old segment first, then roll
-                        buffers, size, written = [], 0, written + messages
-                        messages = 0
-                    if not buffers and self._should_roll(segment, n, now):
-                        segment = self._roll(now)  # `segment` is the last one here
-                    buffers.append(memoryview(data)[:n])
-                    size += n
-                    messages += check.messages
+                one = self._one_write(segment, sets, now)
+                if one is not None:  # the usual case: no roll before any of the sets
+                    buffers, size, messages = one
+                else:
+                    for data, check in sets:
+                        n = check.valid_bytes
+                        if not n:
+                            continue
+                        if buffers and self._should_roll(segment, n, now, pending=size):
+                            segment.append_all(buffers, size, now)  # the old one, then roll
+                            buffers, size, written = [], 0, written + messages
+                            messages = 0
+                        if not buffers and self._should_roll(segment, n, now):
+                            segment = self._roll(now)  # `segment` is the last one here
+                        buffers.append(memoryview(data)[:n])
+                        size += n
+                        messages += check.messages
                 if buffers:
                     segment.append_all(buffers, size, now)
                     written += messages
@@ -357,6 +361,35 @@ class Log:
                 flush_now = self._count_appended(written)
         if flush_now:
             self._flush_soon()
+
+    def _one_write(
+        self, segment: LogSegment, sets: list[tuple[Buffer, Validation]], now: int
+    ) -> tuple[list[bytes | memoryview], int, int] | None:
+        """(buffers, bytes, messages) of `sets` when all of them go to `segment` in one
+        write, as append_many's loop would find (_should_roll false before each set);
+        None when a roll comes first. One pass with no call per set: a socket read brings
+        many sets."""
+        config = self.config
+        first = segment.first_append_ms
+        if first is not None and now - first >= config.roll_ms:
+            return None
+        room = config.segment_bytes - segment.size
+        buffers: list[bytes | memoryview] = []
+        append = buffers.append
+        size = messages = 0
+        for data, check in sets:
+            n = check.valid_bytes
+            if not n:
+                continue
+            if size + n > room and (size or segment.size):  # too big: a roll first
+                return None
+            if isinstance(data, memoryview) and n == len(data):
+                append(data)  # a whole set, already a view of the request
+            else:
+                append(memoryview(data)[:n])
+            size += n
+            messages += check.messages
+        return buffers, size, messages
 
     def _count_appended(self, messages: int) -> bool:
         """Count appended messages and mark where the append ended (lock held; the module's
