@@ -185,7 +185,7 @@ class RequestHandlers:
         failed: list[LogbrokerError] = []
         for part_log, sets in deferred.items():
             try:
-                part_log.append_many(sets)
+                messages, nbytes = part_log.append_many(sets)
             except NotLeaderForPartitionError as exc:  # its leadership ended meanwhile
                 self.metrics.error("not_leader_for_partition", part_log.topic)
                 failed.append(exc)
@@ -197,10 +197,6 @@ class RequestHandlers:
                 continue
             # A waiting fetch is answered first: counting is not on its way.
             self._appended(part_log)
-            messages = nbytes = 0
-            for _, check in sets:
-                messages += check.messages
-                nbytes += check.valid_bytes
             self.metrics.produced(part_log.topic, messages, nbytes)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
