@@ -4,8 +4,9 @@ LOGBROKER_PURE_PYTHON=1, and named by `logbroker --version`.
 That they give the reference's results and errors is test_message_properties.py's
 test_both_walks_agree_on_generated_and_damaged_bytes (and every test there and in
 test_message_bytes.py runs against both); for requests.py's decode_produce_fast,
-test_requests.py's test_both_fast_produce_decoders_agree_on_generated_and_damaged_frames
-and, for its encode_produce_set, test_both_produce_frame_builders_agree.
+test_requests.py's test_both_fast_produce_decoders_agree_on_generated_and_damaged_frames,
+for its produce_run, test_both_produce_runs_agree_on_generated_and_damaged_frames and, for
+its encode_produce_set, test_both_produce_frame_builders_agree.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ WALKS = {
     "stored_set_end": ("message_set", "stored_set_end"),
     "build_message_set": ("message_set", "build_message_set"),
     "decode_produce_fast": ("requests", "decode_produce_fast"),
+    "produce_run": ("requests", "produce_run"),
     "encode_produce_set": ("requests", "encode_produce_set"),
 }
 MODULES = {"message_set": message_set, "requests": requests}

@@ -24,7 +24,7 @@ from logbroker.protocol.errors import (
     WrongPartitionError,
 )
 from logbroker.protocol.message import encode_message
-from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.message_set import build_message_set, validate_python
 from logbroker.protocol.replication import (
     EpochQuery,
     OffsetsForLeaderEpochRequest,
@@ -55,6 +55,8 @@ from logbroker.protocol.requests import (
     encode_produce_set_python,
     encode_request,
     produce_frame_prefix,
+    produce_run,
+    produce_run_python,
 )
 from logbroker.protocol.responses import (
     REASON_MAX_BYTES,
@@ -1052,3 +1054,100 @@ def test_fast_produce_decoder_agrees_with_the_general_one(messages, partition, t
     for cut in (1, 5, len(body) // 2):  # damaged frames are left to the general decoder
         fast = decode_produce_fast(body[:-cut])
         assert fast is None or fast == decode_request(body[:-cut], validate_topics=False)
+
+
+# -- produce_run: a read's worth of PRODUCE frames to one partition -----------------------
+
+_RUN_PAYLOADS = st.lists(st.binary(max_size=30), min_size=0, max_size=4)
+
+
+@st.composite
+def _frame_runs(draw: st.DrawFn) -> tuple[bytes, int, int]:
+    """Frames as a socket read brings them: PRODUCEs to one or two partitions (plain,
+    compressed, empty, with a payload over the limit or with bytes changed), now and then
+    another request, the last frame maybe cut; and where to start and stop reading."""
+    frames = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["plain", "plain", "plain", "gzip", "fetch", "damaged"]))
+        topic = draw(st.sampled_from(["t", "u", "é"]))
+        partition = draw(st.sampled_from([0, 0, 1, -1]))
+        if kind == "fetch":
+            fetch = FetchRequest(topic, partition, 0, 100)
+            frames.append(encode_request(fetch, validate_topics=False))
+            continue
+        codec = 1 if kind == "gzip" else 0
+        messages = bytearray(build_message_set(draw(_RUN_PAYLOADS), codec))
+        if kind == "damaged" and messages:
+            at = draw(st.integers(0, len(messages) - 1))
+            messages[at] ^= draw(st.integers(1, 255))
+        produce = ProduceRequest(topic, partition, bytes(messages))
+        frames.append(encode_request(produce, validate_topics=False))
+    data = b"".join(frames)
+    cut = draw(st.integers(0, min(len(data), 12)))
+    start = draw(st.integers(0, 4)) if data else 0
+    return b"\x00" * start + data, start, len(data) + start - cut
+
+
+def _run(
+    function: Callable[..., object], frames: memoryview, pos: int, end: int, limit: int
+) -> object:
+    """What a produce_run says: None, or the run with its sets' bytes and Validations."""
+    run = function(frames, pos, end, DEFAULT_MAX_SOCKET_REQUEST_BYTES, limit)
+    if run is None:
+        return None
+    topic, partition, stop, sets = run  # type: ignore[misc]
+    return topic, partition, stop, [(type(m), bytes(m), check) for m, check in sets]
+
+
+@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
+@settings(max_examples=400, deadline=None)
+@given(_frame_runs(), st.sampled_from([10, 1_000_000]))
+def test_both_produce_runs_agree_on_generated_and_damaged_frames(case, limit) -> None:
+    """produce_run's compiled twin (_native.pyx) and its reference: the same run (topic,
+    partition, end, the same slices and Validations) or None, for the same frames."""
+    assert native.COMPILED is not None
+    data, pos, end = case
+    frames = memoryview(data)
+    compiled = _run(native.COMPILED.produce_run, frames, pos, end, limit)
+    assert compiled == _run(produce_run_python, frames, pos, end, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_frame_runs(), st.sampled_from([10, 1_000_000]))
+def test_a_produce_run_is_what_the_broker_would_append_of_each_frame(case, limit) -> None:
+    """The run is the frames, one after another, that decode_request reads as PRODUCEs to
+    the first one's partition, each set validated as the broker's produce does, with a
+    valid prefix, no compressed wrapper and no payload over the limit; it stops at the
+    first frame that is not one, or that is not whole."""
+    data, pos, end = case
+    run = produce_run(memoryview(data), pos, end, DEFAULT_MAX_SOCKET_REQUEST_BYTES, limit)
+    expected = []
+    at = pos
+    while end - at >= 4:
+        (size,) = struct.unpack_from(">i", data, at)
+        if end - at - 4 < size:
+            break
+        request = decode_request(data[at + 4 : at + 4 + size], validate_topics=False)
+        if not isinstance(request, ProduceRequest):
+            break
+        if expected and (request.topic, request.partition) != expected[0][:2]:
+            break
+        check = validate_python(request.messages, inflate=False)
+        if (
+            check.error is not None
+            or not check.valid_bytes
+            or check.compressed
+            or check.largest_payload > limit
+        ):
+            break
+        expected.append((request.topic, request.partition, bytes(request.messages), check))
+        at += 4 + size
+    if not expected:
+        assert run is None
+        return
+    assert run is not None
+    assert (run.topic, run.partition, run.end) == (*expected[0][:2], at)
+    assert [(bytes(m), check) for m, check in run.sets] == [e[2:] for e in expected]
+    for messages, _ in run.sets:
+        assert isinstance(messages, memoryview)
+        assert messages.obj is data  # a slice of the frames: nothing copied

@@ -418,6 +418,35 @@ def test_requests_before_a_bad_one_are_answered_then_closed(
     assert_serving(broker, seeded)
 
 
+def test_a_damaged_produce_among_many_in_one_read_keeps_only_those_before_it(
+    broker: BrokerProcess, seeded: dict[int, bytes]
+) -> None:
+    """PRODUCEs to one partition that arrive together are checked and appended together
+    (requests.produce_run); one damaged set among them still closes the connection with its
+    own error, what came before it is stored whole and nothing from it on."""
+    topic = f"run-{uuid.uuid4().hex[:8]}"
+    first = message1(b"makes the log")
+    sets = [b"".join(message1(b"%d-%d" % (i, k)) for k in range(50)) for i in range(40)]
+    with connect(broker) as s:
+        s.sendall(produce(topic, 0, first) + offsets(topic, 0, LATEST, 1))
+        assert read_offsets(s) == [len(first)]
+    with connect(broker) as s:
+        port = s.getsockname()[1]
+        send_quietly(
+            s,
+            b"".join(produce(topic, 0, m) for m in sets[:30])
+            + produce(topic, 0, DAMAGED["crc-mismatch-second-entry"])
+            + b"".join(produce(topic, 0, m) for m in sets[30:])
+            + offsets(topic, 0, LATEST, 1),  # never answered
+        )
+        assert_closed(s)
+        assert "CRC mismatch" in log_line_for(broker, port)
+    with connect(broker) as s:
+        s.sendall(fetch(topic, 0, 0, 1_000_000))
+        assert read_fetch(s) == (0, first + b"".join(sets[:30]))
+    assert_serving(broker, seeded)
+
+
 @pytest.mark.parametrize("kind", ["crc-mismatch", "gzip-not-decodable", "first-entry-truncated"])
 def test_damaged_produce_to_a_new_topic_creates_no_log(
     broker: BrokerProcess, seeded: dict[int, bytes], kind: str

@@ -6,7 +6,7 @@ import numpy.typing as npt
 
 from .message import Message
 from .message_set import Buffer, InflateBudget, MessageColumns, Validation
-from .requests import ProduceRequest
+from .requests import ProduceRequest, ProduceRun
 
 def validate(
     buffer: Buffer,
@@ -21,6 +21,9 @@ def iter_messages(buffer: Buffer, base_offset: int = 0) -> Iterator[Message]: ..
 def stored_set_end(buffer: Buffer, base_offset: int = 0) -> tuple[int, int]: ...
 def build_message_set(payloads: Iterable[bytes], codec: int = 0, magic: int = 1) -> bytes: ...
 def decode_produce_fast(frame_body: Buffer) -> ProduceRequest | None: ...
+def produce_run(
+    frames: memoryview, pos: int, end: int, max_request_bytes: int, max_message_size: int
+) -> ProduceRun | None: ...
 def encode_produce_set(
     prefix: bytes, partition: int, payloads: Iterable[bytes], codec: int = 0
 ) -> bytes: ...

@@ -10,7 +10,9 @@ payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
 Here: validate, message_columns (the batch consumer's walk of a fetch), iter_messages,
 stored_set_end and build_message_set; requests.py's decode_produce_fast (the broker's first
-look at every PRODUCE frame) and encode_produce_set (the producer's whole PRODUCE frame); and the Spark source's walk of a fetch into arrays
+look at every PRODUCE frame), produce_run (the same for a read's worth of PRODUCE frames to
+one partition, with their sets validated) and encode_produce_set (the producer's whole
+PRODUCE frame); and the Spark source's walk of a fetch into arrays
 (walk_entries, gather_payloads, digest_entries), whose reference is
 spark_apps/source/entry_kernels.py. Only the loops are here. What is rare and not per
 message stays in Python and is called from here: building the error of a damaged entry;
@@ -35,7 +37,7 @@ from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_CheckExact
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 
 cdef extern from "_crc32.h":
@@ -121,6 +123,8 @@ cdef object _MessageColumns = None
 cdef object _ProduceRequest = None
 cdef object _decode_produce_fast_python = None
 cdef object _encode_produce_set_python = None
+cdef object _ProduceRun = None
+cdef object _produce_run_python = None
 
 
 cdef void _bind() except *:
@@ -691,6 +695,91 @@ def decode_produce_fast(frame_body):
     finally:
         PyBuffer_Release(&pybuf)
     return tuple.__new__(_ProduceRequest, (topic, partition, frame_body[topic_end + 8 :]))
+
+
+def produce_run(frames, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_request_bytes,
+                Py_ssize_t max_message_size):
+    """requests.produce_run_python, compiled: the same ProduceRun (the same slices, the same
+    Validations) or None, for the same frames. Each frame is decoded here as
+    decode_produce_fast does and its set checked by this module's validate; the topic is
+    decoded once, and the next frames' topic bytes compared with the first's. Anything but a
+    flat memoryview of bytes goes to the reference."""
+    global _ProduceRun, _produce_run_python
+    cdef Py_buffer pybuf
+    cdef const unsigned char *buf
+    cdef const unsigned char *body
+    cdef const unsigned char *first_topic = NULL
+    cdef Py_ssize_t size, topic_length, first_length = 0, topic_end, start
+    cdef int32_t frame_size, set_size, frame_partition, partition = 0
+    cdef tuple check
+    cdef list sets = []
+    cdef object topic = None, messages
+    if _ProduceRun is None:
+        from logbroker.protocol import requests
+
+        _ProduceRun = requests.ProduceRun
+        _produce_run_python = requests.produce_run_python
+    if _Validation is None:
+        _bind()
+    if type(frames) is not memoryview or frames.format != "B" or frames.ndim != 1:
+        return _produce_run_python(frames, pos, end, max_request_bytes, max_message_size)
+    try:
+        PyObject_GetBuffer(frames, &pybuf, PyBUF_SIMPLE)
+    except (BufferError, TypeError):  # not contiguous
+        return _produce_run_python(frames, pos, end, max_request_bytes, max_message_size)
+    try:
+        buf = <const unsigned char *>pybuf.buf
+        if pos < 0 or end > pybuf.len or pos > end:  # what slicing the view would give
+            return _produce_run_python(frames, pos, end, max_request_bytes, max_message_size)
+        while end - pos >= 4:
+            frame_size = _int32(buf + pos)
+            size = frame_size
+            if size < 2 or size > max_request_bytes or end - pos - 4 < size:
+                break
+            body = buf + pos + 4
+            # decode_produce_fast's checks, on the frame's body
+            if size < 12 or body[0] or body[1] or body[2] & 0x80:
+                break
+            topic_length = (body[2] << 8) | body[3]
+            topic_end = 4 + topic_length
+            if topic_end + 8 > size:
+                break
+            frame_partition = _int32(body + topic_end)
+            set_size = _int32(body + topic_end + 4)
+            if set_size < 0 or topic_end + 8 + set_size != size:
+                break
+            if topic is None:
+                try:
+                    topic = PyUnicode_DecodeUTF8(<const char *>body + 4, topic_length, NULL)
+                except UnicodeDecodeError:
+                    break
+                first_topic = body + 4
+                first_length = topic_length
+                partition = frame_partition
+            elif (
+                topic_length != first_length
+                or frame_partition != partition
+                or memcmp(body + 4, first_topic, topic_length)
+            ):
+                break
+            start = pos + 4 + topic_end + 8
+            messages = frames[start : start + set_size]
+            # a Validation (a tuple subclass): read by index
+            check = <tuple>_validate(messages, buf + start, set_size, 0, 0, None, False)
+            if (
+                check[4] is not None
+                or not check[0]
+                or check[6]
+                or check[3] > max_message_size
+            ):
+                break
+            sets.append((messages, check))
+            pos += 4 + size
+    finally:
+        PyBuffer_Release(&pybuf)
+    if not sets:
+        return None
+    return tuple.__new__(_ProduceRun, (topic, partition, pos, sets))
 
 
 # -- The Spark source's plain entries (spark_apps/source/entry_kernels.py is the reference) --

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 from . import native
 from .errors import InvalidRequestError, InvalidTopicError
-from .message_set import build_message_set
+from .message_set import Validation, build_message_set, validate_python
 from .replication import (
     OffsetsForLeaderEpochRequest,
     ReplicaFetchRequest,
@@ -373,6 +373,68 @@ def decode_produce_fast_python(frame_body: Buffer) -> ProduceRequest | None:
 decode_produce_fast = decode_produce_fast_python
 if native.IN_USE is not None:
     decode_produce_fast = native.IN_USE.decode_produce_fast
+
+
+class ProduceRun(NamedTuple):
+    """Whole PRODUCE frames in a row, to one partition, that the broker appends as they are
+    (`produce_run`)."""
+
+    topic: str
+    partition: int
+    end: int
+    "Where the first frame after the run starts."
+    sets: list[tuple[Buffer, Validation]]
+    "Each frame's message set (a slice of the frames) and its validate(inflate=False)."
+
+
+_FRAME_SIZE = struct.Struct(">i")
+
+
+def produce_run_python(
+    frames: memoryview, pos: int, end: int, max_request_bytes: int, max_message_size: int
+) -> ProduceRun | None:
+    """The run of frames from `frames[pos:end]` that the broker's produce appends without
+    a second look, one socket read's worth at a time; None if the first frame is not one.
+
+    A frame is in the run while it is whole, its size within 2..`max_request_bytes`, it
+    decodes with `decode_produce_fast` to the first frame's topic and partition, and its
+    set, checked with validate(inflate=False), has no error, a valid prefix, no compressed
+    wrapper and no payload over `max_message_size`. The first frame that is not stops the
+    run: the broker handles it one request at a time, as before (its errors, its logging).
+    `frames` is a flat memoryview of bytes (the connection's receive buffer). The reference
+    of `produce_run`, which is its compiled twin (_native.pyx) unless native.py chose pure
+    Python.
+    """
+    sets: list[tuple[Buffer, Validation]] = []
+    topic, partition = "", 0
+    while end - pos >= 4:
+        (size,) = _FRAME_SIZE.unpack_from(frames, pos)
+        if size < REQUEST_TYPE_BYTES or size > max_request_bytes or end - pos - 4 < size:
+            break
+        request = decode_produce_fast_python(frames[pos + 4 : pos + 4 + size])
+        if request is None:
+            break
+        if not sets:
+            topic, partition = request.topic, request.partition
+        elif request.topic != topic or request.partition != partition:
+            break
+        messages = request.messages
+        check = validate_python(messages, inflate=False)
+        if (
+            check.error is not None
+            or not check.valid_bytes
+            or check.compressed
+            or check.largest_payload > max_message_size
+        ):
+            break
+        sets.append((messages, check))
+        pos += 4 + size
+    return ProduceRun(topic, partition, pos, sets) if sets else None
+
+
+produce_run = produce_run_python
+if native.IN_USE is not None:
+    produce_run = native.IN_USE.produce_run
 
 
 def _count(items: tuple[object, ...], what: str) -> int:

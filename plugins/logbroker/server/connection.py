@@ -42,6 +42,7 @@ from ..protocol.requests import (
     ProduceRequest,
     decode_produce_fast,
     decode_request,
+    produce_run,
 )
 from ..storage.segment import FileRegion
 from .handlers import Response
@@ -277,17 +278,32 @@ class ClientConnection(asyncio.BufferedProtocol):
             # The deferred appends are written when this block ends, before `buf` can be
             # read into again (its views are released then: _Received reuses it).
             with self.server.handlers.batched_appends():
-                return self._handle_frames_in(buf, pos, end)
+                return self._handle_frames_in(buf, pos, end, runs=True)
         except _LOST_PRODUCES as exc:
             self._lost_produces(exc)
             return end
 
-    def _handle_frames_in(self, buf: bytearray, pos: int, end: int) -> int:
+    def _handle_frames_in(self, buf: bytearray, pos: int, end: int, runs: bool = False) -> int:
+        """With `runs` (in a batched_appends block): PRODUCE frames in a row to one partition
+        are decoded and checked together (requests.produce_run, compiled) and deferred in one
+        step; any other frame, and the frame that ends a run, is handled on its own."""
         view = memoryview(buf)
-        max_size = self.server.max_request_bytes
+        server = self.server
+        max_size = server.max_request_bytes
+        handlers = server.handlers
+        max_message = handlers.config.max_message_size
+        one_by_one = pos  # up to here, frames go to _handle (a run the handlers gave back)
         while pos < end and not self.closed:
             if end - pos < 4:
                 return pos
+            if runs and pos >= one_by_one:
+                run = produce_run(view, pos, end, max_size, max_message)
+                if run is not None:
+                    if handlers.produce_run(run):
+                        pos = run.end
+                        self.partial_since = None
+                        continue
+                    one_by_one = run.end
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < REQUEST_TYPE_BYTES or size > max_size:
                 self.server.metrics.error("request_too_large" if size > 0 else "invalid_request")

@@ -81,6 +81,7 @@ from ..protocol.requests import (
     MultiProduceRequest,
     OffsetsRequest,
     ProduceRequest,
+    ProduceRun,
     Request,
     WaitingFetchRequest,
 )
@@ -184,7 +185,7 @@ class RequestHandlers:
         failed: list[LogbrokerError] = []
         for part_log, sets in deferred.items():
             try:
-                part_log.append_many(sets)
+                messages, nbytes = part_log.append_many(sets)
             except NotLeaderForPartitionError as exc:  # its leadership ended meanwhile
                 self.metrics.error("not_leader_for_partition", part_log.topic)
                 failed.append(exc)
@@ -196,10 +197,6 @@ class RequestHandlers:
                 continue
             # A waiting fetch is answered first: counting is not on its way.
             self._appended(part_log)
-            messages = nbytes = 0
-            for _, check in sets:
-                messages += check.messages
-                nbytes += check.valid_bytes
             self.metrics.produced(part_log.topic, messages, nbytes)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
@@ -331,6 +328,23 @@ class RequestHandlers:
         if not self._batching:
             self.flush_appends()
         return None
+
+    def produce_run(self, run: ProduceRun) -> bool:
+        """The PRODUCEs of a run (requests.produce_run: whole frames to one partition, each
+        set valid and within max.message.size), deferred as `produce` defers each of them;
+        only within `batched_appends`. False, with nothing done, if their log does not exist
+        or this broker does not lead it: the caller then hands them to `handle` one by one."""
+        part_log = self.logs.lookup(run.topic, run.partition)
+        if part_log is None or not part_log.leading or not self._batching:
+            return False
+        sets = run.sets
+        self.metrics.request("produce", len(sets))
+        deferred = self._deferred.get(part_log)
+        if deferred is None:
+            self._deferred[part_log] = sets
+        else:
+            deferred += sets
+        return True
 
     def multiproduce(self, req: MultiProduceRequest, client: str) -> Outcome:
         self.metrics.request("multiproduce")

@@ -128,12 +128,12 @@ class BrokerMetrics:
 
     # -- counting (hot path) -------------------------------------------------------------
 
-    def request(self, kind: str) -> None:
+    def request(self, kind: str, count: int = 1) -> None:
         requests = self._requests
         if kind in requests:
-            requests[kind] += 1
+            requests[kind] += count
         else:
-            self._add_new(requests, kind, 1, OVERFLOW)
+            self._add_new(requests, kind, count, OVERFLOW)
 
     def produced(self, topic: str, messages: int, nbytes: int) -> None:
         counts = self._messages_in

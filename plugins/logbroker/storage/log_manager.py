@@ -269,6 +269,11 @@ class LogManager:
     # -- flushing ---------------------------------------------------------------------
 
     def _want_flush(self, part_log: Log) -> None:
+        if part_log in self._flush_wanted:
+            # Asked already and not taken yet (the flusher takes it under the lock, then
+            # flushes): that flush covers this append too. While an fsync runs, every
+            # socket read's append would otherwise wake the flusher again for nothing.
+            return
         with self._wake:
             self._flush_wanted.add(part_log)
             self._wake.notify()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..protocol.errors import StorageError
+from ..protocol.wire import Buffer
 from .open_files import OpenFiles, SegmentFile
 
 SEGMENT_SUFFIX = ".kafka"
@@ -88,9 +89,9 @@ def empty_region(offset: int) -> FileRegion:
     return FileRegion(None, 0, 0, offset)
 
 
-def _after(buffers: list[bytes | memoryview], skip: int) -> list[bytes | memoryview]:
+def _after(buffers: list[Buffer], skip: int) -> list[Buffer]:
     """`buffers` without their first `skip` bytes."""
-    out: list[bytes | memoryview] = []
+    out: list[Buffer] = []
     for buf in buffers:
         if skip >= len(buf):
             skip -= len(buf)
@@ -170,7 +171,7 @@ class LogSegment:
         """Write all of `data` at the end of the file; visible to readers once this returns."""
         self.append_all([data], len(data), now_ms)
 
-    def append_all(self, buffers: list[bytes | memoryview], total: int, now_ms: int) -> None:
+    def append_all(self, buffers: list[Buffer], total: int, now_ms: int) -> None:
         """Write `buffers` (`total` bytes) at the end of the file, in as few calls as it takes.
 
         All or nothing: if the bytes cannot all be written, the file is cut back to its end
