@@ -111,6 +111,19 @@ def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
 
 
+def story(brokers: dict[int, BrokerProcess], topic: str) -> str:
+    """The brokers' log lines about `topic`, the controller and ZooKeeper sessions, in time
+    order: what a failed check of the replicas says (whole logs: each broker's log_path)."""
+    keys = (topic, "controller", "ZooKeeper", "fetching from leader")
+    lines = []
+    for i, broker in sorted(brokers.items()):
+        for line in broker.log_since().splitlines():
+            if any(k in line for k in keys):
+                stamp, _, rest = line.partition(" ")
+                lines.append(f"{stamp} [broker {i}] {rest}")
+    return "\n".join(["broker logs:", *sorted(lines)])
+
+
 def state(cluster: Cluster, topic: str, partition: int = 0) -> ReplicatedPartition:
     return cluster.describe_replicated(topic)[partition]
 
@@ -266,5 +279,10 @@ def test_a_follower_far_behind_copies_in_small_fetches_byte_for_byte(
         )
         end = produce(leader, "behind", 0, [b"last"])  # acks=-1: on every replica
         for follower in (slow, other):
-            assert log_bytes(follower, "behind", 0)[:end] == log_bytes(leader, "behind", 0)[:end]
+            copied = log_bytes(follower, "behind", 0)[:end]
+            assert copied == log_bytes(leader, "behind", 0)[:end], (
+                f"broker {follower.broker_id} holds {len(copied)} of the {end} bytes acknowledged "
+                f"with acks=-1 (ISR {list(state(cluster, 'behind').isr)} now)\n"
+                + story(three, "behind")
+            )
         assert consume(leader, "behind", 0)[-len(sent) - 1 :] == [*sent, b"last"]
