@@ -8,11 +8,13 @@ partition's state. The role follows the state (docs/replication.md, "Leaders and
 - leader: the log takes produces (`log.leading`); the epoch it leads in is written to its
   epoch file before its first append. It learns each follower's log end from the offsets the
   follower fetches (`record_fetch`); the high watermark is the smallest log end in the ISR,
-  and consumers see only what is below it. A follower that has not caught up to the leader's
-  end for `replica.lag.time.max.ms` leaves the ISR; one whose end reaches the high watermark
-  rejoins it, unless it is shutting down (`/replication/admin/shutdown/<id>`: the controller
-  took it out for good). The leader writes those ISR changes itself, as a conditional write of
-  the state (the version it read, its leader and epoch kept): a stale leader's write fails.
+  and consumers see only what is below it. A follower is caught up when it fetches from the
+  leader's end, or from at least the end the leader had at its previous fetch (as of that
+  fetch); one not caught up for `replica.lag.time.max.ms` leaves the ISR; one whose end
+  reaches the high watermark rejoins it, its lag counted from then, unless it is shutting
+  down (`/replication/admin/shutdown/<id>`: the controller took it out for good). The leader
+  writes those ISR changes itself, as a conditional write of the state (the version it read,
+  its leader and epoch kept): a stale leader's write fails.
   acks=-1 produces wait here (`wait_in_sync`) until the high watermark passes them;
 - follower: a ReplicaFetcher (fetcher.py) copies the leader's bytes into the log;
 - offline: nobody takes produces; every request about it says so.
@@ -88,8 +90,10 @@ class Replica:
         self.epochs = LeaderEpochs(part_log.directory)
         self.state: PartitionState | None = None
         self.high_watermark = min(high_watermark, part_log.end_offset)
-        # leader only: each follower's log end, and when it last reached the leader's end
+        # leader only: each follower's log end; the leader's end and the time at its last
+        # fetch; and the last time it held everything the leader had (record_fetch)
         self.follower_end: dict[int, int] = {}
+        self.last_fetch: dict[int, tuple[int, int]] = {}
         self.caught_up_ms: dict[int, int] = {}
         # followers whose addition to the ISR this leader is writing -> the state version the
         # write makes: counted in the high watermark from before the write (from then on the
@@ -128,11 +132,24 @@ class Replica:
 
     def record_fetch(self, follower: int, offset: int, now_ms: int) -> bool:
         """A follower fetched from `offset`: it holds everything before it. True when the
-        high watermark moved."""
+        high watermark moved.
+
+        It is caught up now if it has the leader's end, and as of its previous fetch if it has
+        what the leader had then: under steady produces a follower that fetches promptly is
+        always a little behind the end, yet never falls behind for longer than between two of
+        its fetches."""
         self.follower_end[follower] = offset
-        if offset >= self.log.end_offset:
-            self.caught_up_ms[follower] = now_ms
+        end = self.log.end_offset
+        previous = self.last_fetch.get(follower)
+        if offset >= end:
+            self._caught_up(follower, now_ms)
+        elif previous is not None and offset >= previous[0]:
+            self._caught_up(follower, previous[1])
+        self.last_fetch[follower] = (end, now_ms)
         return self.advance_high_watermark()
+
+    def _caught_up(self, follower: int, at_ms: int) -> None:
+        self.caught_up_ms[follower] = max(at_ms, self.caught_up_ms.get(follower, at_ms))
 
     def advance_high_watermark(self) -> bool:
         """The smallest log end in the ISR, if it is above the high watermark (True then);
@@ -210,7 +227,12 @@ class Replica:
             # Before the first append of the epoch: its start is the log's end now.
             self.epochs.assign(new.leader_epoch, self.log.end_offset)
             self.follower_end = {}
+            self.last_fetch = {}
             self.caught_up_ms = {f: now_ms for f in new.isr}  # a grace for every member
+        elif leads and old is not None:
+            for f in set(new.isr) - set(old.isr):
+                # back in the ISR: its lag counts from now, not from before it left
+                self.caught_up_ms[f] = now_ms
         if self.joining:  # the additions this state (or a later one) settled
             self.joining = (
                 {} if changed else {f: v for f, v in self.joining.items() if v > new.version}

@@ -98,7 +98,7 @@ from ..protocol.responses import (
     encode_refusal,
 )
 from ..protocol.topics import is_legal_topic, validate_topic
-from ..replication.replicas import Replica, ReplicaManager, monotonic_ms
+from ..replication.replicas import Replica, ReplicaManager
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
 from ..storage.segment import FileRegion, empty_region
@@ -535,7 +535,8 @@ class RequestHandlers:
                 raise WrongPartitionError(
                     f"broker {req.replica_id} is not a replica of {replica.name}"
                 )
-            if replica.record_fetch(req.replica_id, fetch.offset, monotonic_ms()):
+            now_ms = self.replicas.clock_ms()  # type: ignore[union-attr]
+            if replica.record_fetch(req.replica_id, fetch.offset, now_ms):
                 self._high_watermark_moved(replica)
             if req.replica_id not in state.isr and replica.wants_in(req.replica_id, fetch.offset):
                 self.replicas.ask_in(replica, req.replica_id)  # type: ignore[union-attr]
