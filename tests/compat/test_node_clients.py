@@ -252,7 +252,8 @@ def test_our_produce_then_franz_consume(fast_broker: BrokerProcess) -> None:
     address, plain = fast_broker.address, binary_payloads(60, seed=4)
     for start in range(0, 60, 20):
         wire.produce(address, "ours.plain", 0, build_message_set(plain[start : start + 20]))
-    assert wire.latest(address, "ours.plain") == sum(10 + len(p) for p in plain)
+    end = sum(10 + len(p) for p in plain)
+    assert wire.wait_for_end(address, "ours.plain", 0, end) == end  # (visible once flushed)
     got = node(
         "franz_consume.js", "--port", fast_broker.port, "--topic", "ours.plain", "--count", 60
     )
