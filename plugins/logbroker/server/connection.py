@@ -115,7 +115,11 @@ class _Received:
         room = min(_MIN_READ, frame - left) if frame > max(left, 4) else _MIN_READ
         if len(buf) - end < room:
             grown = min(frame, left * _GROWTH + self.capacity)
-            self._move(max(self.capacity, left + _MIN_READ, grown), frame)
+            # Room for as much again as is waiting (up to _RECV_MAX more): complete frames
+            # wait here while a response is waited for, and a buffer sized to them plus one
+            # read would move them all again at every read.
+            again = left + min(left, _RECV_MAX) + _MIN_READ
+            self._move(max(self.capacity, again, grown), frame)
         self.offered = memoryview(self.buf)[self.end :]
         return self.offered
 
