@@ -109,6 +109,11 @@ def test_leaders_spread_then_move_when_a_broker_dies(broker_factory, zk_chroot) 
             )
 
         wait_until("new leaders for the dead broker's partitions", moved)
+        # (the controller settles the partitions one after another: the others' ISRs follow)
+        wait_until(
+            "the dead broker out of every ISR",
+            lambda: all(victim not in p.isr for p in described(cluster, "orders")),
+        )
         after = described(cluster, "orders")
         for p in after:
             assert victim not in p.isr and p.under_replicated  # it left every ISR
