@@ -46,6 +46,7 @@ from logbroker.protocol.message import MIN_MESSAGE_SIZE
 from logbroker.protocol.message_set import (
     Buffer,
     MessageColumns,
+    entry_at_or_after,
     first_entry_size,
     message_columns,
     whole_entries_end,
@@ -179,15 +180,6 @@ def data_loss_message(r: PartitionRange, missing_from: int, earliest: int) -> st
     )
 
 
-def _entry_at_or_after(data: memoryview, base: int, limit: int, end: int) -> int:
-    """Position in `data` (whole entries up to `end`) of the first entry starting >= `limit`."""
-    pos = 0
-    unpack = _INT32.unpack_from
-    while pos < end and base + pos < limit:
-        pos += 4 + unpack(data, pos)[0]
-    return min(pos, end)
-
-
 def read_range(
     consumer: SimpleConsumer | PartitionReader,
     r: PartitionRange,
@@ -309,13 +301,16 @@ def _read(
             size = fetch_size
             first = 0
             if offset < owned_from:  # walking to the first entry this reader owns
-                first = _entry_at_or_after(view, offset, owned_from, whole)
+                first = entry_at_or_after(view, owned_from - offset, whole)
             last = whole
             if offset + whole > owned_to:
-                last = _entry_at_or_after(view, offset, owned_to, whole)
-            if last > first:
-                yield decode(view[first:last], offset + first, r)[0]
+                last = entry_at_or_after(view, owned_to - offset, whole)
+            at = offset
             offset += last if last < whole else whole
+            if offset < owned_to:  # on its way while this one is decoded
+                fetches.ask(offset, min(size, r.end - offset))
+            if last > first:
+                yield decode(view[first:last], at + first, r)[0]
     finally:
         fetches.close()  # an answer asked for and not read: the connection goes with it
 

@@ -236,6 +236,26 @@ def _entry_at(spans: list[tuple[int, int, int]], position: int) -> tuple[int, in
 
 @pytest.mark.parametrize("walks", PATHS)
 @SETTINGS
+@given(valid_sets(), st.integers(0, 64), st.data())
+def test_sizes_only_walks_find_the_entry_boundaries(
+    walks: Walks, valid: tuple[bytes, list[bytes]], cut: int, data: st.DataObject
+) -> None:
+    """whole_entries stops before a cut-off entry; entry_at_or_after lands on the first
+    entry boundary at or after any position: where a reader of part of a range starts."""
+    buffer, _ = valid
+    spans = _entry_spans(buffer)
+    truncated = buffer[: max(0, len(buffer) - cut)]
+    ends = [end for _, end, _ in spans if end <= len(truncated)]
+    whole = max([0, *ends])
+    assert walks.whole_entries(truncated) == (whole, len(ends))
+    starts = [start for start, _, _ in spans]
+    position = data.draw(st.integers(-4, whole + 4))
+    expected = min([s for s in starts if s >= position and s < whole] + [whole])
+    assert walks.entry_at_or_after(truncated, position, whole) == expected
+
+
+@pytest.mark.parametrize("walks", PATHS)
+@SETTINGS
 @given(set_specs(), st.integers(0, 2**40))
 def test_round_trip(walks: Walks, spec: tuple[list[bytes], int, int], base: int) -> None:
     payloads, codec, magic = spec
@@ -587,6 +607,14 @@ def _answers(walks: Walks, buffer: bytes | bytearray | memoryview, base: int) ->
         said.append(walks.stored_set_end(buffer, base))
     except InvalidMessageError as exc:
         said.append(_text(exc))
+    whole, _ = walks.whole_entries(buffer)
+    said.append(walks.whole_entries(buffer))
+    for position in (-1, 0, 1, 9, base % (len(buffer) + 1), whole // 2, whole, len(buffer) + 1):
+        said.append(walks.entry_at_or_after(buffer, position, whole))
+        try:  # an end past the whole entries: refused, not walked into
+            said.append(walks.entry_at_or_after(buffer, position, len(buffer) + 1))
+        except ValueError as exc:
+            said.append(_text(exc))
     return said
 
 

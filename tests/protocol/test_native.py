@@ -42,6 +42,8 @@ WALKS = {
     "iter_messages": ("message_set", "iter_messages"),
     "stored_set_end": ("message_set", "stored_set_end"),
     "build_message_set": ("message_set", "build_message_set"),
+    "whole_entries": ("message_set", "whole_entries"),
+    "entry_at_or_after": ("message_set", "entry_at_or_after"),
     "decode_produce_fast": ("requests", "decode_produce_fast"),
     "produce_run": ("requests", "produce_run"),
     "encode_produce_set": ("requests", "encode_produce_set"),

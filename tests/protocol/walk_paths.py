@@ -20,10 +20,12 @@ from logbroker.protocol.message_set import (
     MessageColumns,
     Validation,
     build_message_set_python,
+    entry_at_or_after_python,
     iter_messages_python,
     message_columns_python,
     stored_set_end_python,
     validate_python,
+    whole_entries_python,
 )
 
 Validate = Callable[..., Validation]
@@ -39,6 +41,8 @@ class Walks(NamedTuple):
     iter_messages: IterMessages
     stored_set_end: StoredSetEnd
     build_message_set: BuildMessageSet
+    whole_entries: Callable[[Buffer], tuple[int, int]]
+    entry_at_or_after: Callable[[Buffer, int, int], int]
 
 
 PYTHON = Walks(
@@ -48,6 +52,8 @@ PYTHON = Walks(
     iter_messages_python,
     stored_set_end_python,
     build_message_set_python,
+    whole_entries_python,
+    entry_at_or_after_python,
 )
 COMPILED = (
     Walks(
@@ -57,6 +63,8 @@ COMPILED = (
         native.COMPILED.iter_messages,
         native.COMPILED.stored_set_end,
         native.COMPILED.build_message_set,
+        native.COMPILED.whole_entries,
+        native.COMPILED.entry_at_or_after,
     )
     if native.COMPILED is not None
     else None

@@ -9,7 +9,8 @@ _crc32.h's: zlib's value, folded with carry-less multiplies where the CPU has th
 payload's CRC in a fifth of zlib's time), else zlib's C function itself.
 
 Here: validate, message_columns (the batch consumer's walk of a fetch), iter_messages,
-stored_set_end and build_message_set; requests.py's decode_produce_fast (the broker's first
+stored_set_end, build_message_set, and the sizes-only walks whole_entries and
+entry_at_or_after (a follower's append, a reader walking to the first message it owns); requests.py's decode_produce_fast (the broker's first
 look at every PRODUCE frame), produce_run (the same for a read's worth of PRODUCE frames to
 one partition, with their sets validated) and encode_produce_set (the producer's whole
 PRODUCE frame); and the Spark source's walk of a fetch into arrays
@@ -118,6 +119,8 @@ cdef object _stored_set_end_python = None
 cdef object _build_message_set_python = None
 cdef object _wrap = None
 cdef object _message_columns_python = None
+cdef object _whole_entries_python = None
+cdef object _entry_at_or_after_python = None
 cdef object _MessageColumns = None
 # requests.py's, looked up on first use as well (requests imports native)
 cdef object _ProduceRequest = None
@@ -130,7 +133,8 @@ cdef object _produce_run_python = None
 cdef void _bind() except *:
     global _Validation, _stored_budget, _validate_compressed, _validate_python, _Message
     global _unwrapped, _stored_set_end_python, _build_message_set_python, _wrap
-    global _message_columns_python, _MessageColumns
+    global _message_columns_python, _MessageColumns, _whole_entries_python
+    global _entry_at_or_after_python
     from logbroker.protocol import message, message_set
 
     _Validation = message_set.Validation
@@ -144,6 +148,8 @@ cdef void _bind() except *:
     _wrap = message_set._wrap
     _message_columns_python = message_set.message_columns_python
     _MessageColumns = message_set.MessageColumns
+    _whole_entries_python = message_set.whole_entries_python
+    _entry_at_or_after_python = message_set.entry_at_or_after_python
 
 
 cdef inline int32_t _int32(const unsigned char *p) noexcept nogil:
@@ -532,6 +538,70 @@ cdef tuple _stored_set_end(const unsigned char *buf, Py_ssize_t length, object b
         pos = end
         entries += 1
     return pos, entries
+
+
+cdef bint _flat(object buffer):
+    """Whether the loops read `buffer` as it is: bytes, a bytearray, or a one-dimensional
+    contiguous view of bytes (what a fetch is); anything else goes to the reference."""
+    if isinstance(buffer, bytes) or PyByteArray_Check(buffer):
+        return True
+    return isinstance(buffer, memoryview) and buffer.ndim == 1 and buffer.itemsize == 1 and buffer.c_contiguous
+
+
+def whole_entries(buffer):
+    """message_set.whole_entries_python, compiled: (where the whole entries at the start of
+    `buffer` end, how many there are); sizes only."""
+    cdef Py_buffer pybuf
+    cdef Py_ssize_t pos = 0, count = 0, length, end
+    cdef int32_t size
+    cdef const unsigned char *buf
+    if not _flat(buffer):
+        if _Message is None:
+            _bind()
+        return _whole_entries_python(buffer)
+    PyObject_GetBuffer(buffer, &pybuf, PyBUF_SIMPLE)
+    try:
+        buf = <const unsigned char *>pybuf.buf
+        length = pybuf.len
+        while pos + ENTRY_OVERHEAD <= length:
+            size = _int32(buf + pos)
+            end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+            if size < MIN_MESSAGE_SIZE or end > length:
+                break
+            pos = end
+            count += 1
+    finally:
+        PyBuffer_Release(&pybuf)
+    return pos, count
+
+
+def entry_at_or_after(buffer, Py_ssize_t position, Py_ssize_t end):
+    """message_set.entry_at_or_after_python, compiled: where the first entry starting at or
+    after `position` is, walking the whole entries before `end` (`end` if none does)."""
+    cdef Py_buffer pybuf
+    cdef Py_ssize_t pos = 0, length, after
+    cdef int32_t size
+    cdef const unsigned char *buf
+    if not _flat(buffer):
+        if _Message is None:
+            _bind()
+        return _entry_at_or_after_python(buffer, position, end)
+    PyObject_GetBuffer(buffer, &pybuf, PyBUF_SIMPLE)
+    try:
+        buf = <const unsigned char *>pybuf.buf
+        length = pybuf.len
+        while pos < end and pos < position:
+            if pos + ENTRY_OVERHEAD > length:
+                size = -1
+            else:
+                size = _int32(buf + pos)
+            after = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+            if size < MIN_MESSAGE_SIZE or after > length:
+                raise ValueError(f"no whole entry at {pos}: {end} is past the whole entries")
+            pos = after
+    finally:
+        PyBuffer_Release(&pybuf)
+    return min(pos, end)
 
 
 # The largest payload whose entry size still fits the int32 field; a larger one goes to the

@@ -16,8 +16,9 @@ entries with `struct.unpack_from` and `zlib.crc32` over memoryview slices, and
 The per-message walks have compiled twins in `_native.pyx` (Cython): `validate` (the
 broker's check of every produced set), `iter_messages` (the mirror, the group consumer,
 SimpleConsumer.iter_messages), `stored_set_end` (the mirror's copy), `build_message_set`
-(the producer) and `message_columns` (the batch consumer's and the Spark source's
-decoding). native.py decides which run; the functions here are the
+(the producer), `message_columns` (the batch consumer's and the Spark source's
+decoding), and the sizes-only `whole_entries` and `entry_at_or_after` (a follower's append, a
+reader walking to the first message it owns). native.py decides which run; the functions here are the
 reference, each reachable as `<name>_python` whichever runs.
 """
 
@@ -619,25 +620,10 @@ def _check_crcs(payloads: list[bytes], start: int, crcs: list[int], offsets: lis
         raise CorruptMessageError(f"CRC mismatch in the entry at offset {offsets[start + bad]}")
 
 
-def whole_entries_end(buffer: Buffer) -> int:
-    """Where the whole entries at the start of `buffer` end (sizes only, no CRC checks).
-
-    A consumer uses it to ask for the next fetch before it has decoded this one.
-    """
-    length = len(buffer)
-    unpack_int = _INT32.unpack_from
-    pos = 0
-    while pos + ENTRY_OVERHEAD <= length:
-        (size,) = unpack_int(buffer, pos)
-        if size < MIN_MESSAGE_SIZE or pos + ENTRY_OVERHEAD + size > length:
-            break
-        pos += ENTRY_OVERHEAD + size
-    return pos
-
-
-def whole_entries(buffer: Buffer) -> tuple[int, int]:
+def whole_entries_python(buffer: Buffer) -> tuple[int, int]:
     """(where the whole entries at the start of `buffer` end, how many there are): sizes
-    only, as `whole_entries_end`; what a follower appends of a fetched region."""
+    only, no CRC checks. What a follower appends of a fetched region, and where a consumer
+    asks for its next fetch from before it has decoded this one."""
     length = len(buffer)
     unpack_int = _INT32.unpack_from
     pos = count = 0
@@ -648,6 +634,34 @@ def whole_entries(buffer: Buffer) -> tuple[int, int]:
         pos += ENTRY_OVERHEAD + size
         count += 1
     return pos, count
+
+
+def entry_at_or_after_python(buffer: Buffer, position: int, end: int) -> int:
+    """Where the first entry starting at or after `position` is, walking sizes only over the
+    whole entries before `end` (which whole_entries found); `end` if none starts before it.
+    A reader of part of a range walks this way to the first message it owns."""
+    length = len(buffer)
+    unpack_int = _INT32.unpack_from
+    pos = 0
+    while pos < end and pos < position:
+        size = unpack_int(buffer, pos)[0] if pos + ENTRY_OVERHEAD <= length else -1
+        if size < MIN_MESSAGE_SIZE or pos + ENTRY_OVERHEAD + size > length:
+            raise ValueError(f"no whole entry at {pos}: {end} is past the whole entries")
+        pos += ENTRY_OVERHEAD + size
+    return min(pos, end)
+
+
+# What the library calls: the compiled twins when native.py chose them, else the reference.
+whole_entries = whole_entries_python
+entry_at_or_after = entry_at_or_after_python
+if native.IN_USE is not None:
+    whole_entries = native.IN_USE.whole_entries
+    entry_at_or_after = native.IN_USE.entry_at_or_after
+
+
+def whole_entries_end(buffer: Buffer) -> int:
+    """Where the whole entries at the start of `buffer` end (whole_entries' first answer)."""
+    return whole_entries(buffer)[0]
 
 
 def first_entry_size(buffer: Buffer) -> int | None:
