@@ -24,6 +24,7 @@ from spark_apps.load.parquet_tasks import (
     SPARK_SCHEMA_KEY,
     ParquetWriterChoiceError,
     TaskWrite,
+    column_encodings,
     plan_write,
     use_arrow_writer,
     write_rows,
@@ -166,6 +167,17 @@ def test_arrow_and_spark_writers_write_the_same_hour(spark, cluster, tmp_path):
         assert event_time.physical_type == "INT64"
         assert "isAdjustedToUTC=true" in str(event_time.logical_type)
         assert "microseconds" in str(event_time.logical_type)
+    # The ascending header columns as deltas, the others with dictionaries (what Spark read
+    # back above, row for row, from both writers' files)
+    row_group = pq.read_metadata(local / data[0]).row_group(0)
+    encodings = {
+        row_group.column(i).path_in_schema: set(row_group.column(i).encodings)
+        for i in range(row_group.num_columns)
+    }
+    for name in ("offset", "event_time", "seq"):
+        assert "DELTA_BINARY_PACKED" in encodings[name], (name, encodings[name])
+    for name in ("topic", "server", "color", "points.list.element.x", "counts.key_value.key"):
+        assert "RLE_DICTIONARY" in encodings[name], (name, encodings[name])
 
 
 def test_writer_choice():
@@ -211,16 +223,18 @@ def test_a_failed_task_leaves_no_file_and_leftovers_are_removed(spark, cluster, 
     past_end = plan.range._replace(end=plan.range.end + 10_000)
     plan = plan._replace(range=past_end, owned_to=past_end.end)
     source_schema = spark_schema(parsed)
+    arrow_schema = to_arrow_schema(written_schema(source_schema), timezone="UTC")
     task = TaskWrite(
         source_options=failing,
         decoder=reader.decoder,
-        arrow_schema=to_arrow_schema(written_schema(source_schema), timezone="UTC"),
+        arrow_schema=arrow_schema,
         directory=(tmp_path / "failed").as_uri(),
         write_id="f" * 32,
         load_hour=HOUR,
         codec="snappy",
         suffix=".snappy",
         row_group_bytes=1,  # a row group per fetch: the file is open when the read fails
+        encodings=column_encodings(arrow_schema),
     )
     (tmp_path / "failed").mkdir()
     with pytest.raises(RangeError, match="the log ends at offset"):
