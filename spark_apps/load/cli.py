@@ -101,6 +101,16 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of bytes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 byte, got {value}")
+    return value
+
+
 def _instant(text: str) -> datetime:
     try:
         return parse_instant(text)
@@ -170,6 +180,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=1024 * 1024,
         metavar="BYTES",
         help="bytes per fetch request (default 1 MiB)",
+    )
+    parser.add_argument(
+        "--max-bytes-per-partition",
+        type=_positive,
+        default=1024 * 1024 * 1024,
+        metavar="BYTES",
+        help="a partition's range longer than this is read (and written) by several Spark "
+        "tasks; each piece but the first walks the message sizes before it (default 1 GiB; "
+        "ranges are also split, largest first, while there are fewer than the cores)",
     )
     parser.add_argument(
         "--parquet-writer",
@@ -252,6 +271,7 @@ def run_load(argv: list[str]) -> int:
         schema_registry=args.schema_registry,
         max_bad_fraction=args.max_bad_fraction,
         fetch_size=args.fetch_size,
+        max_bytes_per_partition=args.max_bytes_per_partition,
         parquet_writer=args.parquet_writer,
         lock_timeout=args.lock_timeout,
     )

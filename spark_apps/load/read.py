@@ -33,6 +33,7 @@ def source_options(
         "failOnDataLoss": "true",
         "fetchSize": str(settings.fetch_size),
         "minPartitions": str(settings.min_partitions or spark.sparkContext.defaultParallelism),
+        "maxBytesPerPartition": str(settings.max_bytes_per_partition),
     }
 
 

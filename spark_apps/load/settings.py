@@ -17,6 +17,11 @@ class LoadSettings:
     max_bad_fraction: float = 0.01
     fetch_size: int = 1024 * 1024
     min_partitions: int | None = None
+    # A range longer than this is read by several tasks. Each piece but the first is read
+    # from the range's start (its last known message boundary), walking the sizes of what
+    # comes before it: 1.5 x the bytes fetched for a range in two. minPartitions still splits
+    # the largest ranges when a topic has fewer than the cores.
+    max_bytes_per_partition: int = 1024 * 1024 * 1024
     parquet_writer: str = "auto"  # parquet_tasks.WRITERS: auto = Arrow's on file://, else Spark's
     lock_timeout: float = 600.0  # seconds to wait for another load of the topic to finish
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))

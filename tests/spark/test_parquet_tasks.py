@@ -267,3 +267,38 @@ def test_a_second_attempt_of_a_split_leaves_the_first_complete_file_alone(spark,
     assert (final.stat().st_ino, final.stat().st_mtime_ns) == identity  # not replaced
     assert sorted(p.name for p in out.iterdir()) == [final.name]  # nothing else left behind
     assert pq.read_table(final).num_rows == first.rows
+
+
+def test_max_bytes_per_partition_sets_how_many_tasks_read_and_write_a_range(
+    spark, cluster, tmp_path
+):
+    """The load reads a range in one task (one file) up to max_bytes_per_partition, in
+    pieces of equal bytes beyond: the same rows, rows_sha256 and checkpoint either way."""
+    topic = "piece_sizes"
+    cluster.register(topic, PAGE_VIEW)
+    cluster.produce(topic, [cluster.event(topic) for _ in range(240)])
+    loaded = {}
+    for limit in (1024 * 1024 * 1024, 3000):
+        wh = Warehouse.open(str(tmp_path / str(limit)), spark=spark)
+        settings = LoadSettings(
+            zookeeper=cluster.live.connect,
+            schema_registry=cluster.registry.connect,
+            min_partitions=1,
+            max_bytes_per_partition=limit,
+        )
+        checkpoint = load_hour(spark, wh, settings, topic, HOUR).checkpoint
+        hour_dir = tmp_path / str(limit) / topic / f"load_hour={HOUR}"
+        files = [p for p in hour_dir.iterdir() if p.name.startswith("part-")]
+        loaded[limit] = (checkpoint, files, ordered_rows(spark, wh.hour_dir(topic, HOUR)))
+    (whole, whole_files, whole_rows), (pieces, piece_files, piece_rows) = loaded.values()
+    ranges = [
+        p.end_offset - p.start_offset for p in whole.partitions if p.end_offset > p.start_offset
+    ]
+    assert len(whole_files) == len(ranges)  # one task and file per range
+    assert len(piece_files) == sum(-(-size // 3000) for size in ranges) > len(ranges)
+    assert (pieces.rows, pieces.rows_sha256, pieces.partitions) == (
+        whole.rows,
+        whole.rows_sha256,
+        whole.partitions,
+    )
+    assert piece_rows == whole_rows and len(whole_rows) == 240
