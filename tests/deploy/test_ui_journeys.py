@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from logbroker.testing.browser import Browser
+from logbroker.testing.browser import Browser, BrowserError
 from logbroker.testing.pipeline_stack import PipelineStack, wait_for
 from logbroker.testing.spark_standalone import SparkStandalone
 from logbroker.testing.zookeeper import find_free_port, find_free_ports
@@ -255,8 +255,16 @@ def test_schedule_unpause_the_load_and_trigger_the_mirror(
     toggle = "[data-testid=toggle-pause]"
     browser.wait_for(toggle)
     assert browser.evaluate(f"document.querySelector('{toggle}').dataset.state") == "unchecked"
-    browser.click(toggle)
-    browser.wait_for(f"{toggle}[data-state=checked]")
+    for attempt in range(3):
+        browser.click(toggle)
+        try:
+            browser.wait_for(f"{toggle}[data-state=checked]", timeout=40)
+            break
+        except BrowserError:
+            # The page re-rendered under the click (a refetch replaced the switch), so it
+            # never reached the DAG: a person clicks again once the switch shows no change.
+            if attempt == 2 or not journey.stack.airflow.api("GET", f"/dags/{LOAD}")["is_paused"]:
+                raise
     dag = wait_for(
         lambda: (
             (d := journey.stack.airflow.api("GET", f"/dags/{LOAD}"))["next_dagrun_run_after"]
