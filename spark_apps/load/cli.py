@@ -176,10 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--fetch-size",
-        type=int,
-        default=1024 * 1024,
+        type=_positive,
+        default=4 * 1024 * 1024,
         metavar="BYTES",
-        help="bytes per fetch request (default 1 MiB)",
+        help="bytes per fetch request (default 4 MiB; a larger message is fetched whole)",
     )
     parser.add_argument(
         "--max-bytes-per-partition",

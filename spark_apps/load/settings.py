@@ -15,7 +15,10 @@ class LoadSettings:
     zookeeper: str
     schema_registry: str
     max_bad_fraction: float = 0.01
-    fetch_size: int = 1024 * 1024
+    # A load reads whole partition-hours: fetches of 4 MiB (the source's default is 1 MiB,
+    # Kafka's) make batches of ~28,000 events, and the per-batch work (Arrow arrays, a fetch
+    # request) costs 10 % less of the worker's CPU than at 1 MiB (docs/warehouse.md).
+    fetch_size: int = 4 * 1024 * 1024
     min_partitions: int | None = None
     # A range longer than this is read by several tasks. Each piece but the first is read
     # from the range's start (its last known message boundary), walking the sizes of what
