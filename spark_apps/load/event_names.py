@@ -94,6 +94,11 @@ def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, produc
     n = entries.shape[0]
     mask = table.shape[0] - 1
     used = 0
+    # The previous event read: its producer_id's bytes, hash and group. Events come in runs
+    # of one producer and window, so most reuse both instead of hashing and probing again.
+    prev_at = prev_length = prev_slot = np.int64(-1)
+    prev_ph = np.uint64(0)
+    prev_window = prev_schema = np.int64(-1)
     for i in range(n):
         pos = entries[i] + ENTRY_HEADER
         end = entries[i + 1] if i + 1 < n else stop
@@ -122,19 +127,38 @@ def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, produc
             unread += 1
             continue
         at = pos
-        h = np.uint64(_FNV_OFFSET)
-        for k in range(pos, pos + length):
-            h = (h ^ np.uint64(buf[k])) * np.uint64(_FNV_PRIME)
+        same = length == prev_length
+        if same:
+            for k in range(length):
+                if buf[at + k] != buf[prev_at + k]:
+                    same = False
+                    break
+        if same:
+            ph = prev_ph
+        else:
+            h = np.uint64(_FNV_OFFSET)
+            for k in range(pos, pos + length):
+                h = (h ^ np.uint64(buf[k])) * np.uint64(_FNV_PRIME)
+            ph = _mix64(h)
         pos += length
         seq, pos, ok = varint(buf, pos, end)
         if not ok:
             unread += 1
             continue
-        ph = _mix64(h)
+        prev_at, prev_length, prev_ph = at, length, ph
         keys[i] = _mix64(ph ^ (np.uint64(seq) * np.uint64(0x9E3779B97F4A7C15)))
         if ms < _PROFILED_MS[0] or ms > _PROFILED_MS[1]:
             status = _NOT_PROFILED  # still grouped: the seq ranges need every event
         window = ms - ms % _WINDOW_MS  # floor, as Spark's pmod: before 1970 too
+        if same and window == prev_window and schema == prev_schema:
+            # the previous event's group; its bytes were checked against the group's first
+            row = table[prev_slot]
+            row[_ROWS] += 1
+            row[_MIN_MS] = min(row[_MIN_MS], ms)
+            row[_MAX_MS] = max(row[_MAX_MS], ms)
+            row[_MIN_SEQ] = min(row[_MIN_SEQ], seq)
+            row[_MAX_SEQ] = max(row[_MAX_SEQ], seq)
+            continue
         slot = np.int64(
             _mix64(ph ^ (np.uint64(window) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(schema))
             & np.uint64(mask)
@@ -174,6 +198,7 @@ def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, produc
                 row[_MAX_SEQ] = max(row[_MAX_SEQ], seq)
                 break
             slot = (slot + 1) & mask
+        prev_slot, prev_window, prev_schema = slot, window, schema
     return unread, status
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import random
 
+import pytest
 from fastavro import parse_schema, schemaless_writer
 
 from logbroker.protocol.message_set import build_message_set
@@ -93,26 +94,35 @@ def _framed(schema_id: int, ms: int, producer_id: str, seq: int) -> bytes:
     return out.getvalue()
 
 
-def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark) -> None:
+@pytest.mark.parametrize("in_runs", [False, True], ids=["interleaved", "in-runs"])
+def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark, in_runs) -> None:
     """The summary's profile the load takes from the names when it needs no Spark check:
     equal to load_summary.profile_query over the same events' rows, value for value. Many
     producers (a fetch's group table grows), producer_ids of every length xxhash64 treats
-    differently and outside ASCII, windows before 1970 and across an hour, two schemas."""
+    differently and outside ASCII, windows before 1970 and across an hour, two schemas;
+    each event's producer drawn anew, or in runs of one producer (as producers send: the
+    kernel reuses the previous event's hash and group), with equal-length neighbours."""
     from pyspark.sql import functions as F
 
     from spark_apps.warehouse.load_summary import PROFILE_COLUMNS, header_rows, profile_query
 
     rng = random.Random(4)
     producers = ["", "é", "生產者"] + [f"host-{i}." + "x" * rng.randint(0, 70) for i in range(300)]
-    events = [
-        (
-            rng.choice((3, 2**31 + 5)),
-            rng.choice((-86_400_000 * 365 * 50, 0, 1_795_000_000_000)) + rng.randint(0, 4_000_000),
-            rng.choice(producers),
-            seq,
+    producers += [f"host-{i:03d}" for i in range(40)]  # one length, differing in a byte
+    run: list[str] = []
+    events = []
+    for seq in range(6000):
+        if not run:
+            run = [rng.choice(producers)] * (rng.randint(1, 40) if in_runs else 1)
+        events.append(
+            (
+                rng.choice((3, 2**31 + 5)) if rng.random() < 0.1 or not in_runs else 3,
+                rng.choice((-86_400_000 * 365 * 50, 0, 1_795_000_000_000))
+                + rng.randint(0, 4_000_000),
+                run.pop(),
+                seq,
+            )
         )
-        for seq in range(6000)
-    ]
     names = _keys(
         *[
             build_message_set([_framed(*e) for e in events[i : i + 1500]])
