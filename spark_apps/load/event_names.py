@@ -96,9 +96,12 @@ def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, produc
     used = 0
     # The previous event read: its producer_id's bytes, hash and group. Events come in runs
     # of one producer and window, so most reuse both instead of hashing and probing again.
-    prev_at = prev_length = prev_slot = np.int64(-1)
-    prev_ph = np.uint64(0)
-    prev_window = prev_schema = np.int64(-1)
+    prev_at: Any = np.int64(-1)
+    prev_length: Any = np.int64(-1)
+    prev_slot: Any = np.int64(-1)
+    prev_ph: Any = np.uint64(0)
+    prev_window: Any = np.int64(-1)
+    prev_schema: Any = np.int64(-1)
     for i in range(n):
         pos = entries[i] + ENTRY_HEADER
         end = entries[i + 1] if i + 1 < n else stop
