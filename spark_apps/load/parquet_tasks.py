@@ -9,7 +9,7 @@ one Spark task per split that reads it (source.read_split, the data source's own
 and writes its own Parquet file; other filesystems (viewfs://, hdfs://, s3a://, ...) keep
 Spark's writer, through Hadoop's FileSystem.
 
-The files are the ones Spark's writer makes of the same rows:
+The files hold what Spark's writer makes of the same rows:
     <dir>/part-<split:05d>-<write id>-c000.<codec>.parquet
 - the columns and their nullability are the Spark schema's (`written_schema`), which is also
   stored in the footer under Spark's key (org.apache.spark.sql.parquet.row.metadata), with
