@@ -83,6 +83,16 @@ _READ, _TABLE_FULL, _NOT_PROFILED = 0, 1, 2
 
 
 @_jit
+def _count_in(row: Any, ms: Any, seq: Any) -> None:
+    """One more event of a group's row: its count, and its event time and seq ranges."""
+    row[_ROWS] += 1
+    row[_MIN_MS] = min(row[_MIN_MS], ms)
+    row[_MAX_MS] = max(row[_MAX_MS], ms)
+    row[_MIN_SEQ] = min(row[_MIN_SEQ], seq)
+    row[_MAX_SEQ] = max(row[_MAX_SEQ], seq)
+
+
+@_jit
 def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, producers: Any) -> Any:
     """Each payload's name key into `keys`, and its (producer, window, schema id) group into
     `table` (open addressing; `producers` the rows' producer hashes). Returns (payloads that
@@ -155,12 +165,7 @@ def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, produc
         window = ms - ms % _WINDOW_MS  # floor, as Spark's pmod: before 1970 too
         if same and window == prev_window and schema == prev_schema:
             # the previous event's group; its bytes were checked against the group's first
-            row = table[prev_slot]
-            row[_ROWS] += 1
-            row[_MIN_MS] = min(row[_MIN_MS], ms)
-            row[_MAX_MS] = max(row[_MAX_MS], ms)
-            row[_MIN_SEQ] = min(row[_MIN_SEQ], seq)
-            row[_MAX_SEQ] = max(row[_MAX_SEQ], seq)
+            _count_in(table[prev_slot], ms, seq)
             continue
         slot = np.int64(
             _mix64(ph ^ (np.uint64(window) * np.uint64(0x9E3779B97F4A7C15)) ^ np.uint64(schema))
@@ -194,11 +199,7 @@ def _read_names(buf: Any, entries: Any, stop: int, keys: Any, table: Any, produc
                         if buf[first + k] != buf[at + k]:
                             status = _NOT_PROFILED
                             break
-                row[_ROWS] += 1
-                row[_MIN_MS] = min(row[_MIN_MS], ms)
-                row[_MAX_MS] = max(row[_MAX_MS], ms)
-                row[_MIN_SEQ] = min(row[_MIN_SEQ], seq)
-                row[_MAX_SEQ] = max(row[_MAX_SEQ], seq)
+                _count_in(row, ms, seq)
                 break
             slot = (slot + 1) & mask
         prev_slot, prev_window, prev_schema = slot, window, schema
