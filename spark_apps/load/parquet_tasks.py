@@ -23,8 +23,8 @@ The files hold what Spark's writer makes of the same rows:
   Spark's writer does, up to DICTIONARY_BYTES of dictionary. A row group's unique values
   made a dictionary as big as the column, built through a hash table for nothing: now the
   benchmark's files are 3.9 x smaller and Arrow's writer spends ~35 % less
-  (docs/warehouse.md). Spark's vectorized reader reads
-  DELTA_BINARY_PACKED (since 3.3), as do Arrow and every Parquet reader of the last years;
+  (docs/warehouse.md). Spark's vectorized reader reads DELTA_BINARY_PACKED (since 3.3), as
+  do Arrow and every Parquet reader of the last years;
 - a task attempt writes `.<name>.<attempt id>.inprogress` (hidden from readers: Hadoop's
   rule; Spark's task attempt id, unique in the application) and, when complete, links it to
   `<name>` only if no attempt got there first (link(2) fails on an existing name: the first
@@ -98,7 +98,7 @@ class TaskWrite:
     codec: str
     suffix: str
     row_group_bytes: int
-    encodings: dict[str, Any]  # ParquetWriter's use_dictionary and column_encoding
+    encodings: dict[str, Any]  # ParquetWriter's per-column options (column_encodings)
 
 
 def use_arrow_writer(choice: str, uri: str, spark_codec: str) -> bool:

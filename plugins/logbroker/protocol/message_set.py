@@ -17,9 +17,9 @@ The per-message walks have compiled twins in `_native.pyx` (Cython): `validate` 
 broker's check of every produced set), `iter_messages` (the mirror, the group consumer,
 SimpleConsumer.iter_messages), `stored_set_end` (the mirror's copy), `build_message_set`
 (the producer), `message_columns` (the batch consumer's and the Spark source's
-decoding), and the sizes-only `whole_entries` and `entry_at_or_after` (a follower's append, a
-reader walking to the first message it owns). native.py decides which run; the functions here are the
-reference, each reachable as `<name>_python` whichever runs.
+decoding), and the sizes-only `whole_entries` and `entry_at_or_after` (a follower's append,
+a reader walking to the first message it owns). native.py decides which run; the functions
+here are the reference, each reachable as `<name>_python` whichever runs.
 """
 
 from __future__ import annotations
