@@ -34,13 +34,15 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 import pyarrow as pa
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from spark_apps.source.avro_vector import (
     PREFIX_SIZE,
     Node,
     NotColumnar,
     framed_payloads,
-    utf8_checked,
 )
 from spark_apps.source.entry_scan import byte_array
 
@@ -365,15 +367,65 @@ def _run(
     return 0, -1
 
 
+def _copy_bytes_typed(
+    typingctx: Any, dst: Any, dst_at: Any, src: Any, src_at: Any, n: Any
+) -> tuple[Any, Any]:
+    """dst[dst_at:dst_at + n] = src[src_at:src_at + n] as one memcpy, no bounds checked.
+
+    Why: numba's slice assignment builds two array views and checks their shapes, ~25 ns a
+    string; a short string's bytes take ~5. Only for callers that sized `dst` themselves.
+    """
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        dst_array, dst_pos, src_array, src_pos, count = args
+        to = context.make_array(signature.args[0])(context, builder, dst_array)
+        frm = context.make_array(signature.args[2])(context, builder, src_array)
+        cgutils.raw_memcpy(  # type: ignore[no-untyped-call]
+            builder, builder.gep(to.data, [dst_pos]), builder.gep(frm.data, [src_pos]), count, 1
+        )
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# Called from compiled code only: (dst, dst_at, src, src_at, n), as its docstring says.
+_copy_bytes: Any = intrinsic(_copy_bytes_typed)
+
+
 @_jit
-def _gather(buf: Any, starts: Any, lens: Any, out: Any, offsets: Any) -> None:
+def _gather(buf: Any, starts: Any, lens: Any, out: Any, offsets: Any) -> bool:
+    """buf[starts[i]:starts[i] + lens[i]] one after another into `out` (lens.sum() bytes at
+    least), offsets[i] where each begins; every range inside buf (_run checked them).
+    Whether no value starts with a UTF-8 continuation byte (10xxxxxx): see _utf8_values."""
     at = 0
+    starts_a_char = True
     for i in range(starts.shape[0]):
         offsets[i] = at
         n = lens[i]
-        out[at : at + n] = buf[starts[i] : starts[i] + n]
+        if n and buf[starts[i]] & 0xC0 == 0x80:
+            starts_a_char = False
+        _copy_bytes(out, at, buf, starts[i], n)
         at += n
     offsets[starts.shape[0]] = at
+    return starts_a_char
+
+
+def _utf8_values(data: np.ndarray, starts_a_char: bool) -> bool:
+    """Whether every value _gather put into `data` is UTF-8. Checked at once, not value by
+    value (~1 ns a value instead of ~6): the values are UTF-8 exactly when their concatenation
+    is and none starts inside a character (valid values concatenate to valid UTF-8; and in
+    valid UTF-8, a value that starts on a character ends where the next one starts, on one)."""
+    if not starts_a_char:
+        return False
+    whole = pa.Array.from_buffers(
+        pa.string(), 1, [None, pa.py_buffer(np.array([0, len(data)], np.int32)), pa.py_buffer(data)]
+    )
+    try:
+        whole.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 class CompiledReader:
@@ -451,19 +503,20 @@ def _leaf(
     if kind in ("string", "bytes", "fixed"):
         arrow = pa.binary() if kind == "fixed" else node.arrow
         offsets = np.empty(len(vals) + 1, np.int32)
-        if int(lens.sum()) >= 2**31:
+        size = int(lens.sum())
+        if size >= 2**31:
             raise NotColumnar("batch too large")
-        data = np.empty(int(lens.sum()), np.uint8)
-        _gather(buf, vals, lens, data, offsets)
+        data = np.empty(size, np.uint8)
+        starts_a_char = _gather(buf, vals, lens, data, offsets)
+        if kind == "string" and not _utf8_values(data, starts_a_char):
+            raise NotColumnar("invalid UTF-8")  # as fastavro's strict decoding
         bitmap = None
         nulls = 0
         if mask is not None and mask.any():
             bitmap = pa.py_buffer(np.packbits(~mask, bitorder="little"))
             nulls = int(mask.sum())
-        return utf8_checked(
-            pa.Array.from_buffers(
-                arrow, len(vals), [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
-            )
+        return pa.Array.from_buffers(
+            arrow, len(vals), [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], nulls
         )
     if kind == "enum":
         return node.parts["symbols"].take(pa.array(vals, mask=mask))

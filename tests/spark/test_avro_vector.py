@@ -158,6 +158,30 @@ def test_anything_unsure_is_not_columnar(damage: str, read: Read) -> None:
         read([*payloads, bad, *payloads], SCHEMA_ID, compile_schema(SCHEMA))
 
 
+@pytest.mark.parametrize(
+    "values",
+    [(b"caf\xc3", b"\xa9"), (b"\xe2\x82", b"\xac5"), (b"caf\xc3", b"", b"\xa9x")],
+    ids=["two-byte", "three-byte", "an empty value between"],
+)
+def test_a_character_split_between_two_values_is_not_utf8(
+    values: tuple[bytes, ...], read: Read
+) -> None:
+    # Each value is checked, not only the values' bytes together: here those together are
+    # UTF-8 (one character across a boundary), the values that hold part of it are not.
+    plan = compile_schema({"type": "record", "name": "T", "fields": [
+        {"name": "tags", "type": {"type": "array", "items": "string"}}]})  # fmt: skip
+    assert b"".join(values).decode("utf-8")
+    items = b"".join(bytes([2 * len(v)]) + v for v in values)
+    body = bytes([2 * len(values)]) + items + b"\x00"
+    framed = b"\x00" + SCHEMA_ID.to_bytes(4, "big") + body
+    with pytest.raises(NotColumnar):
+        read([framed], SCHEMA_ID, plan)
+    whole = b"".join(values)  # the same character in one value reads
+    body = bytes([2, 2 * len(whole)]) + whole + b"\x00"
+    got = read([b"\x00" + SCHEMA_ID.to_bytes(4, "big") + body], SCHEMA_ID, plan)
+    assert got["tags"].to_pylist() == [[whole.decode("utf-8")]]
+
+
 def test_maps_are_not_columnar() -> None:
     with pytest.raises(NotColumnar):
         compile_schema({"type": "record", "name": "M", "fields": [
