@@ -268,3 +268,33 @@ def test_a_reopened_log_counts_from_its_end_and_marks_stay_bounded(tmp_path, mon
         log.append(build_message_set([b"m"]))
     assert log.read_whole(starts[0], 10_000)[1] == -1  # forgotten: too many appends since
     assert log.read_whole(starts[-4], 10_000)[1] == 4
+
+
+def test_a_read_of_the_last_small_append_is_what_the_file_holds(tmp_path):
+    """The last small append is answered from memory (segment.last_append, no pread):
+    whatever region is read, after a truncation and an append of the same length at the
+    same place too, the bytes are the file's."""
+    log = make_log(tmp_path)
+    first, second = build_message_set([b"a" * 40]), build_message_set([b"b" * 40])
+    log.append(first)
+    start, _ = log.append(second)
+    segment = log.segments[-1]
+    assert segment.last_append == (start, second)
+
+    def from_file(offset: int, length: int) -> bytes:
+        with open(segment.path, "rb") as f:
+            f.seek(offset - segment.base_offset)
+            return f.read(length)
+
+    for offset, length in [(start, len(second)), (start, 10), (start + 4, 20), (0, 100)]:
+        region = log.read(offset, length)
+        assert region.read() == from_file(offset, region.length)
+    log.truncate_to(start)
+    assert segment.last_append is None
+    third = build_message_set([b"c" * 40])  # the same length, at the same position
+    log.append(third)
+    assert log.read(start, 1000).read() == third == from_file(start, len(third))
+    big = build_message_set([b"d" * 5000])  # over LAST_APPEND_MAX: not kept, read from disk
+    at, _ = log.append(big)
+    assert segment.last_append is None
+    assert log.read(at, 10_000).read() == big

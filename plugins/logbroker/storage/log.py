@@ -187,7 +187,8 @@ class Log:
         at or past it is returned: an offset between it and the log's end reads as empty.
         """
         segments, bases = self._segments, self._bases
-        end = segments[-1].end_offset
+        last = segments[-1]
+        end = last.base_offset + last.size  # end_offset, inlined: on a waiting fetch's way
         if offset == end:
             return empty_region(offset)
         if offset < bases[0] or offset > end:
@@ -392,7 +393,8 @@ class Log:
     def _count_appended(self, messages: int) -> bool:
         """Count appended messages and mark where the append ended (lock held; the module's
         "Append marks"); True when log.flush.interval is reached."""
-        end = self._segments[-1].end_offset
+        last = self._segments[-1]
+        end = last.base_offset + last.size  # end_offset, without the property's call
         ends = self._mark_ends
         if end != ends[-1]:
             self.appended_messages += messages

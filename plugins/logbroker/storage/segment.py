@@ -36,6 +36,10 @@ from .open_files import OpenFiles, SegmentFile
 
 SEGMENT_SUFFIX = ".kafka"
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 1024
+# A one-buffer append this small is kept in memory (`last_append`) until the next write: a
+# consumer waiting at the end of the log is answered with it, without a pread. Larger sets
+# (a batch producer's) are not copied: their readers are rarely waiting at their start.
+LAST_APPEND_MAX = 4096
 OFFSET_DIGITS = 20
 
 
@@ -70,10 +74,14 @@ class FileRegion(NamedTuple):
         return self.segment.file
 
     def read(self) -> bytes:
-        if self.length == 0 or self.segment is None:
+        segment = self.segment
+        if self.length == 0 or segment is None:
             return b""
+        last = segment.last_append
+        if last is not None and last[0] == self.position and len(last[1]) == self.length:
+            return last[1]  # exactly the last append: the bytes the write was given
         chunks = []
-        file = self.segment.file  # held: the descriptor stays open until this returns
+        file = segment.file  # held: the descriptor stays open until this returns
         fd, position, remaining = file.fileno(), self.position, self.length
         while remaining > 0:
             chunk = os.pread(fd, remaining, position)
@@ -83,6 +91,9 @@ class FileRegion(NamedTuple):
             position += len(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
+
+
+_new_tuple = tuple.__new__
 
 
 def empty_region(offset: int) -> FileRegion:
@@ -109,6 +120,7 @@ class LogSegment:
         "base_offset",
         "files",
         "first_append_ms",
+        "last_append",
         "last_modified_ms",
         "open_file",
         "path",
@@ -129,6 +141,8 @@ class LogSegment:
         self.last_modified_ms = last_modified_ms
         self.first_append_ms: int | None = None
         self.torn = False  # bytes of a failed write may lie past `size`
+        # (file position, bytes) of the last append when it was one small buffer, else None
+        self.last_append: tuple[int, bytes] | None = None
 
     @classmethod
     def create(
@@ -177,10 +191,16 @@ class LogSegment:
         All or nothing: if the bytes cannot all be written, the file is cut back to its end
         before this call and StorageError is raised; `size` only moves once all are written.
         """
-        file = self.file  # held: the descriptor stays open until this returns
+        # held: the descriptor stays open until this returns (`file`, inlined: an append
+        # is on a waiting consumer's way)
+        file = self.open_file
+        if file is None:
+            file = self.files.open(self)
+        self.recently_used = True
         fd = file.fileno()
         if self.torn:
             self._cut_torn_tail(None)
+        self.last_append = None
         pending, remaining = buffers, total
         try:
             while pending:  # writev takes IOV_MAX buffers at most, and may write short
@@ -201,6 +221,9 @@ class LogSegment:
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
         self.last_modified_ms = now_ms
+        if total <= LAST_APPEND_MAX and len(buffers) == 1:
+            # a copy: the buffer is a view of a socket read that is reused
+            self.last_append = (self.size, bytes(buffers[0]))
         self.size += total
 
     def _cut_torn_tail(self, cause: OSError | None) -> None:
@@ -230,11 +253,14 @@ class LogSegment:
     def region(self, position: int, max_length: int) -> FileRegion:
         """Up to `max_length` bytes from `position` (file-relative), never past the end."""
         length = max(0, min(max_length, self.size - position))
-        return FileRegion(self, position, length, self.base_offset + position)
+        # tuple.__new__: the named tuple's own __new__ is a Python function, one call more
+        # on a waiting fetch's way
+        return _new_tuple(FileRegion, (self, position, length, self.base_offset + position))
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to `size` bytes; returns how many bytes were removed."""
         removed = self.size - size
+        self.last_append = None
         file = self.file
         os.ftruncate(file.fileno(), size)
         self.size = size
