@@ -86,7 +86,8 @@ _RESULT_MIN = SHORT_STRING_OVERHEAD + 4 + 2 + 8 + 8
 _TOPIC_META_MIN = SHORT_STRING_OVERHEAD + 2 + 4
 _PARTITION_META_SIZE = 4 + 8 + 8 + 8
 _MAX_DATA = INT32_MAX - ERROR_CODE_BYTES  # the most log data one size field can count
-_ONE_SET = struct.Struct(">hih")  # a one-set MULTIFETCH body: outer error | set size | set error
+# a one-set MULTIFETCH body's head: outer error | set size | set error (the set's data after)
+ONE_SET_HEAD = _ONE_SET = struct.Struct(">hih")
 _ONE_SET_HEADER = struct.Struct(">ihih")  # the same, after the response's int32 size
 REASON_MAX_BYTES = 1024  # a longer reason is cut, at a character boundary
 
@@ -202,7 +203,8 @@ def encode_multifetch_response(sets: Sequence[FetchedSet[T]]) -> list[bytes | T]
             check_int(s.error, INT16_MIN, INT16_MAX, f"error code of set {i}")
             check_int(s.size, 0, _MAX_DATA, f"size of set {i}")
         total += SET_HEADER_BYTES + s.size
-    check_int(total, 0, INT32_MAX, "multifetch response size")
+    if not 0 <= total <= INT32_MAX:  # hot path: no call when it fits
+        check_int(total, 0, INT32_MAX, "multifetch response size")
     if len(sets) == 1:  # a consumer's usual fetch: one header in one pack
         (only,) = sets
         header = _ONE_SET_HEADER.pack(total, 0, ERROR_CODE_BYTES + only.size, only.error)

@@ -109,6 +109,7 @@ from .waiters import AppendWaiters, WaitingFetch
 log = logging.getLogger(__name__)
 
 _UNANSWERED = (ProduceRequest, MultiProduceRequest)  # 0.7 sends nothing back for these
+_new_tuple = tuple.__new__
 MAX_07_CODE = 4  # a 0.7 client knows codes -1 to 4: a later code is Unknown to it
 Part = Union[bytes, FileRegion]  # noqa: UP007 - a runtime alias
 Response = list[Part]
@@ -308,9 +309,9 @@ class RequestHandlers:
         return self.logs.lookup(topic, partition) or self.logs.get_or_create_log(topic, partition)
 
     def produce(self, req: ProduceRequest, client: str) -> Outcome:
-        self.metrics.request("produce")
         part_log = self.logs.lookup(req.topic, req.partition)
         if part_log is None or not part_log.leading:  # new, or a replica it does not lead
+            self.metrics.request("produce")
             return self._produce_all((req,), client, "PRODUCE")
         # The usual produce, in a few steps (a one-message produce's latency is mostly
         # Python calls): an existing log needs no name checks, and a plain, valid set
@@ -323,10 +324,16 @@ class RequestHandlers:
             or check.compressed
             or check.largest_payload > self.config.max_message_size
         ):
+            self.metrics.request("produce")
             return self._produce_all((req,), client, "PRODUCE", (check,))
         self._deferred.setdefault(part_log, []).append((req.messages, check))
         if not self._batching:
-            self.flush_appends()
+            try:
+                self.flush_appends()  # a waiting consumer is answered in here
+            finally:
+                self.metrics.request("produce")  # counted after, off the answer's way
+        else:
+            self.metrics.request("produce")
         return None
 
     def produce_run(self, run: ProduceRun) -> bool:
@@ -639,7 +646,7 @@ class RequestHandlers:
             return FetchedSet(code, 0, empty_region(req.offset))
         if region.length:
             self.metrics.fetched(req.topic, region.length)
-        return FetchedSet(0, region.length, region)
+        return _new_tuple(FetchedSet, (0, region.length, region))  # no Python-level __new__
 
     def fetch(self, req: FetchRequest, client: str) -> Response:
         self.metrics.request("fetch")
