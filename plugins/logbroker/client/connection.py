@@ -104,7 +104,7 @@ class BrokerConnection:
             else encode_request(request)
         )
         with self.lock:
-            sock = self.connect()
+            sock = self._sock or self.connect()
             try:
                 sock.sendall(frame)
             except OSError as exc:
@@ -121,7 +121,7 @@ class BrokerConnection:
             else encode_request(request)
         )
         with self.lock:
-            sock = self.connect()
+            sock = self._sock or self.connect()
             try:
                 sock.sendall(frame)
                 return self._receive(sock)
@@ -141,7 +141,7 @@ class BrokerConnection:
         needs before its next receive (SimpleConsumer.iter_batches) saves a fresh buffer per
         response, and the page faults of its first writes."""
         with self.lock:
-            sock = self.connect()
+            sock = self._sock or self.connect()
             try:
                 return self._receive(sock, into)
             except (OSError, BrokerUnavailableError) as exc:

@@ -280,8 +280,16 @@ class Producer:
     def _send_set(self, topic: str, payloads: list[bytes], key: Key) -> list[SendResult]:
         """Fire-and-forget messages for one partition (a `send` of one payload or a list):
         one set in one prebuilt PRODUCE frame, without send_batch's grouping per message.
-        Where send_batch would put them: one partition, random without a key."""
-        if self._cache_version != self._version():
+        Where send_batch would put them: one partition, random without a key.
+
+        Everything before the write is on a one-message send's latency, each Python call a
+        microsecond or more when the process wakes cold: the cluster's version and the
+        connection are looked up inline, and the _Batch a retry needs is made only then."""
+        leaders = self.leaders
+        version = self.brokers.version
+        if leaders is not None:
+            version += leaders.version
+        if self._cache_version != version:
             self._forget_routes()
         route = self._routes.get(topic)
         if route is None:
@@ -293,19 +301,24 @@ class Producer:
             target = partitions[random.randrange(count)] if count > 1 else partitions[0]
         else:
             target = partitions[self.partitioner(key, len(partitions))]
-        batch = _Batch(topic, target, payloads, key is not None)
         if self._closed.is_set():  # refused and counted there, as any batch after close()
-            return self._send_with_retries([batch])
-        frame = encode_produce_set(prefix, target.partition, payloads, self._codec(topic))
+            return self._send_with_retries([_Batch(topic, target, payloads, key is not None)])
+        codec = self.codec
+        if codec:  # the topic may be one left uncompressed
+            codec = self._codec(topic)
+        frame = encode_produce_set(prefix, target.partition, payloads, codec)
         broker_id = target.broker_id
         if broker_id == REPLICATED:
-            broker_id = self._leader_of(batch)
+            broker_id = self._leader_of(_Batch(topic, target, payloads, key is not None))
         try:
             if broker_id == NO_LEADER:
                 raise BrokerUnavailableError(f"{topic}-{target.partition} has no leader now")
-            self._connection(broker_id).send(frame)
-        except BrokerUnavailableError:
-            return self._send_with_retries([batch])  # fail over like any batch
+            conn = self._by_id.get(broker_id)  # valid: the version was checked above
+            if conn is None:
+                conn = self._connection(broker_id)
+            conn.send(frame)
+        except BrokerUnavailableError:  # fail over like any batch
+            return self._send_with_retries([_Batch(topic, target, payloads, key is not None)])
         self.stats.sent(len(payloads), 1)
         return []
 
