@@ -28,7 +28,7 @@ from ..protocol.message_set import (
     first_entry_size,
     iter_messages,
     message_columns,
-    whole_entries_end,
+    whole_entries,
 )
 from ..protocol.requests import (
     EARLIEST_TIME,
@@ -404,7 +404,7 @@ def _raised(result: FetchedData | LogbrokerError) -> FetchedData:
 
 def _whole_entries(data: bytes | memoryview, base: int) -> tuple[_Set, int]:
     """iter_messages' decoding: the whole entries only (sizes walked, no CRC checked yet)."""
-    end = whole_entries_end(data)
+    end = whole_entries(data)[0]  # whole_entries_end's answer, one Python call less
     return (data[:end] if end < len(data) else data, base), end
 
 
