@@ -15,6 +15,10 @@ if the pool lets it go meanwhile. A `FileRegion` handed to a reader keeps its se
 alive, and a segment that retention deletes keeps its file open until its last reader drops
 it (the inode lives until then), so a reader never waits for a delete nor loses its data.
 
+The last append, when it was one buffer of at most LAST_APPEND_MAX bytes, is also kept in
+memory (`last_append`) until the next write or a truncation: a consumer waiting at the end
+of the log is answered with those bytes without reading them back.
+
 `size` is the end of the last whole append. A write that fails or stops short (a full disk,
 an I/O error, a file size limit) leaves a torn tail after it: the file is cut back to
 `size` before the error is raised, and if even that fails, before the next append is
