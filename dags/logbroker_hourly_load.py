@@ -87,6 +87,7 @@ def logbroker_hourly_load() -> None:
         conn_id=PIPELINE.spark_conn_id,
         analysis_conn_id=PIPELINE.analysis_conn_id,
         warehouse=PIPELINE.warehouse,
+        warehouse_reader=PIPELINE.warehouse_reader,
         max_bad_fraction=PIPELINE.max_bad_fraction,
         parquet_writer=PIPELINE.parquet_writer,
         outlets=[WAREHOUSE_ALIAS],

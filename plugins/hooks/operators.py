@@ -28,7 +28,8 @@ def committed_by_schedule(
     context: Context, warehouse: str, topic: str, hour: str, say: Callable[..., None]
 ) -> bool:
     """True when this is a scheduled run and the hour is committed already: loading it again
-    would be a second load of the hour (a new version), not the schedule's one.
+    would be a second load of the hour (a new version), not the schedule's one. `warehouse`:
+    the URI Python reads the warehouse at (Pipeline.warehouse_reader), not Spark's.
 
     The schedule makes one run per hour, so a committed hour in a scheduled run comes from an
     earlier try of this run that committed and was stopped before it could report (`make
@@ -166,10 +167,13 @@ class HourlyLoadOperator(SparkAppOperator):
         topics: Sequence[str],
         analysis_conn_id: str,
         warehouse: str,
+        warehouse_reader: str | None = None,
         max_bad_fraction: float = 0.01,
         parquet_writer: str = "auto",
         **kwargs: Any,
     ) -> None:
+        from spark_apps.warehouse.filesystem import python_uri
+
         from .pipeline import REPO_ROOT
 
         kwargs.setdefault("application", str(REPO_ROOT / "spark_apps" / "jobs" / "hourly_load.py"))
@@ -182,11 +186,22 @@ class HourlyLoadOperator(SparkAppOperator):
         self.topics_label = topics_label(self.topics)
         self.analysis_conn_id = analysis_conn_id
         self.warehouse = warehouse
+        # where this Python process reads the same files (Pipeline.warehouse_reader): the URI
+        # Spark writes may be one only Hadoop's client reads (viewfs, hdfs on another port)
+        self.warehouse_reader = warehouse_reader or python_uri(warehouse)
         self.max_bad_fraction = max_bad_fraction
         self.parquet_writer = parquet_writer
 
     # Airflow pushes what execute returns to XCom (BaseOperator.execute returns Any); the
     # spark-submit operators this one extends return nothing, this one the hour it loaded.
+    def topics_to_load(self, context: Context, topics: Sequence[str], hour: str) -> list[str]:
+        """`topics` but those a scheduled run finds committed already (read where Python
+        reads the warehouse, `warehouse_reader`)."""
+        return [
+            t for t in topics
+            if not committed_by_schedule(context, self.warehouse_reader, t, hour, self.log.info)
+        ]  # fmt: skip
+
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         from spark_apps.warehouse.topics import check_topics
 
@@ -202,10 +217,7 @@ class HourlyLoadOperator(SparkAppOperator):
         hour = start.strftime("%Y-%m-%dT%H")
         # a scheduled run loads an hour once: a topic it finds committed was committed by a
         # try stopped before it could report (make down), or by a backfill that came first
-        to_load = [
-            t for t in topics
-            if not committed_by_schedule(context, self.warehouse, t, hour, self.log.info)
-        ]  # fmt: skip
+        to_load = self.topics_to_load(context, topics, hour)
         analysis = LogbrokerHook(self.analysis_conn_id)
         self.application_args = [
             "--zookeeper", analysis.zk_connect,

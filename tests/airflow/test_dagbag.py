@@ -60,6 +60,13 @@ def test_hourly_load_has_hour_long_data_intervals(dagbag) -> None:  # type: igno
     assert dag.get_task("load").depends_on_past, "an hour loads only after the previous one"
 
 
+def test_the_load_reads_committed_hours_where_python_reads_the_warehouse(dagbag) -> None:  # type: ignore[no-untyped-def]
+    from hooks.pipeline import load_pipeline
+
+    passed = dagbag.dags["logbroker_hourly_load"].get_task("load").partial_kwargs
+    assert passed["warehouse_reader"] == load_pipeline().warehouse_reader
+
+
 def test_audit_is_scheduled_on_every_loaded_topic(dagbag) -> None:  # type: ignore[no-untyped-def]
     from hooks.pipeline import load_pipeline
 

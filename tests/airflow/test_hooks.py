@@ -211,6 +211,29 @@ def test_a_scheduled_run_does_not_load_a_committed_hour_again(tmp_path) -> None:
     assert len(said) == 1
 
 
+def test_a_scheduled_load_reads_the_committed_hours_where_python_reads_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Spark's URI (viewfs, hdfs on a port WebHDFS does not answer) may be one this process
+    cannot read: the committed hours are read at `warehouse_reader` (test_dagbag: the DAG
+    passes it)."""
+    from types import SimpleNamespace
+
+    from warehouse_files import make_warehouse
+
+    from hooks.operators import HourlyLoadOperator
+
+    reader = make_warehouse(tmp_path / "wh").as_uri()
+    load = HourlyLoadOperator(
+        task_id="load",
+        topics=["page_views", "searches"],
+        analysis_conn_id="lb_analysis",
+        warehouse="viewfs://cluster/wh",  # fsspec has no viewfs: read there, it raises
+        warehouse_reader=reader,
+    )
+    scheduled: dict[str, object] = {"dag_run": SimpleNamespace(run_type="scheduled")}
+    hour = "2026-11-22T14"  # page_views committed it (warehouse_files), searches did not
+    assert load.topics_to_load(scheduled, ["page_views", "searches"], hour) == ["searches"]  # type: ignore[arg-type]
+
+
 def test_pipeline_settings_topics_per_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from hooks.pipeline import DEFAULT_FILE, load_pipeline
 
