@@ -8,6 +8,7 @@ which runs whichever path is active: the suite runs once with each.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -190,30 +191,120 @@ def test_the_source_uses_the_kernels_the_environment_asks_for() -> None:
         assert getattr(entry_kernels, name) is expected, name
 
 
-@pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")
-def test_an_executor_importing_the_archive_runs_the_compiled_walks(tmp_path: Path) -> None:
-    """A Spark executor given the --py-files archive imports `logbroker` from it, where
-    Python cannot load a compiled module: native.py copies it out and loads it. Here the
-    archive, with a __main__.py added, is run as a program: Python puts it first on the
+needs_compiled = pytest.mark.skipif(
+    native.COMPILED is None, reason="the _native extension is not built"
+)
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The --py-files archive with a __main__.py added, which prints where `logbroker` and
+    its compiled module were loaded from: run as a program, Python puts it first on the
     import path, as spark-submit does on an executor's."""
-    probe = tmp_path / "probe.zip"
-    shutil.copyfile(build_archive(tmp_path / "cache"), probe)
+    folder = tmp_path_factory.mktemp("probe")
+    probe = folder / "probe.zip"
+    shutil.copyfile(build_archive(folder / "cache"), probe)
     with zipfile.ZipFile(probe, "a") as archive:
         archive.writestr(
             "__main__.py",
             "import logbroker.protocol.native as n, spark_apps.source.entry_kernels as k\n"
-            "print(n.__file__); print(n.ACTIVE); print(n.COMPILED.__file__)\n"
-            "print(k.walk_entries is n.COMPILED.walk_entries)\n",
+            "print(n.__file__); print(n.ACTIVE); print(n.COMPILED and n.COMPILED.__file__)\n"
+            "print(k.walk_entries is getattr(n.COMPILED, 'walk_entries', None))\n",
         )
+    return probe
+
+
+def run_probe(probe: Path, tmp: Path) -> tuple[list[str], str]:
+    """The probe's four lines and its stderr, run with TMPDIR=`tmp`."""
     env = {k: v for k, v in os.environ.items() if k != native.PURE_PYTHON_ENV}
-    env["TMPDIR"] = str(tmp_path / "tmp")
-    (tmp_path / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp)
     ran = subprocess.run(
         [sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=120
     )
     assert ran.returncode == 0, ran.stderr
-    module_file, active, compiled_file, kernels = ran.stdout.splitlines()
+    return ran.stdout.splitlines(), ran.stderr
+
+
+def archived_module(probe: Path) -> tuple[str, bytes]:
+    """The name the compiled module is copied out to (`_native-<digest>.<suffix>`), its bytes."""
+    with zipfile.ZipFile(probe) as archive:
+        (member,) = [
+            n for n in archive.namelist() if n.startswith("logbroker/protocol/_native.")
+            and not n.endswith((".pyx", ".pxd", ".c", ".py"))
+        ]  # fmt: skip
+        data = archive.read(member)
+    suffix = member[len("logbroker/protocol/_native") :]
+    return f"_native-{hashlib.sha256(data).hexdigest()[:16]}{suffix}", data
+
+
+@needs_compiled
+def test_an_executor_importing_the_archive_runs_the_compiled_walks(
+    probe: Path, tmp_path: Path
+) -> None:
+    """A Spark executor given the --py-files archive imports `logbroker` from it, where
+    Python cannot load a compiled module: native.py copies it out and loads it."""
+    (module_file, active, compiled_file, kernels), _ = run_probe(probe, tmp_path)
     assert module_file.startswith(str(probe))  # the archive's logbroker, not the install
     assert active == "compiled (Cython)"
-    assert compiled_file.startswith(str(tmp_path / "tmp" / "logbroker-native-"))
+    assert compiled_file.startswith(str(tmp_path / "logbroker-native-"))
     assert kernels == "True"
+
+
+@needs_compiled
+@pytest.mark.parametrize("how", ["others may write", "another owner"])
+def test_an_executor_refuses_a_module_folder_that_is_not_its_own(
+    probe: Path, tmp_path: Path, how: str
+) -> None:
+    """In a shared /tmp another user can make `logbroker-native-<uid>` first, and put in it
+    whatever .so they like under the name ours is loaded by: that folder is not used; the
+    module loads from a fresh private folder, removed once loaded."""
+    name, _ = archived_module(probe)
+    shared = tmp_path / f"logbroker-native-{os.getuid()}"
+    shared.mkdir()
+    planted = shared / name
+    planted.write_bytes(b"not the module")
+    if how == "others may write":
+        shared.chmod(0o777)
+    elif os.getuid() == 0:
+        os.chown(shared, 65534, 65534)  # nobody's
+    else:
+        pytest.skip("only root can give a folder to another user")
+    (_, active, compiled_file, kernels), stderr = run_probe(probe, tmp_path)
+    assert active == "compiled (Cython)" and kernels == "True"
+    assert not compiled_file.startswith(str(shared) + "/")
+    assert f"not loading the compiled module from {shared}: " in stderr
+    assert planted.read_bytes() == b"not the module"  # neither loaded nor written
+    assert sorted(p.name for p in tmp_path.iterdir()) == [shared.name]  # the fresh one gone
+
+
+def test_a_module_folder_is_private_only_as_a_directory_of_ours_no_one_else_writes(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    uid = os.stat(folder).st_uid
+    assert native.not_private(folder, uid) is None
+    assert native.not_private(folder, uid + 1) == f"owned by uid {uid}, not {uid + 1}"
+    folder.chmod(0o720)
+    assert native.not_private(folder, uid) == "mode 720: others may write to it"
+    folder.chmod(0o755)  # read by others: nothing can be put in it
+    assert native.not_private(folder, uid) is None
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert native.not_private(link, uid) == "not a directory (a link, or a file)"
+
+
+@needs_compiled
+def test_an_executor_loads_the_copied_module_only_when_its_bytes_hash_to_its_name(
+    probe: Path, tmp_path: Path
+) -> None:
+    """A copy cut short (a full disk, a killed worker) or changed since is written again
+    before it is loaded."""
+    name, data = archived_module(probe)
+    ours = tmp_path / f"logbroker-native-{os.getuid()}"
+    ours.mkdir(mode=0o700)
+    (ours / name).write_bytes(data[: len(data) // 2])
+    (_, active, compiled_file, kernels), _ = run_probe(probe, tmp_path)
+    assert (active, kernels) == ("compiled (Cython)", "True")
+    assert compiled_file == str(ours / name)
+    assert (ours / name).read_bytes() == data
