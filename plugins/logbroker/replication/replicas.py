@@ -23,11 +23,15 @@ The high watermarks are written to `<log.dir>/replication-offset-checkpoint` (hi
 every `replica.high.watermark.checkpoint.interval.ms` and at stop, and read back at start.
 
 Threads: kazoo calls the watches on its event thread; they only enqueue. One worker thread
-reads ZooKeeper, creates logs, changes roles and writes ISR changes, in order, and runs the
-periodic checks (laggards, checkpoints). The broker's event loop serves requests: it updates
-a leader's follower ends and high watermark and settles acks=-1 waits; the worker hands it
-role changes through `call_soon_threadsafe`. A role is one attribute (`log.leading`), and a
-state one object, each replaced whole: either thread reads them without a lock.
+reads ZooKeeper, creates logs, starts and stops the fetchers and writes ISR changes, in
+order, and runs the periodic checks (laggards, checkpoints). The broker's event loop serves
+requests: it updates a leader's follower ends and high watermark and settles acks=-1 waits.
+A new partition state is taken on the event loop too (the worker hands it over and waits),
+together with what the acks=-1 waits owe it, so that no request runs between a smaller ISR
+and the failing of the waits it can no longer acknowledge; and a wait is settled as a success
+only while the ISR is at least min.insync.replicas (Kafka's checkEnoughReplicasReachOffset).
+A role is one attribute (`log.leading`), and a state one object, each replaced whole: the
+worker and the fetchers read them without a lock.
 """
 
 from __future__ import annotations
@@ -81,12 +85,14 @@ class Replica:
         part_log: Log,
         broker_id: int,
         high_watermark: int = 0,
+        min_insync_replicas: int = 1,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.replicas = replicas
         self.log = part_log
         self.broker_id = broker_id
+        self.min_insync_replicas = min_insync_replicas
         self.epochs = LeaderEpochs(part_log.directory)
         self.state: PartitionState | None = None
         self.high_watermark = min(high_watermark, part_log.end_offset)
@@ -137,9 +143,12 @@ class Replica:
         It is caught up now if it has the leader's end, and as of its previous fetch if it has
         what the leader had then: under steady produces a follower that fetches promptly is
         always a little behind the end, yet never falls behind for longer than between two of
-        its fetches."""
-        self.follower_end[follower] = offset
+        its fetches. A claim past this leader's own end counts for nothing: no follower can
+        hold what the leader does not (the fetch is answered OffsetOutOfRange)."""
         end = self.log.end_offset
+        if offset > end:
+            return False
+        self.follower_end[follower] = offset
         previous = self.last_fetch.get(follower)
         if offset >= end:
             self._caught_up(follower, now_ms)
@@ -167,11 +176,19 @@ class Replica:
             return False
         self.high_watermark = mark
         if self._waiting:
+            # Kafka's checkEnoughReplicasReachOffset: what the ISR holds is acknowledged only
+            # while the ISR is as large as min.insync.replicas asks; an ISR that shrank after
+            # the append answers NotEnoughReplicasAfterAppend, never a success.
+            code = (
+                0
+                if len(current.isr) >= self.min_insync_replicas
+                else NotEnoughReplicasAfterAppendError.code
+            )
             still = []
             for offset, future in self._waiting:
                 if offset <= mark:
                     if not future.done():
-                        future.set_result(0)
+                        future.set_result(code)
                 else:
                     still.append((offset, future))
             self._waiting = still
@@ -429,6 +446,7 @@ class ReplicaManager:
                     self.logs.create_replica(topic, partition),
                     self.broker_id,
                     self._checkpointed.get((topic, partition), 0),
+                    self.min_insync_replicas,
                 )
                 self._replicas[(topic, partition)] = replica
                 self._client.DataWatch(
@@ -437,11 +455,13 @@ class ReplicaManager:
                 )
 
     def _apply(self, replica: Replica, new: PartitionState) -> None:
+        """Take a partition's new state (the worker thread). The follower's copying stops
+        first, so that no append runs across the change; the state itself is taken on the
+        event loop (`_take_state`), between two requests, so that no request sees a new ISR
+        before the waits for acks have followed it; copying from a new leader starts after."""
         old = replica.state
-        was_leader = replica.leading
         leads = new.leader == self.broker_id
         new_epoch = old is None or (old.leader, old.leader_epoch) != (new.leader, new.leader_epoch)
-        # A follower's copying stops before the role changes: no append runs across it.
         if (
             old is not None
             and old.online
@@ -449,6 +469,16 @@ class ReplicaManager:
             and (not new.online or new.leader != old.leader)
         ):
             self._fetcher(old.leader).remove(replica)
+        self._in_loop_and_wait(self._take_state, replica, new)
+        if not leads and new.online:
+            self._fetcher(new.leader).add(replica, new_epoch=new_epoch)
+
+    def _take_state(self, replica: Replica, new: PartitionState) -> None:
+        """In the event loop: the new state and role, and the acks=-1 waits following them
+        in the same step (a fetch between the two would settle them against the new ISR)."""
+        old = replica.state
+        was_leader = replica.leading
+        leads = new.leader == self.broker_id
         if (
             self.on_isr_change is not None
             and old is not None
@@ -457,10 +487,8 @@ class ReplicaManager:
         ):
             shrank, expanded = bool(set(old.isr) - set(new.isr)), bool(set(new.isr) - set(old.isr))
             if shrank or expanded:
-                self._in_loop(self.on_isr_change, shrank, expanded)
+                self.on_isr_change(shrank, expanded)
         role = replica.become(new, self.clock_ms())
-        if not leads and new.online:
-            self._fetcher(new.leader).add(replica, new_epoch=new_epoch)
         if role is not None:
             log.info(
                 "replica %s on broker %d: %s (leader %s, epoch %d, ISR %s)",
@@ -471,10 +499,6 @@ class ReplicaManager:
                 new.leader_epoch,
                 list(new.isr),
             )
-        self._in_loop(self._after_state, replica, was_leader, leads)
-
-    def _after_state(self, replica: Replica, was_leader: bool, leads: bool) -> None:
-        """In the event loop: waits for acks follow the new role and ISR."""
         if was_leader and not leads:
             replica.fail_waiting(NotLeaderForPartitionError.code)
             return
@@ -491,6 +515,26 @@ class ReplicaManager:
             fn(*args)
         elif not loop.is_closed():
             loop.call_soon_threadsafe(fn, *args)
+
+    def _in_loop_and_wait(self, fn: Callable[..., None], *args: object) -> None:
+        """Run `fn` on the event loop and return once it has run (directly when there is no
+        running loop: a broker stopping, or a test without one)."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            fn(*args)
+            return
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                fn(*args)
+            finally:
+                done.set()
+
+        loop.call_soon_threadsafe(run)
+        while not done.wait(0.5):
+            if self._stopped.is_set() or loop.is_closed() or not loop.is_running():
+                return  # stopping: the state is not taken, nothing is served any more
 
     def _fetcher(self, leader: int) -> ReplicaFetcher:
         fetcher = self._fetchers.get(leader)

@@ -542,12 +542,14 @@ class RequestHandlers:
                 raise WrongPartitionError(
                     f"broker {req.replica_id} is not a replica of {replica.name}"
                 )
+            # read first: an offset this log does not hold (past its end) raises here, before
+            # the follower's claim to hold everything below it is counted
+            region, messages = replica.log.read_whole(fetch.offset, fetch.max_bytes)
             now_ms = self.replicas.clock_ms()  # type: ignore[union-attr]
             if replica.record_fetch(req.replica_id, fetch.offset, now_ms):
                 self._high_watermark_moved(replica)
             if req.replica_id not in state.isr and replica.wants_in(req.replica_id, fetch.offset):
                 self.replicas.ask_in(replica, req.replica_id)  # type: ignore[union-attr]
-            region, messages = replica.log.read_whole(fetch.offset, fetch.max_bytes)
             epochs = replica.epochs.entries
             # the epoch that wrote `fetch.offset`, and those that start in what is sent
             covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
