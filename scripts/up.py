@@ -204,13 +204,12 @@ def traffic(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # acks=-1: an acknowledged event is on every in-sync replica (a 0.7 topic's broker is its
-    # whole ISR); retried across a leader's failover.
+    # whole ISR); retried across a leader's failover (the producer's delivery timeout).
     producer = Producer(
         zk_connect=args.live,
         acks="ack",
         request_required_acks=-1,
         compression_codec="snappy",
-        retries=5,
         retry_backoff_ms=200,
     )
     shares = {"page_views": 0.65, "searches": 0.28, "ad_clicks": 0.07}

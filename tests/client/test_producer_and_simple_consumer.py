@@ -244,9 +244,30 @@ def test_retries_back_off_through_the_injected_sleep():
     )
     with pytest.raises(ProduceError, match="not sent after 3 retries") as info:
         producer.send("t", [b"a", b"b"])
-    assert slept == pytest.approx([0.1, 0.2, 0.3])  # backoff x attempt, no real waiting
+    assert slept == pytest.approx([0.1, 0.2, 0.4])  # doubling, no real waiting
     assert info.value.lost == 2 and producer.stats.failed_messages == 2
     assert producer.stats.retried_sets == 3
+    producer.close()
+
+
+def test_a_producer_at_its_defaults_retries_for_the_delivery_timeout():
+    """Kafka's producer since KIP-91: no retry count by default, but two minutes of retries,
+    the wait doubling from retry.backoff.ms up to retry.backoff.max.ms; enough to outlast a
+    failover, which waits for a dead leader's ZooKeeper session to expire."""
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    producer = Producer(StaticBrokers("127.0.0.1:1"), acks="ack", sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(ProduceError, match=r"delivery.timeout.ms=120000") as info:
+        producer.send("t", [b"a"])
+    assert slept[:5] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0])
+    assert set(slept[4:]) == {1.0}
+    assert 119 < sum(slept) <= 120  # the last retry is the last that fits in the timeout
+    assert info.value.lost == 1 and producer.stats.retried_sets == len(slept)
     producer.close()
 
 
@@ -288,7 +309,7 @@ def test_unkeyed_sends_fail_over_to_a_live_broker(broker_factory):
     dead_port = dead.port
     dead.stop()
     brokers = StaticBrokers(f"0:{alive.host}:{alive.port},1:127.0.0.1:{dead_port}")
-    with Producer(brokers, acks="ack", retry_backoff_ms=10) as p:
+    with Producer(brokers, acks="ack", retry_backoff_ms=10, delivery_timeout_ms=300) as p:
         results = [r for _ in range(10) for r in p.send("t", b"m")]
         assert {r.broker_id for r in results} == {0}
         assert p.stats.sent_messages == 10

@@ -35,6 +35,7 @@ from logbroker.client.group_consumer import GroupConsumer
 from logbroker.client.leaders import Leaders
 from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.producer import ProduceError, Producer
+from logbroker.config import BrokerConfig
 from logbroker.coordination import paths
 from logbroker.protocol.errors import LeaderNotAvailableError, RequestTimedOutError
 from logbroker.protocol.message_set import build_message_set
@@ -65,8 +66,18 @@ def log_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
 
 
 def test_produce_with_acks_all_across_a_killed_leader_then_consume_everything(
-    three, zk_chroot
+    broker_factory, zk_chroot
 ) -> None:
+    """The command at its own retry settings, the brokers at their default ZooKeeper session
+    timeout: the failover takes that long (the dead leader's session must expire), and the
+    producer's delivery timeout outlasts it."""
+    three = three_brokers(
+        broker_factory,
+        zk_chroot,
+        zk_sessiontimeout_ms=BrokerConfig().zk_sessiontimeout_ms,
+        replica_lag_time_max_ms=1500,
+        replica_fetch_wait_max_ms=200,
+    )
     zk = zk_chroot.connect
     create = logbroker(
         "topics", "--zookeeper", zk, "create", "orders", "--partitions", "3",
@@ -80,8 +91,7 @@ def test_produce_with_acks_all_across_a_killed_leader_then_consume_everything(
     first = lines[:1500]
     produce = logbroker(
         "produce", "--zookeeper", zk, "--topic", "orders", "--request-required-acks", "-1",
-        "--key-separator", "\t", "--batch-size", "100", "--message-send-max-retries", "20",
-        "--retry-backoff-ms", "100",
+        "--key-separator", "\t", "--batch-size", "100",
     )  # fmt: skip
     assert produce.stdin is not None
     produce.stdin.write(b"\n".join(keyed[:1500]) + b"\n")
@@ -226,7 +236,8 @@ def test_a_producer_follows_a_new_leader_and_gives_up_without_one(three, zk_chro
             producer.send("payments", [b"lost 1", b"lost 2"])
         assert info.value.lost == 2
         assert isinstance(info.value.cause, LeaderNotAvailableError)
-        assert str(info.value).startswith("2 messages not acknowledged after 3 retries: ")
+        assert str(info.value).startswith("2 messages not acknowledged after 3 retries in ")
+        assert "(message.send.max.retries=3): " in str(info.value)
         assert "payments-0 has no leader now" in str(info.value)
         produce = logbroker(
             "produce", "--zookeeper", zk, "--topic", "payments", "--request-required-acks",

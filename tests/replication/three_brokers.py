@@ -24,10 +24,8 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> N
 
 
 def three(broker_factory, zk_chroot, **overrides: object) -> dict[int, BrokerProcess]:  # type: ignore[no-untyped-def]
-    return {
-        i: broker_factory(broker_id=i, zk=zk_chroot, zk_sessiontimeout_ms=SESSION_MS, **overrides)
-        for i in range(3)
-    }
+    settings = {"zk_sessiontimeout_ms": SESSION_MS, **overrides}
+    return {i: broker_factory(broker_id=i, zk=zk_chroot, **settings) for i in range(3)}
 
 
 def produce(

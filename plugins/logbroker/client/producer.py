@@ -28,8 +28,12 @@ are 0..N-1 of its assignment (docs/replication.md), each sent to its leader (lea
 needs `zk_connect` or a ZooKeeperBrokers; with a broker list every topic is taken for a 0.7
 one).
 
-Retries (`message.send.max.retries`, default 3, each after `retry.backoff.ms` x attempt):
-a broker that cannot be reached, and for a replicated partition the answers
+Retries, as Kafka's producer since KIP-91: a failed set is sent again until it has gone on
+failing for `delivery.timeout.ms` (default 120000: a failover waits for the dead leader's
+ZooKeeper session to expire, seconds), `retry.backoff.ms` after the first failure, the wait
+doubling up to `retry.backoff.max.ms` (KIP-580's names); `message.send.max.retries`, when
+set, also bounds the number of retries. What is retried: a broker that cannot be reached,
+and for a replicated partition the answers
 NotLeaderForPartition (8), LeaderNotAvailable (9), NotEnoughReplicas (10: the ISR may grow
 back), NotEnoughReplicasAfterAppend (11) and RequestTimedOut (12). Before a retry the leaders
 of the failed sets' topics are read again. Answers 11 and 12, and a connection that broke
@@ -157,18 +161,23 @@ class Producer:
         acks: str = "none",
         request_required_acks: int | None = None,
         request_timeout_ms: int = 10000,
-        retries: int = 3,
+        retries: int | None = None,
         retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        delivery_timeout_ms: int = 120000,
         socket_timeout_ms: int = 30000,
         leaders: Leaders | None = None,
         sleep: Callable[[float], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`acks` / `request_required_acks`: see the module's table. `request_timeout_ms`:
-        with -1, how long the leader waits for its ISR. `retries`: message.send.max.retries.
+        with -1, how long the leader waits for its ISR. Retries (the module's doc):
+        `delivery_timeout_ms` bounds how long a send goes on retrying, `retries`
+        (message.send.max.retries; None: no bound but the delivery timeout) how often.
         `leaders`: where replicated topics' leaders are (made from the ZooKeeper client when
-        not given). `sleep(seconds)` waits between retries (tests pass a fake one); by default
-        a wait that `close()` cuts short, so that a producer retrying a dead broker stops at
-        close."""
+        not given). `sleep(seconds)` waits between retries, `clock()` (seconds) measures the
+        delivery timeout (tests pass fake ones); by default a wait that `close()` cuts short,
+        so that a producer retrying a dead broker stops at close."""
         if acks not in ACK_MODES:
             raise ValueError(f"acks must be one of {', '.join(ACK_MODES)}, got {acks!r}")
         level = _LEVEL_OF_MODE[acks] if request_required_acks is None else request_required_acks
@@ -176,9 +185,17 @@ class Producer:
             raise ValueError(f"request.required.acks must be 0, 1 or -1, got {level!r}")
         if level == 0 and acks == "fsync":
             raise ValueError("acks=fsync needs an answer: request.required.acks 1 or -1, not 0")
-        if request_timeout_ms < 0 or retries < 0 or retry_backoff_ms < 0:
+        if min(request_timeout_ms, retry_backoff_ms, delivery_timeout_ms) < 0 or (
+            retries is not None and retries < 0
+        ):
             raise ValueError(
-                "request.timeout.ms, message.send.max.retries and retry.backoff.ms must be >= 0"
+                "request.timeout.ms, message.send.max.retries, retry.backoff.ms and "
+                "delivery.timeout.ms must be >= 0"
+            )
+        if retry_backoff_max_ms < retry_backoff_ms:
+            raise ValueError(
+                f"retry.backoff.max.ms ({retry_backoff_max_ms}) must be at least "
+                f"retry.backoff.ms ({retry_backoff_ms})"
             )
         self._zk: KazooClient | None = None
         self._closed = threading.Event()
@@ -216,6 +233,9 @@ class Producer:
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
         self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = retry_backoff_max_ms / 1000
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self._clock = clock
         self.timeout_s = socket_timeout_ms / 1000
         self.stats = ProducerStats()
         self._connections: dict[BrokerEndpoint, BrokerConnection] = {}
@@ -230,8 +250,9 @@ class Producer:
     def from_properties(cls, props: Mapping[str, str], **kwargs: object) -> Producer:
         """From producer.properties keys: 0.7's (broker.list, zk.connect, compression.codec,
         compressed.topics, acks, socket.timeout.ms) and 0.8's (request.required.acks,
-        request.timeout.ms, message.send.max.retries, retry.backoff.ms). A bad value is a
-        ValueError naming the key."""
+        request.timeout.ms, message.send.max.retries, retry.backoff.ms), and the newer
+        retry.backoff.max.ms and delivery.timeout.ms. A bad value is a ValueError naming the
+        key."""
         settings: dict[str, object] = {
             "broker_list": props.get("broker.list"),
             "zk_connect": props.get("zk.connect"),
@@ -245,6 +266,8 @@ class Producer:
             ("request.timeout.ms", "request_timeout_ms"),
             ("message.send.max.retries", "retries"),
             ("retry.backoff.ms", "retry_backoff_ms"),
+            ("retry.backoff.max.ms", "retry_backoff_max_ms"),
+            ("delivery.timeout.ms", "delivery_timeout_ms"),
         ):
             if props.get(key, "").strip():
                 try:
@@ -400,6 +423,8 @@ class Producer:
     def _send_with_retries(self, batches: list[_Batch]) -> list[SendResult]:
         results: list[SendResult] = []
         attempt = 0
+        started = self._clock()
+        backoff = self.retry_backoff_s
         while batches:
             if self._closed.is_set():
                 lost = sum(len(b.payloads) for b in batches)
@@ -422,17 +447,27 @@ class Producer:
                     failed += [(b, exc) for b in group]
             if not failed:
                 break
-            attempt += 1
             lost = sum(len(b.payloads) for b, _ in failed)
-            if attempt > self.retries:
+            waited = self._clock() - started
+            if (self.retries is not None and attempt >= self.retries) or (
+                waited + backoff > self.delivery_timeout_s
+            ):
                 self.stats.add(failed_messages=lost)
                 what = "sent" if self.required_acks == 0 else "acknowledged"
+                bound = (
+                    f"message.send.max.retries={self.retries}"
+                    if self.retries is not None and attempt >= self.retries
+                    else f"delivery.timeout.ms={round(self.delivery_timeout_s * 1000)}"
+                )
                 raise ProduceError(
-                    f"{lost} messages not {what} after {self.retries} retries: {failed[0][1]}",
+                    f"{lost} messages not {what} after {attempt} retries in {waited:.1f} s "
+                    f"({bound}): {failed[0][1]}",
                     lost,
                     failed[0][1],
                 )
-            self._sleep(self.retry_backoff_s * attempt)
+            attempt += 1
+            self._sleep(backoff)
+            backoff = min(backoff * 2, self.retry_backoff_max_s)
             self.stats.add(retried_sets=len(failed))
             if self.leaders is not None:
                 for topic in {b.topic for b, _ in failed if b.target.broker_id == REPLICATED}:

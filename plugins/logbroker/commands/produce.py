@@ -41,8 +41,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "-1 the command exits 0 only when every line was acknowledged, otherwise 1, saying how\n"
         "many lines were not. A batch refused by a failover (the leader moved, no leader yet,\n"
         "too few in-sync replicas, not acknowledged in time) or a lost connection is sent\n"
-        "again, up to --message-send-max-retries times, --retry-backoff-ms x attempt apart:\n"
-        "a retry after 'not acknowledged' may store a batch twice (the pipeline drops\n"
+        "again until it has failed for --delivery-timeout-ms (default 2 minutes: a leader\n"
+        "killed -9 is replaced once its ZooKeeper session expires), the wait doubling from\n"
+        "--retry-backoff-ms to 1 s; --message-send-max-retries also bounds the retries.\n"
+        "A retry after 'not acknowledged' may store a batch twice (the pipeline drops\n"
         "duplicates by their event header).\n\n"
         "--format avro: each line is a JSON record of the subject's latest schema (subject =\n"
         "topic unless --subject); the header is filled unless the line gives it. A bad line\n"
@@ -98,18 +100,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="with -1: how long the leader waits for its in-sync replicas (default 10000)",
     )
     p.add_argument(
+        "--delivery-timeout-ms",
+        type=int_at_least(0),
+        default=120000,
+        metavar="MS",
+        help="how long a refused or failed batch is retried (default 120000)",
+    )
+    p.add_argument(
         "--message-send-max-retries",
         type=int_at_least(0),
-        default=3,
+        default=None,
         metavar="N",
-        help="sends of a refused or failed batch after the first (default 3)",
+        help="at most N retries of a batch (default: as many as the delivery timeout allows)",
     )
     p.add_argument(
         "--retry-backoff-ms",
         type=int_at_least(0),
         default=100,
         metavar="MS",
-        help="wait before retry n: n x this (default 100)",
+        help="the first wait before a retry, doubled per retry up to 1000 (default 100)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -146,6 +155,8 @@ def producer_acks(args: argparse.Namespace) -> dict[str, object]:
         "request_timeout_ms": args.request_timeout_ms,
         "retries": args.message_send_max_retries,
         "retry_backoff_ms": args.retry_backoff_ms,
+        "retry_backoff_max_ms": max(1000, args.retry_backoff_ms),
+        "delivery_timeout_ms": args.delivery_timeout_ms,
     }
 
 

@@ -369,7 +369,7 @@ class PipelineStack:
         acks: str = "ack",
         batch: int = 500,
         pause_s: float = 0.0,
-        retries: int = 3,
+        retries: int | None = None,
         request_required_acks: int | None = None,
     ) -> HourTraffic:
         """One simulated hour on the live cluster, by audited producers (acknowledged, snappy).
