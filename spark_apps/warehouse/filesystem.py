@@ -15,7 +15,8 @@ What the calls guarantee, on both:
 
     list(uri)            direct children as FileEntry, sorted by name; [] when `uri` is missing
     write_bytes(uri, b)  the whole file or nothing: written to a hidden temporary name beside
-                         it, then renamed over it (atomic on POSIX; delete + rename elsewhere)
+                         it, then renamed over it (atomic on POSIX and HDFS; a delete and a
+                         rename on a store with no FileContext binding: hadoop.py)
     rename(src, dst)     one rename, atomic on HDFS and POSIX; `dst` must not exist (an error
                          that names both), its parent is made
     delete(uri)          recursive; False when nothing was there

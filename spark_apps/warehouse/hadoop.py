@@ -6,6 +6,12 @@ configuration, so the same code commits an hour on HDFS. It keeps the interface 
 guarantees of filesystem.py (WarehouseFS). Reads of `file:` URIs take Python's own I/O
 (hundreds of small JSON files would otherwise cost a py4j round trip each); the result is the
 same.
+
+A whole-file write (a checkpoint, a commit record) replaces the file in one step with
+`FileContext.rename(src, dst, Options.Rename.OVERWRITE)`: on HDFS FileSystem.rename refuses an
+existing target, and a delete before the rename would leave no file if the writer died between
+the two. A store with no FileContext binding (no `fs.AbstractFileSystem.<scheme>.impl`) falls
+back to FileSystem's rename, and to that delete and rename when its rename refuses.
 """
 
 from __future__ import annotations
@@ -27,11 +33,20 @@ from spark_apps.warehouse.filesystem import (
 class HadoopFS:
     """Hadoop's FileSystem of a SparkSession, for any URI it can reach (see the module doc)."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, python_io_for_files: bool = True) -> None:
+        """`python_io_for_files`: `file:` URIs through Python's I/O (False: through Hadoop,
+        as every other scheme; the tests of the Hadoop path)."""
         sc = spark.sparkContext
         self._jvm: Any = sc._jvm
         self._conf: Any = sc._jsc.hadoopConfiguration()
         self._local = FsspecFS()
+        self._python_io_for_files = python_io_for_files
+        # FileContext per scheme://authority (each one is a client of its store, e.g. HDFS's
+        # DFSClient); None where the scheme has no FileContext binding
+        self._contexts: dict[str, Any] = {}
+        rename = getattr(self._jvm.org.apache.hadoop.fs, "Options$Rename")
+        self._overwrite: Any = sc._gateway.new_array(rename, 1)  # Java varargs: an array
+        self._overwrite[0] = rename.OVERWRITE
 
     def _path(self, uri: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(uri)
@@ -40,15 +55,34 @@ class HadoopFS:
         path = self._path(uri)
         return path.getFileSystem(self._conf), path
 
+    def _context(self, path: Any) -> Any:
+        """The FileContext of `path`'s filesystem, or None when its scheme has none."""
+        location = path.toUri()
+        key = f"{location.getScheme()}://{location.getAuthority()}"
+        if key not in self._contexts:
+            try:
+                context = self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(
+                    location, self._conf
+                )
+            except Exception as exc:  # py4j's error, carrying the Java exception's name
+                if "UnsupportedFileSystemException" not in str(exc):
+                    raise
+                context = None
+            self._contexts[key] = context
+        return self._contexts[key]
+
+    def _is_local(self, uri: str) -> bool:
+        return self._python_io_for_files and is_local(uri)
+
     # -- reads ----------------------------------------------------------------------------
     def exists(self, uri: str) -> bool:
-        if is_local(uri):
+        if self._is_local(uri):
             return self._local.exists(uri)
         fs, path = self._fs(uri)
         return bool(fs.exists(path))
 
     def list(self, uri: str) -> list[FileEntry]:
-        if is_local(uri):
+        if self._is_local(uri):
             return self._local.list(uri)
         fs, path = self._fs(uri)
         if not fs.exists(path) or not fs.getFileStatus(path).isDirectory():
@@ -69,7 +103,7 @@ class HadoopFS:
         return sorted(entries, key=lambda e: e.name)
 
     def read_bytes(self, uri: str) -> bytes:
-        if is_local(uri):
+        if self._is_local(uri):
             return self._local.read_bytes(uri)
         fs, path = self._fs(uri)
         try:
@@ -89,13 +123,13 @@ class HadoopFS:
     def parquet_rows(self, uri: str) -> int:
         """Rows of the Parquet files in directory `uri`, from their footers: no Spark job
         (a `spark.read.parquet(uri).count()` costs ~0.2 s even for a few files)."""
-        if is_local(uri):
+        if self._is_local(uri):
             return self._local.parquet_rows(uri)
         return sum(self.parquet_file_rows(e.uri) for e in parquet_files(self, uri))
 
     def parquet_file_rows(self, uri: str) -> int:
         """Rows of one Parquet file, from its footer."""
-        if is_local(uri):
+        if self._is_local(uri):
             return self._local.parquet_file_rows(uri)
         parquet = self._jvm.org.apache.parquet.hadoop
         reader = parquet.ParquetFileReader.open(
@@ -114,7 +148,7 @@ class HadoopFS:
 
     def write_bytes(self, uri: str, data: bytes) -> None:
         """Write a whole file: to a hidden temporary name beside it, then one rename."""
-        if is_local(uri):
+        if self._is_local(uri):
             self._local.write_bytes(uri, data)  # the same, without Hadoop's .crc side files
             return
         temporary = temporary_name(uri)
@@ -125,14 +159,31 @@ class HadoopFS:
         finally:
             stream.close()
         target = self._path(uri)
-        if fs.rename(temporary_path, target):  # POSIX-like stores replace in one step
-            return
-        if fs.exists(target) and fs.isFile(target):  # HDFS, S3A: no rename over a file
+        try:
+            replaced = self._replace(fs, temporary_path, target)
+        except Exception as exc:  # py4j's error: its Java exception's line, not the stack
+            fs.delete(temporary_path, False)
+            reason = getattr(exc, "java_exception", exc)
+            raise WarehouseFileSystemError(
+                f"write {uri}: could not rename {temporary} over it: {reason}"
+            ) from exc
+        if not replaced:
+            fs.delete(temporary_path, False)
+            raise WarehouseFileSystemError(f"write {uri}: could not rename {temporary} over it")
+
+    def _replace(self, fs: Any, source: Any, target: Any) -> bool:
+        """`source` renamed to `target`, replacing a file there in one step (see the module
+        doc); False when the store refused."""
+        context = self._context(target)
+        if context is not None:
+            context.rename(source, target, self._overwrite)  # raises when it cannot
+            return True
+        if fs.rename(source, target):  # POSIX-like stores replace in one step
+            return True
+        if fs.exists(target) and fs.isFile(target):  # not atomic: no FileContext here
             fs.delete(target, False)
-            if fs.rename(temporary_path, target):
-                return
-        fs.delete(temporary_path, False)
-        raise WarehouseFileSystemError(f"write {uri}: could not rename {temporary} over it")
+            return bool(fs.rename(source, target))
+        return False
 
     def write_text(self, uri: str, text: str) -> None:
         self.write_bytes(uri, text.encode("utf-8"))
