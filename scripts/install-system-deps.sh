@@ -7,7 +7,8 @@
 # and gcc with zlib's and Python's headers (`pip install -e .` compiles the message-set walks,
 # plugins/logbroker/protocol/_native.pyx; without them they run in pure Python), and
 # PostgreSQL's server binaries (`make up` runs Airflow's database on a cluster of its own,
-# logbroker.testing.postgres; Debian's own `main` cluster is not used).
+# logbroker.testing.postgres; Debian's own `main` cluster is not used), and kcat (librdkafka's
+# command-line client: the tests speak Kafka 0.8's protocol to the broker through it).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
 [ -r /usr/include/zlib.h ] || need+=(zlib1g-dev)  # brings libc6-dev, which gcc only recommends
 "${PYTHON:-python3}" -c 'import os, sysconfig, sys
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
