@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from hooks.pipeline import Pipeline, load_pipeline
+from logbroker.replication.state import REPLICATED
 from spark_apps.warehouse.filesystem import FsspecFS, join
 from spark_apps.warehouse.hour_view import WarehouseView
 from spark_apps.warehouse.hours import parse_hour, recent_hours
@@ -104,7 +105,12 @@ def create_app(
         if topic not in settings.loaded_topics:
             raise HTTPException(404, f"{topic!r} is not a topic of this pipeline")
         cell = WarehouseView(settings.warehouse_reader, grace, files).cell(topic, hour, now())
-        context = {"cell": cell, "warehouse": settings.warehouse, "base": BASE}
+        context = {
+            "cell": cell,
+            "warehouse": settings.warehouse,
+            "base": BASE,
+            "replicated": REPLICATED,  # a replicated topic's partitions' broker id
+        }
         return TEMPLATES.TemplateResponse(request, "hour.html", context)
 
     @app.get("/reports/{path:path}")

@@ -66,6 +66,34 @@ def test_hour_page_shows_offsets_and_the_failed_window(warehouse: Path) -> None:
     assert client.get("/pipeline/page_views/yesterday").status_code == 404
 
 
+def test_hour_page_names_no_broker_for_a_replicated_topics_partition(warehouse: Path) -> None:
+    """A replicated topic's partition is loaded from whichever replica leads (its offsets are
+    the same on all): the page says so, not the internal broker id -1."""
+    from fastapi.testclient import TestClient
+    from warehouse_files import write_checkpoint
+
+    from pipeline_ui.app import create_app
+
+    write_checkpoint(warehouse, "searches", "2026-11-22T14", 80, broker_id=-1)
+    client = TestClient(
+        create_app(pipeline_settings(warehouse), require_login=False, now=lambda: NOW)
+    )
+
+    def first_offset_row(html: str) -> list[str]:
+        table = re.search(r'<table class="partitions">(.*?)</table>', html, re.S)
+        assert table, html
+        rows = re.findall(r"<tr><td>(.*?)</tr>", table.group(1), re.S)
+        return re.findall(r"<td[^>]*>([^<]*)</td>", "<td>" + rows[0])
+
+    replicated = client.get("/pipeline/searches/2026-11-22T14")
+    assert replicated.status_code == 200
+    assert first_offset_row(replicated.text) == ["any replica", "0", "0", "41,230", "80"]
+    assert ">-1<" not in replicated.text
+    # a 0.7 topic's partition lives on one broker: named by its id
+    plain = client.get("/pipeline/page_views/2026-11-22T14").text
+    assert first_offset_row(plain)[:2] == ["0", "0"]
+
+
 def test_reports_are_served_and_paths_cannot_escape(warehouse: Path) -> None:
     from fastapi.testclient import TestClient
 

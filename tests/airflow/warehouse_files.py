@@ -38,12 +38,13 @@ def pipeline_settings(
     )
 
 
-def write_checkpoint(warehouse: Path, topic: str, hour: str, rows: int) -> None:
+def write_checkpoint(warehouse: Path, topic: str, hour: str, rows: int, broker_id: int = 0) -> None:
+    """`broker_id` -1: the partition of a replicated topic."""
     path = warehouse / "_checkpoints" / topic / f"{hour}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = {
         "topic": topic, "load_hour": hour,
-        "partitions": [{"broker_id": 0, "partition": 0, "start_offset": 0,
+        "partitions": [{"broker_id": broker_id, "partition": 0, "start_offset": 0,
                         "end_offset": 41230, "messages": rows}],
         "rows": rows, "duplicates_dropped": 1, "bad_records": 0,
         "rows_sha256": "ab" * 32, "committed_at": f"{hour}:59:00Z",
