@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -289,3 +290,36 @@ def test_a_bad_line_names_line_and_field_and_sends_nothing_of_its_batch(cluster,
         "skipped: mixed 0-0 offset 0: payload starts with byte 0x7b, not the event magic"
         in mixed.stderr
     )
+
+
+def test_ctrl_c_keeps_the_count_of_what_was_printed(cluster):
+    """consume --format avro stopped by Ctrl-C after one event said "consumed 0 events,
+    skipped 0 payloads that were not": the count was lost with the interrupt."""
+    zk, registry = cluster
+    register = logbroker(
+        "schemas", "register", "--zookeeper", registry, "--subject", "page_views",
+        "--file", str(SCHEMAS / "page_views.avsc"),
+    )  # fmt: skip
+    assert register.returncode == 0, register.stderr
+    produced = subprocess.run(
+        [sys.executable, "-m", "logbroker.cli", "produce", "--zookeeper", zk, "--topic",
+         "page_views", "--acks", "--format", "avro", "--schema-registry", registry],
+        input=json.dumps(page_view(1)) + "\n", capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    assert "sent 1 event to page_views (subject page_views, schema id 1)" in produced.stderr
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "logbroker.cli", "consume", "--zookeeper", zk, "--topic",
+         "page_views", "--from-beginning", "--format", "avro", "--schema-registry", registry],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert consumer.stdout is not None
+        first = json.loads(consumer.stdout.readline())  # printed: now the user presses Ctrl-C
+        assert first["member_id"] == 1
+        consumer.send_signal(signal.SIGINT)
+        _, stderr = consumer.communicate(timeout=60)
+    finally:
+        consumer.kill()
+    assert consumer.returncode == 0, stderr
+    assert stderr.splitlines()[-1] == "consumed 1 event, skipped 0 payloads that were not events"

@@ -46,6 +46,11 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 event', '2 events', '0 events' (`nouns` for a plural that is not noun + s)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def add_logging_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING (default WARNING)")
     p.add_argument("--log-format", default="text", choices=("text", "json"), help="log line format")

@@ -19,9 +19,11 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..protocol.errors import LogbrokerError
+from . import plural
 
 
 def _json_default(value: Any) -> Any:
@@ -125,23 +127,32 @@ def produce(args: argparse.Namespace, stream: BinaryIO) -> int:
             code = code or 1
         registry.close()
     audit = (
-        f"; {producer.publisher.published_events} audit counts published to _audit"
+        f"; {plural(producer.publisher.published_events, 'audit count')} published to _audit"
         if producer.publisher is not None
         else "; audit off"
     )
     print(
-        f"sent {producer.sent_events} events to {args.topic} (subject {subject}, schema id "
+        f"sent {plural(producer.sent_events, 'event')} to {args.topic} (subject {subject}, schema id "
         f"{schema_id}) in {time.monotonic() - started:.2f} s{audit}",
         file=sys.stderr,
     )
     return code
 
 
-def print_events(args: argparse.Namespace, messages: Iterator[Any], out: Any) -> tuple[int, int]:
-    """Decode and print each message; returns (events printed, payloads that were not events)."""
+@dataclass
+class Printed:
+    """What print_events did so far: the caller still has it after a Ctrl-C."""
+
+    events: int = 0
+    skipped: int = 0  # payloads that were not events
+
+
+def print_events(
+    args: argparse.Namespace, messages: Iterator[Any], out: Any, printed: Printed
+) -> None:
+    """Decode and print each message, counting into `printed` as it goes."""
     from ..serde import EventCodec, SchemaRegistry, SerdeError
 
-    printed = bad = 0
     with SchemaRegistry(args.schema_registry) as registry:
         codec = EventCodec(registry)
         for message in messages:
@@ -150,10 +161,12 @@ def print_events(args: argparse.Namespace, messages: Iterator[Any], out: Any) ->
                 record = codec.decode(message.payload, where=where)
             except SerdeError as exc:
                 print(f"logbroker consume: skipped: {exc}", file=sys.stderr)
-                bad += 1
+                printed.skipped += 1
             else:
                 out.write(event_json(record) + "\n")
-                printed += 1
-            if args.max_messages is not None and printed + bad >= args.max_messages:
+                printed.events += 1
+            if (
+                args.max_messages is not None
+                and printed.events + printed.skipped >= args.max_messages
+            ):
                 break
-    return printed, bad

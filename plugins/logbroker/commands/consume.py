@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from . import add_logging_args, formatter, int_at_least, topic_name
+from . import add_logging_args, formatter, int_at_least, plural, topic_name
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,15 +75,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     from ..client.group_consumer import GroupConsumer
     from ..protocol.errors import LogbrokerError
+    from .avro_lines import Printed, print_events
 
     if args.format == "avro" and not args.schema_registry:
         print("logbroker consume: --format avro needs --schema-registry CONNECT", file=sys.stderr)
         return 2
     temporary = args.group is None
-    bad = 0
     group = args.group or f"console-consumer-{os.getpid()}-{os.urandom(3).hex()}"
     out = sys.stdout.buffer
     count = 0
+    printed = Printed()  # --format avro: counted as printed, so that a Ctrl-C keeps the count
     try:
         consumer = GroupConsumer(
             group_id=group,
@@ -99,9 +100,7 @@ def run(args: argparse.Namespace) -> int:
         stream = consumer.create_message_streams({args.topic: 1})[args.topic][0]
         messages: Iterator[Any] = iter(stream)
         if args.format == "avro":
-            from .avro_lines import print_events
-
-            count, bad = print_events(args, messages, sys.stdout)
+            print_events(args, messages, sys.stdout, printed)
             messages = iter(())  # printed already
         for message in messages:
             if args.print_offsets:
@@ -124,7 +123,12 @@ def run(args: argparse.Namespace) -> int:
         if temporary:
             consumer.delete_group()
     if args.format == "avro":
-        print(f"consumed {count} events, skipped {bad} payloads that were not", file=sys.stderr)
+        skipped = (
+            "1 payload that was not an event"
+            if printed.skipped == 1
+            else f"{printed.skipped} payloads that were not events"
+        )
+        print(f"consumed {plural(printed.events, 'event')}, skipped {skipped}", file=sys.stderr)
         return 0
-    print(f"consumed {count} messages", file=sys.stderr)
+    print(f"consumed {plural(count, 'message')}", file=sys.stderr)
     return 0
