@@ -66,8 +66,9 @@ class AuditPublisher:
         self.grace_ms = grace_ms
         self.clock = clock
         self.audit_topic = audit_topic
-        # registering the one AuditCount schema is idempotent: its id if it is there already
-        self.writer = EventWriter.for_version(registry.register(subject, audit_count_schema()))
+        self.registry = registry
+        self.subject = subject
+        self._writer: EventWriter | None = None  # registered with the first count published
         self.published_events = 0  # AuditCount events sent
         self.published_count = 0  # the sum of their counts
         self._unsent: list[bytes] = []
@@ -99,11 +100,11 @@ class AuditPublisher:
     def publish_closed(self) -> int:
         """Publish the windows that closed (end + grace <= now); returns how many counts went."""
         now_ms = int(self.clock() * 1000)
-        return self._publish(self.counter.take(ending_by=now_ms - self.grace_ms))
+        return self._publish(lambda: self.counter.take(ending_by=now_ms - self.grace_ms))
 
     def flush(self) -> int:
         """Publish every count, open windows too; returns how many counts went."""
-        return self._publish(self.counter.take())
+        return self._publish(self.counter.take)
 
     def close(self) -> None:
         """Publish what is left (the producer is the caller's to close)."""
@@ -113,8 +114,25 @@ class AuditPublisher:
         """Counted and not yet published (topic, window start) -> count."""
         return self.counter.pending()
 
-    def _publish(self, counts: dict[tuple[str, int], int]) -> int:
+    def writer(self) -> EventWriter:
+        """The AuditCount schema's writer, registered when the first count is published, not
+        before: a mirror or producer that never counts an event leaves the registry alone (a
+        fresh registry's first schema of its own then gets id 1). Registering is idempotent."""
+        if self._writer is None:
+            version = self.registry.register(self.subject, audit_count_schema())
+            self._writer = EventWriter.for_version(version)
+        return self._writer
+
+    def _publish(self, take: Callable[[], dict[tuple[str, int], int]]) -> int:
         with self._lock:
+            counts = take()
+            if counts:
+                try:
+                    writer = self.writer()
+                except BaseException:  # the registry failed: the counts go with the next publish
+                    for (topic, start), count in counts.items():
+                        self.counter.add_window(topic, start, count)
+                    raise
             for (topic, start), count in sorted(
                 counts.items(), key=lambda kv: (kv[0][1], kv[0][0])
             ):
@@ -126,7 +144,7 @@ class AuditPublisher:
                     "window_ms": self.window_ms,
                     "count": count,
                 }
-                self._unsent.append(self.writer.encode(record, f"audit count for {topic}"))
+                self._unsent.append(writer.encode(record, f"audit count for {topic}"))
                 self._unsent_total += count
             if not self._unsent:
                 return 0
