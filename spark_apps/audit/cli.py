@@ -226,6 +226,30 @@ def summary_line(hours: list[datetime], outcome: AuditOutcome, reports: str | No
     return "; ".join(parts)
 
 
+def loads_line(read: int, from_rows: int, contested: int) -> str:
+    """How the audit counted the loads it read: from their _load_summary.json (the usual
+    way), from their rows (no summary that matches their files: one is kept now), and the
+    (window, producer) pairs two loads may share, whose rows it read to deduplicate."""
+
+    def n(count: int, one: str, many: str) -> str:
+        return f"{count} {one if count == 1 else many}"
+
+    line = f"audit: counted {n(read, 'load', 'loads')}"
+    if read and not from_rows:
+        line += " from " + ("its summary" if read == 1 else "their summaries")
+    elif from_rows:
+        line += (
+            f": {read - from_rows} from summaries, {from_rows} from rows (without a summary "
+            "that matches the files; the audit keeps one now under _audit_results/_load_summaries/)"
+        )
+    if contested:
+        line += (
+            f"; rows read again for {n(contested, '(window, producer) pair', '(window, producer) pairs')} "
+            "that two loads may share"
+        )
+    return line
+
+
 def found(outcome: AuditOutcome, wanted: set[str]) -> list[str]:
     """What of `wanted` (--fail-on) the outcome has, as phrases."""
     out = []
@@ -296,10 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
     read = sum(len(outcome.plan.loads_read(t)) for t in outcome.plan.topics)
     print(
-        f"audit: {read} loads counted: {read - outcome.loads_counted_from_rows} from their "
-        f"summaries, {outcome.loads_counted_from_rows} from their rows (no current summary; "
-        f"kept now under _audit_results/_load_summaries/); rows read again for "
-        f"{outcome.contested_pairs} (window, producer) pairs that two loads may share",
+        loads_line(read, outcome.loads_counted_from_rows, outcome.contested_pairs),
         file=sys.stderr,
         flush=True,
     )

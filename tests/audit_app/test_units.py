@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from spark_apps.audit.cli import loads_line
 from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (
     UnvendoredAssetError,
@@ -47,6 +48,30 @@ GRACE = 2 * HOUR_MS
 )
 def test_window_status(produced: int, rows: int, unique: int, now: int, status: str) -> None:
     assert window_status(produced, rows, unique, END, now, GRACE) == status
+
+
+@pytest.mark.parametrize(
+    ("read", "from_rows", "contested", "line"),
+    [
+        (1, 0, 0, "audit: counted 1 load from its summary"),
+        (3, 0, 0, "audit: counted 3 loads from their summaries"),
+        (0, 0, 0, "audit: counted 0 loads"),
+        (
+            3,
+            1,
+            1,
+            "audit: counted 3 loads: 2 from summaries, 1 from rows (without a summary that "
+            "matches the files; the audit keeps one now under _audit_results/_load_summaries/); "
+            "rows read again for 1 (window, producer) pair that two loads may share",
+        ),
+    ],
+)
+def test_the_loads_line_reads_as_a_sentence(
+    read: int, from_rows: int, contested: int, line: str
+) -> None:
+    """README's walk-through shows the first case ("1 loads counted: 1 from their summaries,
+    0 from their rows (...)" before)."""
+    assert loads_line(read, from_rows, contested) == line
 
 
 def test_hours_and_durations() -> None:
