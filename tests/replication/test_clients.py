@@ -20,15 +20,11 @@ import re
 import signal
 import subprocess
 import sys
-import threading
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
+from three_brokers import hold_watches, wait_until
 from three_brokers import three as three_brokers
-from three_brokers import wait_until
 
 from logbroker.client.cluster import Cluster
 from logbroker.client.group_consumer import GroupConsumer
@@ -146,23 +142,6 @@ def test_produce_with_acks_all_across_a_killed_leader_then_consume_everything(
                     for b in three.values()
                 ),
             )
-
-
-def hold_watches(client: KazooClient) -> Callable[[], None]:
-    """Hold a kazoo client's watch callbacks (kazoo runs them one at a time, in one thread)
-    until the returned function is called: the client's view of the cluster lags behind, as
-    it does whenever a request is faster than a watch."""
-    path = f"/held-{uuid.uuid4().hex}"
-    entered, release = threading.Event(), threading.Event()
-
-    def held(event: object) -> None:
-        entered.set()
-        release.wait(60)
-
-    client.exists(path, watch=held)
-    client.create(path)
-    assert entered.wait(10), "the watch thread did not take the hold"
-    return release.set
 
 
 def test_a_producer_follows_a_new_leader_and_gives_up_without_one(three, zk_chroot) -> None:

@@ -1,10 +1,15 @@
-"""What the operations tests share: three real brokers on one ZooKeeper chroot, waiting, and
-an acked produce sent to one broker (no client that follows leaders: the tests say where)."""
+"""What the operations tests share: three real brokers on one ZooKeeper chroot, waiting, an
+acked produce sent to one broker (no client that follows leaders: the tests say where), and a
+hold on a kazoo client's watches (its view of the cluster made to lag on purpose)."""
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Callable
+
+from kazoo.client import KazooClient
 
 from logbroker.client.connection import BrokerConnection
 from logbroker.protocol.errors import LogbrokerError, error_for_code
@@ -54,3 +59,20 @@ def leads(broker: BrokerProcess, topic: str, partition: int) -> bool:
         return True
     except LogbrokerError:
         return False
+
+
+def hold_watches(client: KazooClient) -> Callable[[], None]:
+    """Hold a kazoo client's watch callbacks (kazoo runs them one at a time, in one thread)
+    until the returned function is called: the client's view of the cluster lags behind, as
+    it does whenever a request is faster than a watch."""
+    path = f"/held-{uuid.uuid4().hex}"
+    entered, release = threading.Event(), threading.Event()
+
+    def held(event: object) -> None:
+        entered.set()
+        release.wait(60)
+
+    client.exists(path, watch=held)
+    client.create(path)
+    assert entered.wait(10), "the watch thread did not take the hold"
+    return release.set

@@ -19,6 +19,15 @@ at the version it read (a leader's ISR change in between is never overwritten):
   `unclean.leader.election.enable`: then any live replica leads, with an ISR of itself,
   and what only the lost ISR had is gone: that is what "unclean" means);
 - a broker that comes back: partitions without a leader whose ISR names it get it as leader;
+- a broker that restarted (its registration's czxid, the broker epoch of Kafka's KIP-380, is
+  new): it is handled as gone and back, in two rounds, so that every partition it led gets a
+  new leader epoch (another in-sync replica leads if one is alive) and it leaves every ISR
+  until it has caught up again. A restart can be quicker than the controller's watch (its
+  node deleted and made again between two reads of `/brokers/ids`, or while the controller
+  was disconnected), so the czxids are compared at every look at the brokers, and after
+  every reconnection. A controller that starts knows no earlier czxids: a leader registered
+  after its partition's state was written (czxid above the state's mzxid) restarted since,
+  and is handled the same way;
 - a broker asking to shut down (`/replication/admin/shutdown/<id>`, controlled shutdown): every
   partition it leads gets the next live ISR member as leader (epoch + 1), and it leaves every
   ISR but those where it is the only live member: such a partition keeps it as leader until it
@@ -48,7 +57,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
 )
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..coordination import paths
 from . import state as zk
@@ -84,6 +93,7 @@ class Controller:
         self._epoch_version = -1  # the version of /replication/controller_epoch we wrote
         self._active = False
         self._live: set[int] = set()
+        self._registered: dict[int, int] = {}  # live broker -> its registration's czxid
         self._shutting: set[int] = set()  # brokers asking for a controlled shutdown
         self._kept: set[str] = set()  # led by a shutting broker alone: said once
         self._known_topics: set[str] = set()
@@ -103,6 +113,7 @@ class Controller:
         )
         self._worker.start()
         self.client.DataWatch(zk.CONTROLLER, self._controller_changed)
+        self.client.add_listener(self._connection_changed)
 
     def stop(self) -> None:
         """Stop working; resign if controller (the node goes, and another broker takes over)."""
@@ -124,6 +135,12 @@ class Controller:
             return False
         self._tasks.put(("controller", None if stat is None else data))
         return True
+
+    def _connection_changed(self, state: str) -> None:
+        # kazoo's ChildrenWatch calls nobody when the children read after a reconnection are
+        # those it saw before: a broker that restarted meanwhile would go unseen
+        if state == KazooState.CONNECTED and self._active and not self._stopped.is_set():
+            self._tasks.put(("brokers", None))
 
     def _brokers_changed(self, children: list[str]) -> bool:
         if self._stopped.is_set() or not self._active:
@@ -164,7 +181,7 @@ class Controller:
                 if kind == "controller":
                     self._on_controller(value)
                 elif kind == "brokers" and self._active:
-                    self._on_brokers({int(c) for c in value if c.isdigit()})
+                    self._on_brokers(value)
                 elif kind == "topics" and self._active:
                     self._on_topics(set(value))
                 elif kind == "shutdown" and self._active:
@@ -224,14 +241,42 @@ class Controller:
             data, stat = self.client.get(zk.CONTROLLER_EPOCH)
         return data, stat
 
-    def _on_brokers(self, live: set[int]) -> None:
+    def _on_brokers(self, children: list[str] | None) -> None:
+        """The live brokers changed, or may have (None: read them). A broker whose
+        registration is new since the last look restarted: gone, then back (module doc)."""
+        registered = self._read_registrations(children)
+        live = set(registered)
+        bounced = {
+            b for b in live if b in self._registered and registered[b] != self._registered[b]
+        }
         gone, back = self._live - live, live - self._live
-        self._live = live
+        self._registered = registered
         if gone:
             log.info("controller: broker(s) %s gone", sorted(gone))
         if back:
             log.info("controller: broker(s) %s live", sorted(back))
+        if bounced:
+            log.warning(
+                "controller: broker(s) %s restarted (a new registration): handled as gone, then "
+                "back, in new leader epochs",
+                sorted(bounced),
+            )
+            self._live = live - bounced
+            self._elect_everywhere()
+        self._live = live
         self._elect_everywhere()
+
+    def _read_registrations(self, children: list[str] | None) -> dict[int, int]:
+        """Each live broker's registration czxid (its broker epoch)."""
+        if children is None:
+            children = self.client.get_children(paths.BROKER_IDS)
+        registered = {}
+        for child in children:
+            if child.isdigit():
+                stat = self.client.exists(paths.broker_id_path(int(child)))
+                if stat is not None:  # gone since the list was read
+                    registered[int(child)] = stat.czxid
+        return registered
 
     def _on_shutdowns(self, shutting: set[int]) -> None:
         new = shutting - self._shutting
@@ -277,7 +322,8 @@ class Controller:
 
     def _ensure_live(self) -> None:
         if not self._live:
-            self._live = {int(c) for c in self.client.get_children(paths.BROKER_IDS) if c.isdigit()}
+            self._registered = self._read_registrations(None)
+            self._live = set(self._registered)
 
     def _elect_everywhere(self, only: set[str] | None = None) -> None:
         """Bring every partition's state in line with the live brokers (see the module doc)."""
@@ -308,7 +354,13 @@ class Controller:
             if preferred:
                 wanted = self._prefer(current, replicas)
             else:
-                wanted = self._decide(current, replicas, f"{topic}-{partition}")
+                # a leader registered after this state was written restarted since (a
+                # controller that just started has not seen its earlier registration)
+                restarted = (
+                    current.leader in self._live
+                    and self._registered.get(current.leader, -1) > stat.mzxid
+                )
+                wanted = self._decide(current, replicas, f"{topic}-{partition}", restarted)
             if wanted is None or self._write(path, wanted, stat.version):
                 if wanted is not None:
                     self._announce(topic, partition, wanted, current)
@@ -316,12 +368,31 @@ class Controller:
         log.warning("controller: could not settle %s (its state kept changing)", path)
 
     def _decide(
-        self, current: PartitionState, replicas: tuple[int, ...], name: str
+        self,
+        current: PartitionState,
+        replicas: tuple[int, ...],
+        name: str,
+        leader_restarted: bool = False,
     ) -> PartitionState | None:
         live = self._live
         shutting = self._shutting & live
         isr_live = tuple(r for r in current.isr if r in live)
         ready = [r for r in replicas if r in isr_live and r not in shutting]  # may lead
+        if leader_restarted:
+            # never the same leader epoch across a restart: another in-sync replica leads,
+            # or the restarted one does, in the next epoch
+            others = [r for r in ready if r != current.leader]
+            log.warning(
+                "controller: %s's leader %d restarted since its state was written: leader "
+                "epoch %d ends",
+                name,
+                current.leader,
+                current.leader_epoch,
+            )
+            if others:
+                isr = tuple(r for r in isr_live if r != current.leader and r not in shutting)
+                return PartitionState(others[0], current.leader_epoch + 1, isr, self.epoch)
+            return PartitionState(current.leader, current.leader_epoch + 1, isr_live, self.epoch)
         if current.leader in live and (current.leader not in shutting or not ready):
             if current.leader in shutting and name not in self._kept:
                 self._kept.add(name)
