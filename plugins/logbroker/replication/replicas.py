@@ -19,6 +19,18 @@ partition's state. The role follows the state (docs/replication.md, "Leaders and
 - follower: a ReplicaFetcher (fetcher.py) copies the leader's bytes into the log;
 - offline: nobody takes produces; every request about it says so.
 
+Holding leaderships back: a leader that cannot know it still leads takes no writes at any
+acks (NotLeaderForPartition; its state is kept, and consumers and followers are refused too)
+until ZooKeeper has confirmed it. That is when its ZooKeeper session is suspended or lost
+(kazoo's state listener), when its event loop did not tick for `pause_limit_ms` (the broker
+was paused: SIGSTOP, a stalled machine; checked before every append, since the requests read
+at the wake-up run before the loop's timers), and when a state that names it leader was
+written before this broker's registration (its czxid: the broker restarted, or registered
+again after a lost session; the controller writes a new leader epoch once it sees that).
+Confirming, on the worker once connected, reads this broker's registration in the current
+session and every partition's state again, and applies them. Kafka 0.8 went on taking writes
+in all these cases and lost them when the new leader took over (Jepsen, 2013).
+
 The high watermarks are written to `<log.dir>/replication-offset-checkpoint` (highwater.py)
 every `replica.high.watermark.checkpoint.interval.ms` and at stop, and read back at start.
 
@@ -47,7 +59,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..coordination import paths
 from ..protocol.errors import (
@@ -68,6 +80,7 @@ from .state import Assignment, PartitionState
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]  # milliseconds
+TICK_S = 0.1  # the event loop's tick, against which a pause of the whole broker is seen
 
 
 def monotonic_ms() -> int:
@@ -106,6 +119,9 @@ class Replica:
         # controller may elect them) until a state that new is applied (replaced whole)
         self.joining: dict[int, int] = {}
         self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # acks=-1: (offset, answer)
+        # why this broker takes no writes although the state names it leader (the manager's
+        # hold, see "Holding leaderships back"); None when it does not hold back
+        self.held_back: str | None = None
         part_log.replica = self
 
     @property
@@ -124,6 +140,11 @@ class Replica:
     def not_leader(self) -> LogbrokerError:
         """The error for a request that needs the leader, as this replica sees the partition."""
         current = self.state
+        if self.held_back is not None and current is not None and current.leader == self.broker_id:
+            return NotLeaderForPartitionError(
+                f"broker {self.broker_id} cannot confirm that it still leads {self.name} "
+                f"(leader epoch {current.leader_epoch}): {self.held_back}"
+            )
         if current is None or not current.online:
             return LeaderNotAvailableError(
                 f"replicated partition {self.name} has no leader now"
@@ -235,8 +256,10 @@ class Replica:
 
     # -- roles (the worker thread) -----------------------------------------------------------
 
-    def become(self, new: PartitionState, now_ms: int) -> str | None:
-        """Take the role `new` gives this broker; the role's name when it changed."""
+    def become(self, new: PartitionState, now_ms: int, held_back: str | None = None) -> str | None:
+        """Take the role `new` gives this broker; the role's name when it changed.
+        `held_back`: why it may not lead now although `new` says it does (it then takes no
+        produces and serves nothing until a later call without it)."""
         old = self.state
         leads = new.leader == self.broker_id
         changed = old is None or (old.leader, old.leader_epoch) != (new.leader, new.leader_epoch)
@@ -255,10 +278,20 @@ class Replica:
                 {} if changed else {f: v for f, v in self.joining.items() if v > new.version}
             )
         self.state = new
-        self.log.leading = leads
+        self.held_back = held_back if leads else None
+        self.log.leading = leads and held_back is None
         if not changed:
             return None
         return "leader" if leads else ("follower" if new.online else "offline")
+
+    def hold_back(self, reason: str) -> None:
+        """Take no more writes as leader (the state is kept); the acks=-1 waits fail."""
+        current = self.state
+        if current is None or current.leader != self.broker_id:
+            return
+        self.held_back = reason
+        self.log.leading = False
+        self.fail_waiting(NotLeaderForPartitionError.code)
 
 
 def _settle(future: asyncio.Future[int], code: int) -> None:
@@ -279,6 +312,7 @@ class ReplicaManager:
         fetch_max_bytes: int = 1024 * 1024,
         fetch_wait_max_ms: int = 500,
         checkpoint_interval_ms: int = 5000,
+        pause_limit_ms: int = 4000,
         clock_ms: Clock = monotonic_ms,
     ) -> None:
         self.broker_id = broker_id
@@ -288,7 +322,12 @@ class ReplicaManager:
         self.fetch_max_bytes = fetch_max_bytes
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.pause_limit_s = pause_limit_ms / 1000
         self.clock_ms = clock_ms
+        # Holding leaderships back (see the module doc), the event loop's view: why, or None
+        self._hold: str | None = None
+        self._last_tick = time.monotonic()  # the event loop's last tick (`_tick`)
+        self._registered_czxid = 0  # this broker's registration: states older lead nothing
         self.on_high_watermark: Callable[[Replica], None] | None = None  # the handlers' hook
         # the metrics' hook, on the event loop: (shrank, expanded) for a change of the ISR of a
         # partition this broker leads, whoever wrote it
@@ -346,10 +385,14 @@ class ReplicaManager:
         self._client = client
         self._loop = loop
         client.ensure_path(zk.TOPICS)
+        self._registered_czxid = self._own_registration() or 0
         self._worker = threading.Thread(
             target=self._run, name=f"replicas-{self.broker_id}", daemon=True
         )
         self._worker.start()
+        client.add_listener(self._connection_changed)
+        if loop is not None:
+            loop.call_soon_threadsafe(self._tick)
         client.ChildrenWatch(zk.TOPICS, self._topics_changed)
 
     def stop(self) -> None:
@@ -386,8 +429,19 @@ class ReplicaManager:
         if self._stopped.is_set():
             return False
         if data is not None and stat is not None:
-            self._tasks.put(("state", (replica, data, stat.version)))
+            self._tasks.put(("state", (replica, data, stat.version, stat.mzxid)))
         return True
+
+    def _connection_changed(self, state: str) -> None:
+        if self._stopped.is_set():
+            return
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            why = "its ZooKeeper session is " + (
+                "lost" if state == KazooState.LOST else "suspended"
+            )
+            self._in_loop(self._hold_back, why)
+        elif state == KazooState.CONNECTED:
+            self._tasks.put(("confirm", None))
 
     # -- the worker -----------------------------------------------------------------------
 
@@ -406,9 +460,11 @@ class ReplicaManager:
                 if kind == "topics":
                     self._adopt_topics(value)
                 elif kind == "state":
-                    replica, data, version = value
+                    replica, data, version, mzxid = value
                     path = zk.partition_path(replica.topic, replica.partition)
-                    self._apply(replica, PartitionState.decode(data, version, path))
+                    self._apply(replica, PartitionState.decode(data, version, path), mzxid)
+                elif kind == "confirm":
+                    self._confirm()
                 elif kind == "expand":
                     replica, follower = value
                     self._asked_in.discard((replica.topic, replica.partition, follower))
@@ -454,7 +510,7 @@ class ReplicaManager:
                     functools.partial(self._state_changed, replica),
                 )
 
-    def _apply(self, replica: Replica, new: PartitionState) -> None:
+    def _apply(self, replica: Replica, new: PartitionState, mzxid: int = 0) -> None:
         """Take a partition's new state (the worker thread). The follower's copying stops
         first, so that no append runs across the change; the state itself is taken on the
         event loop (`_take_state`), between two requests, so that no request sees a new ISR
@@ -469,16 +525,21 @@ class ReplicaManager:
             and (not new.online or new.leader != old.leader)
         ):
             self._fetcher(old.leader).remove(replica)
-        self._in_loop_and_wait(self._take_state, replica, new)
+        self._in_loop_and_wait(self._take_state, replica, new, mzxid)
         if not leads and new.online:
             self._fetcher(new.leader).add(replica, new_epoch=new_epoch)
 
-    def _take_state(self, replica: Replica, new: PartitionState) -> None:
+    def _take_state(self, replica: Replica, new: PartitionState, mzxid: int = 0) -> None:
         """In the event loop: the new state and role, and the acks=-1 waits following them
         in the same step (a fetch between the two would settle them against the new ISR)."""
         old = replica.state
         was_leader = replica.leading
         leads = new.leader == self.broker_id
+        held_back = self._hold
+        if leads and held_back is None and mzxid < self._registered_czxid:
+            # decided before this broker registered: it restarted (or its session was lost)
+            # since, and leads only in a state the controller writes after it has seen that
+            held_back = "it registered again after the partition's state was written"
         if (
             self.on_isr_change is not None
             and old is not None
@@ -488,7 +549,15 @@ class ReplicaManager:
             shrank, expanded = bool(set(old.isr) - set(new.isr)), bool(set(new.isr) - set(old.isr))
             if shrank or expanded:
                 self.on_isr_change(shrank, expanded)
-        role = replica.become(new, self.clock_ms())
+        role = replica.become(new, self.clock_ms(), held_back)
+        if held_back is not None and leads and (old is None or old.leader != self.broker_id):
+            log.warning(
+                "replica %s on broker %d: named leader (epoch %d) but holds back: %s",
+                replica.name,
+                self.broker_id,
+                new.leader_epoch,
+                held_back,
+            )
         if role is not None:
             log.info(
                 "replica %s on broker %d: %s (leader %s, epoch %d, ISR %s)",
@@ -499,10 +568,10 @@ class ReplicaManager:
                 new.leader_epoch,
                 list(new.isr),
             )
-        if was_leader and not leads:
+        if was_leader and not replica.leading:
             replica.fail_waiting(NotLeaderForPartitionError.code)
             return
-        if leads:
+        if replica.leading:
             if len(replica.isr) < self.min_insync_replicas:  # what waits can be acked no more
                 replica.fail_waiting(NotEnoughReplicasAfterAppendError.code)
             # an ISR without a slow follower may commit more now
@@ -535,6 +604,89 @@ class ReplicaManager:
         while not done.wait(0.5):
             if self._stopped.is_set() or loop.is_closed() or not loop.is_running():
                 return  # stopping: the state is not taken, nothing is served any more
+
+    # -- holding leaderships back -------------------------------------------------------
+
+    def check_pause(self) -> None:
+        """Before appending to a replicated log (the event loop): if the loop has not ticked
+        for `pause_limit_s`, the broker was paused (SIGSTOP, a stalled VM) and may have been
+        replaced meanwhile: hold every leadership back until ZooKeeper confirms it. The
+        requests read at the wake-up are served before the loop's timers run, so the tick
+        alone would come too late for them."""
+        now = time.monotonic()
+        if now - self._last_tick > self.pause_limit_s:
+            self._paused(now)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if now - self._last_tick > self.pause_limit_s:
+            self._paused(now)
+        self._last_tick = now
+        loop = self._loop
+        if loop is not None and not self._stopped.is_set() and not loop.is_closed():
+            loop.call_later(TICK_S, self._tick)
+
+    def _paused(self, now: float) -> None:
+        gap = now - self._last_tick
+        self._last_tick = now
+        if any(r.leading for r in self.replicas()):
+            self._hold_back(f"this broker was paused for {gap:.1f} s")
+            self._tasks.put(("confirm", None))
+
+    def _hold_back(self, reason: str) -> None:
+        """The event loop: no replica takes writes, whatever its state says, until
+        `_confirm` has read this broker's registration and every state again."""
+        if self._hold is None and any(r.leading for r in self.replicas()):
+            log.warning(
+                "broker %d holds back its leaderships: %s; it takes no writes until ZooKeeper "
+                "confirms that it still leads",
+                self.broker_id,
+                reason,
+            )
+        self._hold = reason
+        for replica in self.replicas():
+            replica.hold_back(reason)
+
+    def _own_registration(self) -> int | None:
+        """This broker's `/brokers/ids/<id>` czxid, when it is registered in the client's
+        current session (None: not, or not yet)."""
+        client = self._client
+        assert client is not None
+        session = client.client_id
+        stat = client.exists(paths.broker_id_path(self.broker_id))
+        if stat is None or session is None or stat.ephemeralOwner != session[0]:
+            return None
+        return int(stat.czxid)
+
+    def _confirm(self) -> None:
+        """The worker, once connected again: read this broker's registration, then every
+        state, and lead again where they say so (the hold lifted first, in the loop)."""
+        client = self._client
+        assert client is not None
+        czxid = self._own_registration()
+        if czxid is None:
+            # a new session that the registration has not written yet: look again when it has
+            path = paths.broker_id_path(self.broker_id)
+            if client.exists(path, watch=lambda _event: self._tasks.put(("confirm", None))):
+                time.sleep(0.1)  # another session's node (our old one, expiring): soon again
+                self._tasks.put(("confirm", None))
+            return
+        if client.state != KazooState.CONNECTED:
+            return  # disconnected again: the next CONNECTED confirms
+        self._registered_czxid = czxid
+        states = []
+        for replica in self.replicas():
+            path = zk.partition_path(replica.topic, replica.partition)
+            data, stat = client.get(path)
+            states.append((replica, PartitionState.decode(data, stat.version, path), stat.mzxid))
+        self._in_loop_and_wait(self._lift_hold)
+        for replica, new, mzxid in states:
+            self._apply(replica, new, mzxid)
+        log.info("broker %d: ZooKeeper confirmed its partition states", self.broker_id)
+
+    def _lift_hold(self) -> None:
+        if self._client is not None and self._client.state == KazooState.CONNECTED:
+            self._hold = None
 
     def _fetcher(self, leader: int) -> ReplicaFetcher:
         fetcher = self._fetchers.get(leader)

@@ -111,6 +111,9 @@ class BrokerServer:
                     fetch_max_bytes=config.replica_fetch_max_bytes,
                     fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                     checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
+                    # kazoo's own limit for a silent connection: a broker paused longer may
+                    # have lost its session, and its leaderships with it
+                    pause_limit_ms=config.zk_sessiontimeout_ms * 2 // 3,
                 )
             handlers = RequestHandlers(
                 self.logs,

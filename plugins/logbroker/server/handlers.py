@@ -183,6 +183,8 @@ class RequestHandlers:
         its failed write, is counted, and StorageError is raised once the other logs are
         done: the produces got no answer, so the caller closes the connection to tell."""
         deferred, self._deferred = self._deferred, {}
+        if self.replicas is not None:
+            self.replicas.check_pause()  # a leader paused for long holds back its logs
         failed: list[LogbrokerError] = []
         for part_log, sets in deferred.items():
             try:
@@ -438,6 +440,8 @@ class RequestHandlers:
         return await outcome if inspect.isawaitable(outcome) else outcome
 
     def _acked_append(self, req: AckedProduceRequest, checks: list[_Check], client: str) -> Outcome:
+        if self.replicas is not None:
+            self.replicas.check_pause()  # a leader paused for long holds back its logs
         results: list[ProduceResult] = []
         touched: dict[int, Log] = {}
         in_sync: list[tuple[int, Replica, int]] = []  # acks=-1: (result, replica, its end)

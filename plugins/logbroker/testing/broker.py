@@ -154,7 +154,8 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.kill()
+                self.kill()  # forgets the process
+                return -signal.SIGKILL
         code = self.proc.returncode
         self.proc = None
         return code
