@@ -16,9 +16,9 @@
    again without them. For `_audit`, a repeat whose AuditCount differs from the row kept (a
    conflict) is kept in the summary with the rows it conflicts with, for the audit
 6. the summary the audit reads instead of the rows (summary.py), into the staged rows
-7. decide (_COMMIT, which names the new version's files) after checking that the lock is
-   still this load's, then publish: the checkpoint switches the hour to the new version
-   (commit.py)
+7. decide (_COMMIT, which names the new version's files and the lock's fencing token)
+   after checking that the lock is still this load's, then publish while it still is: the
+   checkpoint switches the hour to the new version (commit.py)
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def load_hour(
     )
     with lock:
         timer.lap("lock")
-        recovered = recover(wh, topic)
+        recovered = recover(wh, topic, lock.fence)
         plan = plan_hour(wh, settings.zookeeper, topic, hour)
         try:
             arrow_writes = parquet_tasks.use_arrow_writer(
@@ -119,9 +119,12 @@ def load_hour(
             except Exception as exc:  # the JVM may be gone (killed): the next run cleans up
                 log.warning("could not remove the staging directory %s: %s", staging.root, exc)
             raise
-        # Decided from here on: whatever happens, the next load of the topic publishes it.
-        staging.decide(checkpoint)
-        publish(wh, staging.root)
+        # Decided from here on: whatever happens, the next load of the topic publishes it
+        # (or drops it, loudly, if this load lost its lock and the next one's recovery
+        # deleted the staged files already). The token fences off a publish by a load
+        # whose lock expired after its check.
+        staging.decide(checkpoint, lock.token)
+        publish(wh, staging.root, lock.fence)
         timer.lap("commit")
     return LoadReport(checkpoint, plan.backfill, timer.seconds, recovered)
 

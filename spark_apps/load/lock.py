@@ -15,6 +15,14 @@ recovery deletes unfinished staging, which would be another live load's) and hol
 end of its publish. Right before it decides to commit, it checks that its lock node still
 exists and belongs to its own session: a load whose session expired (a pause, a partition)
 has lost the lock to the next one and must not commit beside it.
+
+The lock node's czxid (the zxid that created it) is the load's fencing token: contenders'
+nodes are created in sequence, so a later holder's token is always larger. The load writes it
+into `_COMMIT` and `fence` checks it when a publish starts and again right before its switch
+(commit.py): a load that lost its lock after its check, or a recovery holding an older token
+than the `_COMMIT`'s, does not publish. The files cannot check a token themselves: a load
+paused between its last fence and its switch, for longer than its session and the next load,
+would still switch (as with any token the store does not check).
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ class TopicLock:
         self.path = lock_path(warehouse, topic)
         self._client: Any = None
         self._lock: Any = None
+        self.token: int | None = None  # the lock node's czxid, once acquired
 
     def __enter__(self) -> TopicLock:
         self.acquire()
@@ -95,6 +104,10 @@ class TopicLock:
                         self._held_message(self.holders() or holders)
                         + f"; waited {self.timeout:g} s"
                     ) from None
+            stat = self._client.exists(f"{self.path}/{self._lock.node}")
+            if stat is None:  # the session expired while it was being acquired
+                raise LoadLockError(self._lost_message())
+            self.token = int(stat.czxid)
         except BaseException:
             self._stop()
             raise
@@ -123,9 +136,30 @@ class TopicLock:
             except Exception:  # connection lost: cannot prove it
                 held = False
         if not held:
+            raise LoadLockError(self._lost_message() + "; nothing committed")
+
+    def _lost_message(self) -> str:
+        return (
+            f"topic {self.topic!r}: this load lost its lock (its ZooKeeper session expired "
+            "or the connection is gone), another load may hold it now"
+        )
+
+    def fence(self, token: int | None) -> None:
+        """LoadLockError unless this load may publish a `_COMMIT` decided under `token`: it
+        still holds the lock, and `token` is not newer than its own (a newer one was decided
+        by a load that held the lock after this one; None: a `_COMMIT` written before tokens)."""
+        try:
+            self.check()
+        except LoadLockError:
             raise LoadLockError(
-                f"topic {self.topic!r}: this load lost its lock (its ZooKeeper session expired "
-                "or the connection is gone); nothing committed, another load may hold it now"
+                self._lost_message() + "; not published (decided: the next load of the topic "
+                "publishes it, or drops it if its staged files are gone)"
+            ) from None
+        if token is not None and self.token is not None and token > self.token:
+            raise LoadLockError(
+                f"topic {self.topic!r}: a _COMMIT decided under lock token {token} is newer "
+                f"than this load's {self.token}; not published (this load no longer holds "
+                "the lock)"
             )
 
     def release(self) -> None:

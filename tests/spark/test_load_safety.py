@@ -4,6 +4,9 @@
   waits for the topic's lock and then backfills it identically; files and checkpoint agree;
 - a load finding the lock held, not waiting: one line naming the holder, nothing touched;
 - a load whose ZooKeeper session expired has lost the lock and cannot commit;
+- a load whose session expires between its last check and its decision, while the next load
+  deletes its staging: its publish is fenced off by the lock's token, and the load after drops
+  its `_COMMIT` loudly and loads (issue 49 item 7: the topic never loaded again);
 - a backfill killed at every step of its publish: the checkpoint never names a file that is
   not there, a reader always finds the old version or the new one, and the next load's
   recovery finishes the switch.
@@ -12,12 +15,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import threading
 from pathlib import Path
 
 import pytest
 
+from spark_apps.load import hour as hour_module
 from spark_apps.load.commit import COMMIT_FILE, publish, recover
 from spark_apps.load.errors import LoadLockError
 from spark_apps.load.hour import load_hour
@@ -108,6 +113,50 @@ def test_a_load_whose_session_expired_has_lost_its_lock(cluster, tmp_path, expir
             pass
     finally:
         lock.release()
+
+
+@pytest.mark.timeout(600)
+def test_a_load_that_loses_its_lock_after_its_check_is_fenced_off(
+    spark, cluster, tmp_path, expire_session, monkeypatch, caplog
+):
+    """The window forced: right after the first load's last check its session expires, and
+    the next load takes the lock, deletes the first one's (undecided) staging in its recovery,
+    loads the hour and publishes it. Only then does the first load decide."""
+    topic = "fenced"
+    cluster.register(topic, PAGE_VIEW)
+    cluster.produce(topic, [cluster.event(topic) for _ in range(100)])
+    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    next_load = []
+
+    class ExpiresAfterItsCheck(TopicLock):
+        def check(self) -> None:
+            super().check()
+            if not next_load:  # the first load's check, before its decision
+                next_load.append(None)
+                expire_session(self._client)
+                next_load[0] = load_hour(spark, wh, settings(cluster), topic, HOUR)
+
+    monkeypatch.setattr(hour_module, "TopicLock", ExpiresAfterItsCheck)
+    with pytest.raises(LoadLockError, match=r"lost its lock.*not published"):
+        load_hour(spark, wh, settings(cluster), topic, HOUR)
+    monkeypatch.undo()
+    loaded = next_load[0].checkpoint
+    assert read_hour(tmp_path / "wh", topic) == (loaded.version, 100)  # not touched
+    [left] = (tmp_path / "wh" / "_staging" / topic).iterdir()
+    assert [p.name for p in left.iterdir()] == [COMMIT_FILE]  # decided, its files gone
+    token = json.loads((left / COMMIT_FILE).read_text())["fencing_token"]
+    assert isinstance(token, int) and token > 0
+
+    # The next load of the topic drops that _COMMIT, saying so, and loads.
+    cluster.produce(topic, [cluster.event(topic) for _ in range(20)])
+    with caplog.at_level(logging.WARNING, logger="spark_apps.load.commit"):
+        report = load_hour(spark, wh, settings(cluster), topic, "2026-11-22T11")
+    [dropped] = report.recovered
+    assert dropped.startswith(f"dropped the decided load {left.name} of {topic} {HOUR}")
+    assert any(dropped in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert report.checkpoint.rows == 20
+    assert read_hour(tmp_path / "wh", topic) == (loaded.version, 100)
+    assert not list((tmp_path / "wh" / "_staging" / topic).iterdir())
 
 
 class Crash(Exception):
