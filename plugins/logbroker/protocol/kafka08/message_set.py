@@ -331,6 +331,15 @@ def _entry_offsets(buffer: Buffer) -> Iterator[tuple[int, int]]:
         pos += ENTRY_OVERHEAD + size
 
 
+def entry_headers(buffer: Buffer, position: int = 0) -> Iterator[tuple[int, int, int]]:
+    """(offset as stored, position, size) of each whole top-level entry, from the headers
+    alone (no CRC, no inflating): what the offset index is built from. `position` is where
+    `buffer` starts in its segment; the size counts the offset and size fields too."""
+    for offset, start in _entry_offsets(buffer):
+        size = ENTRY_OVERHEAD + int(_LENGTH.unpack_from(buffer, start + 8)[0])
+        yield offset, position + start, size
+
+
 def iter_messages(buffer: Buffer) -> Iterator[Record]:
     """Deep iteration through wrappers: every message, with its offset as stored.
 
@@ -470,6 +479,7 @@ __all__ = [
     "assign_offsets",
     "build_message_set",
     "entry",
+    "entry_headers",
     "first_entry_size",
     "iter_messages",
     "validate",
