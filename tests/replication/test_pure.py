@@ -122,3 +122,37 @@ def test_a_follower_appends_only_whole_messages(tmp_path: Path) -> None:
     fetcher._take(follower, answer(big[:1024], -1), log.end_offset)
     assert log.end_offset == 180 and fetcher._fetch_size[("t", 0)] == len(big)
     assert bytes(log.read(0, 1000).read()) == data and epochs.entries == [(0, 0)]
+
+
+def test_a_follower_appends_nothing_of_an_answer_whose_bytes_fail_their_check(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bytes damaged on the leader's disk (or on the way) are not copied: nothing of the
+    answer is appended, it is said once and counted each time, and the same offset is
+    fetched again; the good bytes are then appended as they come."""
+    log = Log(tmp_path / "t-0", "t", 0, LogConfig(), lambda: 0)
+    epochs = LeaderEpochs.create(log.directory)
+    follower = SimpleNamespace(
+        topic="t", partition=0, log=log, epochs=epochs, state=None, high_watermark=0, name="t-0"
+    )
+    counted: list[str] = []
+    fetcher = ReplicaFetcher(
+        1, 0, lambda broker: None, max_bytes=1024, max_wait_ms=100, on_damaged=counted.append
+    )
+    good = build_message_set([b"a" * 50, b"b" * 50, b"c" * 50])
+    damaged = bytearray(good)
+    damaged[60 + 20] ^= 0x01  # a payload byte of the second message
+
+    def answer(data: bytes) -> ReplicaSet[memoryview]:
+        return ReplicaSet("t", 0, 0, 180, 180, ((0, 0),), len(data), memoryview(data), 3)
+
+    with caplog.at_level("ERROR", logger="logbroker.replication.fetcher"):
+        fetcher._take(follower, answer(bytes(damaged)), 0)
+        fetcher._take(follower, answer(bytes(damaged)), 0)
+    assert log.end_offset == 0 and follower.high_watermark == 0  # not even the first message
+    assert counted == ["t", "t"]
+    [said] = [r.getMessage() for r in caplog.records]
+    assert "t-0: the bytes from leader 0 at offset 0 fail their check" in said
+    assert "CRC" in said or "crc" in said
+    fetcher._take(follower, answer(good), 0)
+    assert log.end_offset == 180 and log.read(0, 1000).read() == good

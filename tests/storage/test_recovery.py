@@ -121,15 +121,57 @@ def test_clean_shutdown_skips_recovery_and_is_consumed(tmp_path):
     assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # a crash from now on recovers
 
 
-def test_only_the_newest_segment_is_checked_and_older_ones_stay(tmp_path):
-    config, ends, _path = written_log(tmp_path, segment_bytes=200)
+def flip_byte(path, position):
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ 0x01]))
+
+
+def test_every_segment_is_checked_after_a_crash_and_a_cut_sets_the_later_ones_aside(tmp_path):
+    """Damage in an older segment (a crash leaves it anywhere): the log ends before the bad
+    entry, and the later segments, which would follow a gap, are set aside whole."""
+    config, _ends, _path = written_log(tmp_path, segment_bytes=200)
     _manager, log = reopen(config)
-    assert len(log.segments) > 3
-    with open(log.segments[-1].path, "ab") as f:
-        f.write(b"\xff" * 9)
+    segments = log.segments
+    assert len(segments) > 3
+    second = segments[1]
+    later = [s.path for s in segments[2:]]
+    later_bytes = [path.read_bytes() for path in later]
+    flip_byte(second.path, 4 + 6 + 2)  # a payload byte of its first message
     _manager, log = reopen(config)
-    assert log.end_offset == ends[-1]
-    assert all_payloads(log) == PAYLOADS
+    assert log.end_offset == second.base_offset  # its first message was the damaged one
+    assert [s.path for s in log.segments] == [segments[0].path, second.path]
+    assert all_payloads(log) == PAYLOADS[: len(all_payloads(log))]
+    cut = log.recovery
+    assert cut.set_aside == tuple(p.with_name(f"{p.name}.truncated-{int(p.stem)}") for p in later)
+    assert [p.read_bytes() for p in cut.set_aside] == later_bytes  # kept, never served
+    assert cut.truncated_bytes == sum(map(len, later_bytes)) + second.size
+
+
+def test_after_a_clean_shutdown_the_files_changed_while_down_are_checked(tmp_path):
+    """A byte flipped, and a file cut inside an entry, while the broker was down after a
+    clean shutdown: the broker did not check those bytes, so it checks them at start."""
+    config, _ends, _path = written_log(tmp_path, segment_bytes=200)
+    manager, log = reopen(config)
+    segments = log.segments
+    manager.shutdown()
+    entry = 4 + 6 + len(PAYLOADS[0])
+    flip_byte(segments[2].path, entry + 4 + 6 + 2)  # its second message's payload
+    manager, log = reopen(config)
+    assert log.end_offset == segments[2].base_offset + entry and log in manager.recovered
+    assert all_payloads(log) == PAYLOADS[: len(all_payloads(log))]
+    end = log.end_offset
+    manager.shutdown()
+    with open(log.segments[-1].path, "r+b") as f:  # a torn end: the last entry cut short
+        f.truncate(log.segments[-1].size - 3)
+    manager, log = reopen(config)
+    assert end - log.end_offset == entry and log in manager.recovered
+    assert all_payloads(log) == PAYLOADS[: len(all_payloads(log))]
+    manager.shutdown()
+    manager, log = reopen(config)  # untouched since: nothing to check, nothing cut
+    assert manager.recovered == [] and log.recovery is None
 
 
 @pytest.mark.parametrize("window", [64, 100, 4096])
@@ -146,12 +188,7 @@ def test_scan_reads_entries_larger_than_its_window(tmp_path, window):
 def test_what_recovery_cuts_is_moved_aside_and_never_read_as_a_segment(tmp_path, caplog):
     config, ends, path = written_log(tmp_path)
     original = path.read_bytes()
-    flipped = ends[2] + 10 + 4  # a payload byte of the first message of the 4th set
-    with open(path, "r+b") as f:
-        f.seek(flipped)
-        byte = f.read(1)
-        f.seek(flipped)
-        f.write(bytes([byte[0] ^ 0x01]))
+    flip_byte(path, ends[2] + 10 + 4)  # a payload byte of the first message of the 4th set
     damaged = path.read_bytes()
     with caplog.at_level("WARNING"):
         log = check_recovered(config, ends[2])

@@ -5,10 +5,14 @@ follows on that leader, each from its log's end, in the leader epoch it follows.
 holds the request until it has something new (or `replica.fetch.wait.max.ms`), and answers
 with its bytes from there: the follower records the leader's epochs that start in them
 (epochs.py) and appends the messages verbatim (Log.append_verbatim). The leader cuts the bytes
-where one of its appends ended and says how many messages they hold (Log.read_whole), so the
-follower does no per-message work; only when the leader could not say (a follower far behind)
-does it walk the sizes to find the whole messages, and fetch a cut-off last one again from its
-new end. Its next fetch, from its new end, is how the leader learns that the follower has the
+where one of its appends ended and says how many messages they hold (Log.read_whole); only
+when the leader could not say (a follower far behind) does the follower walk the sizes to find
+the whole messages, and fetch a cut-off last one again from its new end. Before appending, the
+follower checks every entry's size, magic, codec and CRC (message_set.validate, compiled;
+compressed wrappers as far as their own CRC, as Kafka 0.8's followers did): bytes damaged on
+the leader's disk or on the way are not copied. Such an answer appends nothing; it is logged
+(once per offset) and counted (`on_damaged`), and the partition is fetched again after a
+pause, from the same offset. Its next fetch, from its new end, is how the leader learns that the follower has the
 data. Bytes are appended only at the offset they were fetched from: an answer that cannot be
 this fetch's (see `_take`) is dropped with the connection, and the fetch is made again from
 the log's end.
@@ -33,7 +37,7 @@ from typing import Protocol
 
 from ..client.connection import BrokerConnection
 from ..protocol.errors import LogbrokerError, describe_exception
-from ..protocol.message_set import first_entry_size, whole_entries
+from ..protocol.message_set import first_entry_size, validate, whole_entries
 from ..protocol.replication import (
     EpochQuery,
     OffsetsForLeaderEpochRequest,
@@ -78,7 +82,10 @@ class ReplicaFetcher(threading.Thread):
         *,
         max_bytes: int,
         max_wait_ms: int,
+        on_damaged: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_damaged(topic)`: called (on this thread) for each answer not appended because
+        an entry in it failed its check."""
         super().__init__(name=f"replica-fetcher-{broker_id}-from-{leader_id}", daemon=True)
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -93,6 +100,9 @@ class ReplicaFetcher(threading.Thread):
         self._stopped = threading.Event()
         self._connection: BrokerConnection | None = None
         self.fetched_bytes = 0
+        self.on_damaged = on_damaged
+        self._damaged_at: dict[tuple[str, int], int] = {}  # partition -> offset it was said at
+        self._pause_next = False  # a damaged answer: the next fetch waits RETRY_S
 
     # -- the replica manager's calls ------------------------------------------------------
 
@@ -194,6 +204,9 @@ class ReplicaFetcher(threading.Thread):
                 replica = self._partitions.get((answer.topic, answer.partition))
                 if replica is not None:
                     self._take(replica, answer, asked.get((answer.topic, answer.partition)))
+        if self._pause_next:  # not at once: the leader would send the same bytes again
+            self._pause_next = False
+            self._stopped.wait(RETRY_S)
 
     def _truncate(self, r: Follower) -> None:
         """Cut `r`'s log to where it agrees with the leader's (see the module doc)."""
@@ -242,6 +255,22 @@ class ReplicaFetcher(threading.Thread):
                     return
         raise LogbrokerError(f"{r.name}: no agreement with leader {self.leader_id} in 64 rounds")
 
+    def _refuse_damaged(self, r: Follower, offset: int, reason: str) -> None:
+        key = (r.topic, r.partition)
+        if self._damaged_at.get(key) != offset:
+            self._damaged_at[key] = offset
+            log.error(
+                "%s: the bytes from leader %d at offset %d fail their check (%s): nothing "
+                "appended; fetching them again",
+                r.name,
+                self.leader_id,
+                offset,
+                reason,
+            )
+        if self.on_damaged is not None:
+            self.on_damaged(r.topic)
+        self._pause_next = True
+
     def _take(self, r: Follower, answer: ReplicaSet[memoryview], asked: int | None) -> None:
         """Append an answer's bytes, which the leader read at `asked` (the offset this fetch
         asked from), there and nowhere else. REPLICA_FETCH has no correlation id, so what
@@ -276,6 +305,11 @@ class ReplicaFetcher(threading.Thread):
         self._fetch_size.pop(key, None)
         if end:  # most answers of a fetch of several partitions bring nothing: no work
             start = r.log.end_offset
+            check = validate(data[:end], start, inflate=False)
+            if check.error is not None or check.valid_bytes != end:
+                self._refuse_damaged(r, start, str(check.error or "entries cut short"))
+                return
+            self._damaged_at.pop(key, None)
             for epoch, epoch_start in answer.epochs:
                 if epoch_start <= start + end:  # the epochs that wrote the bytes copied now
                     try:

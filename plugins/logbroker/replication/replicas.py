@@ -332,6 +332,8 @@ class ReplicaManager:
         # the metrics' hook, on the event loop: (shrank, expanded) for a change of the ISR of a
         # partition this broker leads, whoever wrote it
         self.on_isr_change: Callable[[bool, bool], None] | None = None
+        # the metrics' hook, on the event loop: a fetched answer refused as damaged (its topic)
+        self.on_damaged_fetch: Callable[[str], None] | None = None
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._replicas: dict[tuple[str, int], Replica] = {}
@@ -697,10 +699,16 @@ class ReplicaManager:
                 self._address,
                 max_bytes=self.fetch_max_bytes,
                 max_wait_ms=self.fetch_wait_max_ms,
+                on_damaged=self._damaged_fetch,
             )
             fetcher.start()
             self._fetchers[leader] = fetcher
         return fetcher
+
+    def _damaged_fetch(self, topic: str) -> None:
+        hook = self.on_damaged_fetch
+        if hook is not None:
+            self._in_loop(hook, topic)
 
     def _address(self, broker_id: int) -> tuple[str, int] | None:
         client = self._client

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import resource
@@ -127,6 +128,9 @@ class BrokerServer:
             self.metrics.set_gauge_source(self._gauges)
             if self.replicas is not None:
                 self.replicas.on_isr_change = self.metrics.isr_changed
+                self.replicas.on_damaged_fetch = functools.partial(
+                    self.metrics.error, "replica_fetch_damaged"
+                )
             self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
             self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()

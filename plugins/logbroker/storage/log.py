@@ -52,7 +52,7 @@ from ..protocol.errors import (
 from ..protocol.message_set import Buffer, Validation, validate
 from ..protocol.requests import EARLIEST_TIME, LATEST_TIME
 from .open_files import OpenFiles
-from .recovery import RecoveryResult, recover_segment
+from .recovery import RecoveryResult, recover_segments
 from .segment import FileRegion, LogSegment, empty_region, parse_segment_file_name
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class Log:
         clock: Clock,
         *,
         recover: bool = False,
+        modified_after_ns: int | None = None,
         request_flush: Callable[[Log], None] | None = None,
         files: OpenFiles | None = None,
     ) -> None:
@@ -111,7 +112,7 @@ class Log:
         self.replica: object | None = None  # the replication package's Replica, once adopted
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
-        self._load(recover)
+        self._load(recover, modified_after_ns)
         # append marks (the module's doc): where appends ended, and the messages taken by then
         self.appended_messages = 0
         self._mark_ends = array("q", [self.end_offset])
@@ -119,7 +120,9 @@ class Log:
 
     # -- loading ----------------------------------------------------------------------
 
-    def _load(self, recover: bool) -> None:
+    def _load(self, recover: bool, modified_after_ns: int | None) -> None:
+        """Open the segments; with `recover` check every one, with `modified_after_ns` those
+        whose file changed since (recovery.py), and cut at the first bad byte."""
         found = []
         for path in self.directory.iterdir():
             base = parse_segment_file_name(path.name)
@@ -138,20 +141,32 @@ class Log:
                     earlier.end_offset,
                     later.base_offset,
                 )
-        self._set_segments(tuple(segments))
-        if recover:
-            self.recovery = recover_segment(segments[-1])
-            if self.recovery.truncated:
+        if recover or modified_after_ns is not None:
+            # `>=`: file times come from a coarse clock, a change in the marker's own tick
+            # has its time (and a segment flushed in that tick is checked again, harmless)
+            since = -1 if recover or modified_after_ns is None else modified_after_ns
+            segments, cut = recover_segments(
+                segments, lambda segment: segment.path.stat().st_mtime_ns >= since
+            )
+            if cut is not None:
+                self.recovery = cut
+                why = "after an unclean shutdown" if recover else "of files changed while down"
+                later = ", ".join(p.name for p in cut.set_aside)
                 log.warning(
-                    "%s: recovery after an unclean shutdown cut %d bytes (%d messages by "
-                    "their size fields) at offset %d: %s; the cut bytes are kept in %s",
+                    "%s: recovery %s cut %d bytes (%d messages by their size fields) at offset "
+                    "%d: %s; the cut bytes are kept in %s%s",
                     self.name,
-                    self.recovery.truncated_bytes,
-                    self.recovery.truncated_entries,
+                    why,
+                    cut.truncated_bytes,
+                    cut.truncated_entries,
                     segments[-1].end_offset,
-                    self.recovery.reason,
-                    self.recovery.kept_in,
+                    cut.reason,
+                    cut.kept_in,
+                    f", the later segments set aside whole ({later})" if later else "",
                 )
+            elif recover:
+                self.recovery = RecoveryResult(segments[-1].end_offset, 0, "")
+        self._set_segments(tuple(segments))
 
     def _set_segments(self, segments: tuple[LogSegment, ...]) -> None:
         # Bases first would let a reader see a base with no segment; assign as one tuple.

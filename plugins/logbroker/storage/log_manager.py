@@ -6,8 +6,10 @@
 
 At start every partition directory is loaded. A directory whose name is not
 `<legal topic>-<partition>` (e.g. `emoji😀-0`, left by a version that allowed such names) is
-named in a warning and skipped, never served and never fatal for the other logs. Without the clean-shutdown marker the newest
-segment of every log is recovered (recovery.py) before anything is served. Topics are
+named in a warning and skipped, never served and never fatal for the other logs. Without the
+clean-shutdown marker every segment of every log is recovered (recovery.py) before anything is
+served; with it, the segments whose files changed after the marker was written (bytes flipped
+or a file cut while the broker was down). Topics are
 created on their first produce with `num.partitions` partitions, or the count that
 `topic.partition.count.map` gives. Two background threads keep the logs: the flusher
 (fsync every `log.default.flush.interval.ms`, and at once when a log has
@@ -98,6 +100,8 @@ class LogManager:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         marker = self.log_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
+        # what changed after the clean shutdown was not checked by this broker: check it now
+        marked_ns = marker.stat().st_mtime_ns if clean else None
         for path in sorted(self.log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -107,7 +111,7 @@ class LogManager:
                 self.skipped[path.name] = str(exc)
                 log.warning("skipped directory %s in log.dir: %s; it is not served", path, exc)
                 continue
-            part_log = self._open_log(topic, partition, recover=not clean)
+            part_log = self._open_log(topic, partition, recover=not clean, checked_ns=marked_ns)
             if part_log.recovery is not None and part_log.recovery.truncated:
                 self.recovered.append(part_log)
         # Remove the marker only now: a crash during loading must recover again next time.
@@ -123,15 +127,18 @@ class LogManager:
             )
         else:
             log.warning(
-                "loaded %d logs from %s after an unclean shutdown (no %s): the newest segment "
-                "of each was validated; %d were cut",
+                "loaded %d logs from %s after an unclean shutdown (no %s): every segment of "
+                "each was validated; %d were cut",
                 len(self._logs),
                 self.log_dir,
                 CLEAN_SHUTDOWN_MARKER,
                 len(self.recovered),
             )
 
-    def _open_log(self, topic: str, partition: int, recover: bool) -> Log:
+    def _open_log(
+        self, topic: str, partition: int, recover: bool, checked_ns: int | None = None
+    ) -> Log:
+        """`recover`: check every segment; `checked_ns`: those modified after then."""
         part_log = Log(
             self.log_dir / partition_dir_name(topic, partition),
             topic,
@@ -139,6 +146,7 @@ class LogManager:
             self.log_config,
             self.clock,
             recover=recover,
+            modified_after_ns=checked_ns,
             request_flush=self._want_flush,
             files=self.files,
         )

@@ -1,6 +1,10 @@
-"""Recovery of a segment after an unclean shutdown (`FileMessageSet.recover`).
+"""Recovery of a log's segments at start (`FileMessageSet.recover`, `Log.recoverLog`).
 
-The segment is walked entry by entry, in windows read from the file, with the same
+What is checked: after an unclean shutdown every segment, oldest first (a killed broker's
+writes, and anything done to its files since, can be anywhere, not only in the newest); after
+a clean one, the segments modified since the clean-shutdown marker was written (their
+mtime is later: bytes flipped or a file cut while the broker was down). A segment is walked
+entry by entry, in windows read from the file, with the same
 validation a produce gets (message_set.validate: size, magic, codec, CRC, and compressed
 payloads decoded and checked inside). The file is truncated at the first byte that does not
 begin a whole valid entry: a size under the minimum, an entry running past the end of the
@@ -16,13 +20,17 @@ acknowledged messages behind it. Before the segment is truncated, the cut bytes 
 where <offset> is the partition offset of the first byte cut (another `.N` is added if that
 name is taken). The name does not end in `.kafka`, so the log never reads it as a segment
 and never serves it; an operator can inspect it (e.g. with `validate`/`iter_messages` from
-`offset`) and, if it is worth it, produce what it holds again.
+`offset`) and, if it is worth it, produce what it holds again. A cut in an older segment
+leaves the later ones after a gap: they are set aside whole the same way (renamed to
+`<their name>.truncated-<their base offset>`), so that the log stays one run of offsets. A
+replica refills all of it from its leader.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,6 +49,7 @@ class RecoveryResult(NamedTuple):
     reason: str  # "" when nothing was cut, else why the tail was cut
     truncated_entries: int = 0  # entries the cut bytes frame by their size fields (estimate)
     kept_in: Path | None = None  # where the cut bytes were moved
+    set_aside: tuple[Path, ...] = ()  # later segments, set aside whole after the cut
 
     @property
     def truncated(self) -> bool:
@@ -115,6 +124,30 @@ def _copy_aside(fd: int, start: int, end: int, path: Path) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def recover_segments(
+    segments: list[LogSegment], check: Callable[[LogSegment], bool]
+) -> tuple[list[LogSegment], RecoveryResult | None]:
+    """Recover, oldest first, the segments that `check` names; the first cut ends the log
+    there (the later segments are set aside). Returns the segments kept and the cut (None
+    when nothing was cut)."""
+    for i, segment in enumerate(segments):
+        if not check(segment):
+            continue
+        result = recover_segment(segment)
+        if not result.truncated:
+            continue
+        for later in segments[i + 1 :]:
+            aside = aside_path(later, later.base_offset)
+            later.close()
+            os.rename(later.path, aside)
+            result = result._replace(
+                truncated_bytes=result.truncated_bytes + later.size,
+                set_aside=(*result.set_aside, aside),
+            )
+        return segments[: i + 1], result
+    return segments, None
 
 
 def recover_segment(segment: LogSegment) -> RecoveryResult:
