@@ -7,9 +7,8 @@ out by hand per API.
     STRING            2 + N     int16 N | N bytes of UTF-8; N = -1 (null) is refused
     NULLABLE_STRING   2 + N     the same; N = -1 is None
     BYTES             4 + N     int32 N | N bytes; N = -1 is None
-    Array(T)          4 + ...   int32 count | count × T; a count of -1 (what Kafka 0.8's
-                                readers took for no items) is refused unless the field is
-                                declared `null_as_empty`
+    Array(T)          4 + ...   int32 count | count × T; a negative count is refused (0.8's
+                                readers took -1 for no items; no 0.8 client sends it)
     MESSAGE_SET       4 + N     int32 N | N bytes of a 0.8 message set (message_set.py),
                                 decoded as a zero-copy view; encoded from bytes, or from a
                                 handle with `size` that the caller sends itself (sendfile)
@@ -57,10 +56,6 @@ class SchemaReader(Reader):
     ) -> None:
         super().__init__(view, error, kind, context)
         self.indexes: list[int] = []
-
-    @property
-    def view(self) -> memoryview:
-        return self._view
 
     def raw_within(self, n: int, what: str, pos: int) -> memoryview:
         """The next `n` bytes, the content of a field whose length was read at `pos`."""
@@ -232,19 +227,10 @@ class Array(Type):
 
     min_size = 4
 
-    def __init__(self, item: Type, *, null_as_empty: bool = False) -> None:
+    def __init__(self, item: Type) -> None:
         self.item = item
-        self.null_as_empty = null_as_empty
 
     def decode(self, reader: SchemaReader, what: str) -> tuple[Any, ...]:
-        pos = reader.pos
-        if (
-            self.null_as_empty
-            and reader.remaining >= 4
-            and INT32.unpack_from(reader.view, pos)[0] == -1
-        ):
-            reader.pos += 4
-            return ()
         count = reader.count(f"{what} count", max(self.item.min_size, 1), wide=True)
         if count == 0:
             return ()
