@@ -61,7 +61,7 @@ from .message import CODEC_MASK, KNOWN_CODECS, LZ4, MAGIC, MESSAGE_HEADER, decod
 ENTRY_OVERHEAD = 12  # offset int64, size int32: 0.8's LogOverhead
 MIN_ENTRY = ENTRY_OVERHEAD + MESSAGE_HEADER
 
-_CRC_MAGIC_ATTRIBUTES = struct.Struct(">IbB")
+_CRC_MAGIC_ATTRIBUTES_KEY = struct.Struct(">IbBi")
 _LENGTH = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -180,7 +180,8 @@ def validate(
         view = view.cast("B")
     length = len(view)
     offset_size = _OFFSET_SIZE.unpack_from
-    crc_magic_attributes = _CRC_MAGIC_ATTRIBUTES.unpack_from
+    crc_magic_attributes_key = _CRC_MAGIC_ATTRIBUTES_KEY.unpack_from
+    length_at = _LENGTH.unpack_from
     crc32 = zlib.crc32
     pos = entries = messages = largest = compressed = last_codec = 0
     first_offset = last_offset = -1
@@ -196,21 +197,37 @@ def validate(
             break
         if end > length:
             break  # a partial trailing entry
-        where = f"the entry at byte {pos} (offset {offset})"
-        crc, magic, attributes = crc_magic_attributes(view, pos + ENTRY_OVERHEAD)
+        crc, magic, attributes, key_length = crc_magic_attributes_key(view, pos + ENTRY_OVERHEAD)
         codec = attributes & CODEC_MASK
-        if magic != MAGIC or codec or attributes or crc32(view[pos + 16 : end]) != crc:
+        # The hot path, once per message: an intact plain message whose key and value
+        # lengths fill it exactly. Anything else goes to decode_message, which names it.
+        value_at = pos + 22 + (key_length if key_length > 0 else 0)
+        if (
+            magic != MAGIC
+            or attributes
+            or key_length < -1
+            or value_at + 4 > end
+            or crc32(view[pos + 16 : end]) != crc
+        ):
+            where = f"the entry at byte {pos} (offset {offset})"
             try:
                 decode_message(view[pos + ENTRY_OVERHEAD : end], where)
             except InvalidMessageError as exc:
                 error = exc
                 break
         else:
-            try:  # a plain message's key and value lengths must fill it exactly
-                _check_lengths(view, pos + ENTRY_OVERHEAD, end, where)
-            except InvalidMessageError as exc:
-                error = exc
-                break
+            value_length = length_at(view, value_at)[0]
+            if value_at + 4 + (value_length if value_length > 0 else 0) != end or value_length < -1:
+                try:
+                    decode_message(
+                        view[pos + ENTRY_OVERHEAD : end],
+                        f"the entry at byte {pos} (offset {offset})",
+                    )
+                except InvalidMessageError as exc:
+                    error = exc
+                    break
+        if stored or codec:
+            where = f"the entry at byte {pos} (offset {offset})"
         if stored and last_offset >= 0 and offset <= last_offset:
             error = CorruptMessageError(
                 f"{where} does not follow offset {last_offset}: stored offsets increase"
@@ -263,16 +280,6 @@ def validate(
         first_offset,
         last_offset,
     )
-
-
-def _check_lengths(view: memoryview, start: int, end: int, where: str) -> None:
-    (key_length,) = _LENGTH.unpack_from(view, start + 6)
-    pos = start + 10 + max(key_length, 0)
-    if key_length < -1 or pos + 4 > end:
-        decode_message(view[start:end], where)  # raises, naming the length
-    (value_length,) = _LENGTH.unpack_from(view, pos)
-    if pos + 4 + max(value_length, 0) != end or value_length < -1:
-        decode_message(view[start:end], where)
 
 
 def _inflate(message: memoryview, codec: int, where: str, budget: InflateBudget) -> bytes:
