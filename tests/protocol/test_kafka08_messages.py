@@ -4,8 +4,8 @@ Reference: the protocol guide's "Message sets" (MessageSet => [Offset MessageSiz
 Message => Crc MagicByte Attributes Key Value, the CRC over MagicByte to the end) and 0.8.2's
 ByteBufferMessageSet for the offsets of compressed wrappers. Every expected buffer is written
 out one field per line; CRC literals are checked by a bitwise CRC-32 (test_message_bytes.py).
-The librdkafka and kafka-python sets are the bytes those clients sent to the recording peer
-of test_kafka08_clients.py, kept here as literals.
+The clients' sets are what kafka-python and confluent-kafka sent to the recording peer of
+test_kafka08_clients.py, and a raw-snappy wrapper as librdkafka writes it.
 """
 
 from __future__ import annotations
@@ -59,9 +59,26 @@ MESSAGE_NULLS = (
     b"\xff\xff\xff\xff"  # value length -1: null
 )
 
-# librdkafka 2.16's gzip set of k1:v1, k2:v2, :v3 (kcat -K: -z gzip): the wrapper at offset 0
-# with inner offsets 0, 1, 2 (its producer's own numbering); gzip header with mtime 0.
-# kcat -z snappy sends a raw snappy block, not snappy-java's framing.
+# What kafka-python 3.0.12 and confluent-kafka 2.16.1 both sent for k1:v1 then a null key
+# with v2, uncompressed (byte for byte the same from the two clients).
+CLIENTS_PLAIN_SET = bytes.fromhex(
+    "0000000000000000"  # offset 0
+    "00000012"  # message size 18
+    "57e7496e"  # crc
+    "00"  # magic 0
+    "00"  # attributes
+    "00000002"
+    + b"k1".hex()  # key length 2, key
+    + "00000002"
+    + b"v1".hex()  # value length 2, value
+    + "0000000000000001"  # offset 1
+    "00000010"  # message size 16
+    "d5960a78"  # crc
+    "00"  # magic 0
+    "00"  # attributes
+    "ffffffff"  # key length -1: null
+    "00000002" + b"v2".hex()  # value length 2, value
+)
 
 
 def test_crc_literals() -> None:
@@ -75,6 +92,14 @@ def test_message_bytes() -> None:
     attributes, key, value = decode_message(MESSAGE_K_V)
     assert (attributes, bytes(key or b"!"), bytes(value or b"!")) == (0, b"k", b"v")
     assert decode_message(MESSAGE_NULLS) == (0, None, None)
+
+
+def test_the_clients_plain_set_is_what_the_builder_writes() -> None:
+    assert build_message_set([(b"k1", b"v1"), (None, b"v2")]) == CLIENTS_PLAIN_SET
+    assert list(iter_messages(CLIENTS_PLAIN_SET)) == [
+        Record(0, b"k1", b"v1"),
+        Record(1, None, b"v2"),
+    ]
 
 
 def test_empty_key_is_not_null() -> None:
