@@ -1,13 +1,30 @@
-"""`make down`'s half of the pipeline stack: everything a stack recorded is stopped by PID."""
+"""`make down`'s half of the pipeline stack: everything a stack recorded is stopped by PID,
+and the Airflow tasks it did not record by its marker, never the shell `make down` runs in."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from logbroker.client.cluster import Cluster
-from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded
+from logbroker.testing.airflow_stack import STACK_MARKER, AirflowStack, process_running
+from logbroker.testing.pipeline_stack import REPO_ROOT, PipelineStack, stop_recorded
 from logbroker.testing.traffic import TOPICS
+
+# A task as the stack's tasks run: in a process group of its own (Airflow's supervisor does
+# setpgid), starting a child in a session of its own (as StreamedProcess and pyspark do).
+FAKE_TASK = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
 
 
 def test_stop_recorded_stops_every_process_the_stack_started(tmp_path: Path) -> None:
@@ -33,3 +50,66 @@ def test_stop_recorded_stops_every_process_the_stack_started(tmp_path: Path) -> 
         assert stop_recorded(tmp_path / "stack") == []  # a second `make down`: nothing to do
     finally:
         stack.stop()
+
+
+@pytest.mark.parametrize("shell_env", ["sourced env.sh", "and holds the stack's marker"])
+def test_down_from_a_shell_that_sourced_env_sh_stops_the_tasks_and_spares_the_shell(
+    tmp_path: Path, shell_env: str
+) -> None:
+    """The README has users `. var/up/airflow/env.sh` before `airflow backfill create`; a
+    `make down` from that shell then took the shell, `make` and `timeout` for task processes
+    (they hold AIRFLOW_HOME=<home> as the tasks do), killed them, and died itself midway.
+    Here `down` runs as `make down` runs it, under `make` and its recipe's shell, in a shell
+    started with env.sh's settings. Even a shell that holds the stack's marker (one opened
+    from a task, say) is spared: no ancestor of `down` is ever signalled."""
+    workdir = tmp_path / "up"
+    stack = AirflowStack(
+        workdir / "airflow", dags_folder=REPO_ROOT / "dags", plugins_folder=REPO_ROOT / "plugins"
+    )
+    env_sh = stack.write_env_file()
+    assert f"AIRFLOW_HOME={stack.home}" in env_sh.read_text()
+    assert STACK_MARKER not in env_sh.read_text()
+    (workdir / "stack.json").write_text(
+        json.dumps({"airflow": {"pids": {}}, "brokers": {}, "zookeeper": {"pid": None}})
+    )
+    task = subprocess.Popen(
+        [sys.executable, "-c", FAKE_TASK],
+        env=stack.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    assert task.stdout is not None
+    child = int(task.stdout.readline())
+    # the user's shell: env.sh's settings in its environment (as in a shell started after
+    # `. env.sh`); `make` (a shell here) runs the recipe's shell, which runs `up.py down`
+    down = f"{sys.executable} {REPO_ROOT / 'scripts' / 'up.py'} down --workdir {workdir}"
+    (tmp_path / "user_shell.sh").write_text(
+        f"sh -c \"sh -c '{down}; echo recipe done'; echo make done\"\necho shell done\n"
+    )
+    marker = f"export {STACK_MARKER}={stack.home}; " if shell_env != "sourced env.sh" else ""
+    try:
+        shell = subprocess.run(
+            ["bash", "--norc", "-c", f". {env_sh}; {marker}exec bash --norc user_shell.sh"],
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if k != STACK_MARKER},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,  # whatever it signals, not this test's group
+        )
+        lines = shell.stdout.splitlines()
+        assert (shell.returncode, lines[-3:]) == (0, ["recipe done", "make done", "shell done"]), (
+            shell.returncode,
+            shell.stdout,
+            shell.stderr,
+        )
+        assert any(line.startswith("down: stopped") for line in lines)
+        assert task.wait(timeout=30) is not None  # the task, and its child in its own session
+        assert not process_running(child)
+        assert not (workdir / "stack.json").exists()
+    finally:
+        for pid in (task.pid, child):
+            if process_running(pid):
+                os.kill(pid, 9)
+        task.wait()

@@ -61,6 +61,11 @@ API_SERVER_GRACE = 5.0
 # "connection refused" while the api-server was still starting, each losing a try.
 AFTER_API = ("scheduler", "triggerer")
 UMASK = 0o077  # what Airflow creates in its home (airflow.db, airflow.cfg, logs): ours only
+# Set (to the home) on the components only, so on every task and everything a task starts
+# (inherited through process groups and sessions of their own): how a stop finds them. env.sh
+# does not export it: a shell that sourced env.sh (and `make down` run from it) holds
+# AIRFLOW_HOME=<home> as the tasks do, and must not be taken for one of them.
+STACK_MARKER = "LOGBROKER_AIRFLOW_STACK"
 
 
 class AirflowStackError(RuntimeError):
@@ -141,6 +146,7 @@ class AirflowStack:
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
                 "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+                STACK_MARKER: str(self.home),
             }
         )
         if self.sql_alchemy_conn is not None:
@@ -186,12 +192,13 @@ class AirflowStack:
 
     def write_env_file(self) -> Path:
         """<home>/env.sh: `. env.sh` gives a shell the settings of this stack, so that the
-        `airflow` command there (backfill, dags, tasks) talks to the same home and DAGs."""
+        `airflow` command there (backfill, dags, tasks) talks to the same home and DAGs; not
+        STACK_MARKER, which only the stack's own processes carry."""
         path = self.home / "env.sh"
         lines = [
             f"export {key}={shlex.quote(value)}\n"
             for key, value in sorted(self.env().items())
-            if key.startswith(("AIRFLOW", "LOGBROKER_"))
+            if key.startswith(("AIRFLOW", "LOGBROKER_")) and key != STACK_MARKER
         ]
         write_private(path, "# written by logbroker.testing.airflow_stack\n" + "".join(lines))
         return path
@@ -424,39 +431,49 @@ def stop_task_processes(
     sleep: Callable[[float], None] = time.sleep,
     spare: Collection[int] = (),
 ) -> list[int]:
-    """Stop the task processes of the Airflow whose AIRFLOW_HOME is `home`.
+    """Stop the task processes of the Airflow stack whose home is `home`.
 
-    Task processes (and the spark-submits they run) live in process groups of their own, which
-    outlive a scheduler stopped mid-task: they are found by the home in their environment.
-    The processes in `spare` and their children are left alone: given the running
+    Task processes (and the spark-submits they run) live in process groups and sessions of
+    their own, which outlive a scheduler stopped mid-task: they are found by the stack's
+    marker in their environment (STACK_MARKER, which no shell that sourced env.sh holds).
+    Never this process nor any of its ancestors (the `make`, `timeout` and shell it runs
+    from). The processes in `spare` and their children are left alone: given the running
     components, that spares the LocalExecutor's workers (each a task's supervisor, which
     reports the task's end) and stops the task processes and what they started.
     """
-    marker = f"AIRFLOW_HOME={home}".encode()
+    import psutil  # Airflow's own dependency: there wherever a stack runs
+
+    this = psutil.Process()
+    ancestors = {this.pid, *(p.pid for p in this.parents())}
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in (os.getpid(), os.getppid()):
+    for process in psutil.process_iter():
+        if process.pid in ancestors:
             continue
-        with contextlib.suppress(OSError):
-            ours = marker in (entry / "environ").read_bytes().split(b"\0")
-            if ours and not {int(entry.name), _parent(entry)} & set(spare):
-                found.append(int(entry.name))
-    stopped = list(found)
+        with contextlib.suppress(psutil.Error):  # gone, a zombie, or another user's
+            if process.environ().get(STACK_MARKER) != str(home):
+                continue
+            if not {process.pid, process.ppid()} & set(spare):
+                found.append(process)
+    stopped = [p.pid for p in found]
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+        for process in found:
+            with contextlib.suppress(psutil.Error):  # checks the PID was not reused
+                process.send_signal(sig)
         deadline = clock() + grace
         while found and clock() < deadline:
-            found = [pid for pid in found if process_running(pid)]
+            found = [p for p in found if _running(p)]
             sleep(0.2)
     return stopped
 
 
-def _parent(proc_entry: Path) -> int:
-    """The parent's PID, from /proc/<pid>/stat (after the command, which may hold spaces)."""
-    stat = (proc_entry / "stat").read_bytes()
-    return int(stat[stat.rindex(b")") + 2 :].split()[1])
+def _running(process: Any) -> bool:
+    """A psutil.Process alive and not a zombie (an orphan's zombie stays until init reaps it)."""
+    import psutil
+
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def process_running(pid: int) -> bool:
