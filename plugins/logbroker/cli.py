@@ -18,6 +18,7 @@ from .commands import (
     offsets,
     preferred_replica_election,
     produce,
+    quickstart,
     schemas,
     topics,
 )
@@ -25,6 +26,7 @@ from .protocol import native
 
 EPILOG = """\
 examples:
+  logbroker quickstart start        # ZooKeeper, a live and an analysis cluster, in the background
   logbroker broker --config include/config/server.properties
   logbroker topics --zookeeper 127.0.0.1:2181/live create page-views --partitions 4
   seq 1000 | logbroker produce --zookeeper 127.0.0.1:2181/live --topic page-views
@@ -49,6 +51,7 @@ SUBCOMMANDS = (
     preferred_replica_election,
     schemas,
     mirror,
+    quickstart,
     bench,
 )
 
