@@ -5,10 +5,13 @@ Every fenced block names its language (sh, python or text), so no shell block is
 Each shell command is checked first: its program, script and subcommand exist, the flags it
 names are its own (`logbroker` commands are parsed by the command's own parser; scripts and
 `airflow` by their --help), the repository files it names exist, and the configuration files
-and events it names load. Commands that need nothing running are then run as written, in
-bash, after `. .venv/bin/activate`, with the virtualenv off PATH before it. The others are
-skipped one by one, each with its reason (a cluster, a server it starts, `make up`'s Airflow,
-a warehouse that loads wrote, a long run): listed by `pytest -rs`, never silent.
+and events it names load. Then every command is run as written, in bash, after
+`. .venv/bin/activate`, with the virtualenv off PATH before it, except those skipped for
+one of REASONS, said in one word (listed by `pytest -rs`, never silent). A command that
+needs the local servers is in the walk-through (README's "Using it", "Events and the schema
+registry", "The hourly load into the warehouse"), which test_readme_walkthrough.py runs in
+order against the servers it starts: anywhere else it would run here, with nothing to talk to,
+and fail.
 """
 
 from __future__ import annotations
@@ -19,14 +22,13 @@ import io
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.readme import WALKTHROUGH, Command, fenced_blocks, section, shell_commands
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -34,122 +36,62 @@ VENV_BIN = REPO / ".venv" / "bin"
 ACTIVATE = ".venv/bin/activate"  # what README tells a newcomer to source first
 LANGUAGES = {"sh", "python", "text"}
 
-# What a command needs that a test cannot give it; the first that applies is the reason.
-CLUSTER_FLAGS = (
-    "--zookeeper",
-    "--broker",
-    "--broker-list",
-    "--consumer.config",
-    "--producer.config",
-    "--schema-registry",
-)
-LONG_RUNS = {
-    "bench/fuzz_broker.py": "the long fuzz run of a live broker",
-    "tests/storage/test_log_state_machine.py": "the long run of the log's state machine",
+# Why a command is not run here, in one word each.
+REASONS = {
+    "walkthrough": "run in order by test_readme_walkthrough.py, against the servers it starts",
+    "recursive": "runs this suite (make test)",
+    "minutes": "a run of minutes, tested on its own (make demo, up, lint, bench; the long "
+    "fuzz and state-machine runs)",
+    "make-up": "needs, or stops, `make up`'s stack (its Airflow, settings in var/up/airflow/env.sh)",
+    "setup": "no .venv: `make setup` has not run",
 }
+# Flags of a command that talks to servers: only the walk-through starts them.
+SERVER_FLAGS = ("--zookeeper", "--broker", "--broker-list", "--consumer.config", "--warehouse")
+RECURSIVE_TARGETS = {"test", "test-pure"}
+MAKE_UP_TARGETS = {"down"}
+LONG_RUNS = ("bench/fuzz_broker.py", "tests/storage/test_log_state_machine.py")
 # Options of spark-submit itself that take a value (before the application's file).
 SPARK_SUBMIT_VALUES = {"--master", "--deploy-mode", "--conf", "--py-files", "--name", "--jars"}
-
-
-@dataclass(frozen=True)
-class Command:
-    """One logical line of a shell block: continuations joined, comments dropped."""
-
-    text: str
-    line: int  # in README.md
-
-    @property
-    def stages(self) -> list[list[str]]:
-        """The argv of each program in its pipeline, without env assignments or a final &."""
-        stages: list[list[str]] = [[]]
-        for token in shlex.split(self.text, comments=True):
-            if token in ("|", "&&"):
-                stages.append([])
-            elif token != "&":
-                stages[-1].append(token)
-        return [_without_env(stage) for stage in stages if stage]
 
 
 def program(argv: list[str]) -> str:
     return argv[0] if argv[0] in (".", "source") else Path(argv[0]).name
 
 
-def _without_env(argv: list[str]) -> list[str]:
-    while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[0]):
-        argv = argv[1:]
-    return argv
-
-
-def fenced_blocks(text: str) -> list[tuple[str, str, int]]:
-    """(language, body, line of the body's first line) of every fenced block."""
-    blocks = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        opening = re.fullmatch(r"```(\S*)\s*", lines[i])
-        if opening:
-            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            blocks.append((opening.group(1), "\n".join(lines[i + 1 : end]), i + 2))
-            i = end
-        i += 1
-    return blocks
-
-
-def shell_commands(text: str) -> list[Command]:
-    commands = []
-    for language, body, first in fenced_blocks(text):
-        if language != "sh":
-            continue
-        pending, start = "", 0
-        for number, raw in enumerate(body.splitlines(), first):
-            line = raw.rstrip()
-            if not pending:
-                start = number
-            if line.endswith("\\"):
-                pending += line[:-1] + " "
-            elif shlex.split(line, comments=True)[-1:] == ["|"]:  # the pipeline goes on
-                pending += line + " "
-            else:
-                pending += line
-                if shlex.split(pending, comments=True):
-                    commands.append(Command(pending.strip(), start))
-                pending = ""
-    return commands
-
-
-README_COMMANDS = shell_commands(README.read_text(encoding="utf-8"))
+README_TEXT = README.read_text(encoding="utf-8")
+README_COMMANDS = [
+    command
+    for language, body, first in fenced_blocks(README_TEXT)
+    if language == "sh"
+    for command in shell_commands(body, first)
+]
+WALKTHROUGH_LINES = [
+    range(first, first + len(body.splitlines()))
+    for body, first in (section(README_TEXT, title) for title in WALKTHROUGH)
+]
 
 
 # -- what a command needs ----------------------------------------------------------------
 
 
 def why_not_run(command: Command) -> str | None:
-    """Why this command cannot run in a test, or None: it runs, as written."""
+    """The word of REASONS that says why this command is not run here, or None: it runs."""
+    if any(command.line in lines for lines in WALKTHROUGH_LINES):
+        return "walkthrough"
     for argv in command.stages:
         name = program(argv)
         if name == "make":
-            return (
-                "a make target: its recipe is checked with `make -n`; `make test` runs this suite"
-            )
+            targets = {a for a in argv[1:] if "=" not in a}
+            if targets & RECURSIVE_TARGETS:
+                return "recursive"
+            return "make-up" if targets & MAKE_UP_TARGETS else "minutes"
         if argv == [".", ACTIVATE]:
             continue
         if name in (".", "source", "airflow"):
-            return "needs `make up` running (its Airflow, settings in var/up/airflow/env.sh)"
-        named = [flag for flag in CLUSTER_FLAGS if _names_flag(argv, flag)]
-        if named:
-            return f"needs a cluster (names {named[0]})"
-        if argv[:3] == ["logbroker", "broker", "--config"] or "logbroker.testing.zookeeper" in argv:
-            return "starts a server that runs until Ctrl-C"
-        if _names_flag(argv, "--warehouse"):
-            return "reads a warehouse that hourly loads wrote"
-        for script, what in LONG_RUNS.items():
-            if script in argv:
-                return f"{what} (minutes)"
+            return "make-up"
+        if any(script in argv for script in LONG_RUNS):
+            return "minutes"
     return None
-
-
-def _names_flag(argv: list[str], flag: str) -> bool:
-    return any(token == flag or token.startswith(flag + "=") for token in argv)
 
 
 # -- static checks: what a command names exists ---------------------------------------------
@@ -157,6 +99,9 @@ def _names_flag(argv: list[str], flag: str) -> bool:
 
 def problems(command: Command) -> list[str]:
     """Everything in `command` that does not exist or does not load, one line each."""
+    assigned = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\$\((.+)\)", command.text)
+    if assigned:  # HOUR=$(date ...): the command it runs
+        return problems(Command(assigned.group(1), command.line))
     found: list[str] = []
     stages = command.stages
     for i, argv in enumerate(stages):
@@ -178,7 +123,7 @@ def problems(command: Command) -> list[str]:
             found += _script_problems(argv)
         elif name == "airflow":
             found += _airflow_problems(argv[1:])
-        elif name in ("seq", "echo"):
+        elif name in ("seq", "echo", "tail", "date"):
             pass
         else:
             found.append(f"{argv[0]}: a program this test does not know; teach it the command")
@@ -335,9 +280,11 @@ def test_readme_command(command: Command, tmp_path: Path) -> None:
     assert not found, f"README.md line {command.line}: {command.text}\n" + "\n".join(found)
     reason = why_not_run(command)
     if reason is not None:
-        pytest.skip(f"by design: {reason}: {command.text[:72]}")
+        pytest.skip(f"{reason}: {command.text[:72]}")
     if not (REPO / ACTIVATE).is_file():
-        pytest.skip("no .venv at the repository root: the README's commands assume `make setup`")
+        pytest.skip(
+            "setup: no .venv at the repository root (README's commands assume `make setup`)"
+        )
     path = [p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != VENV_BIN]
     env = {**os.environ, "PATH": os.pathsep.join(path), "HOME": str(tmp_path)}
     env.pop("VIRTUAL_ENV", None)
@@ -365,6 +312,20 @@ def test_readme_command(command: Command, tmp_path: Path) -> None:
         assert Path(named).name in usage.group(1), (named, usage.group(0))
     elif "--version" in argv:
         assert re.search(r"\d+\.\d+\.\d+", output), output
+
+
+def test_a_skipped_command_says_why_in_one_word_and_none_needs_only_local_servers():
+    for command in README_COMMANDS:
+        reason = why_not_run(command)
+        assert reason is None or reason in REASONS, (command.line, reason)
+        if reason != "walkthrough":
+            named = [f for f in SERVER_FLAGS for a in command.stages for t in a if t == f]
+            assert not named, (
+                f"README.md line {command.line} names {named[0]} outside the walk-through "
+                f"({', '.join(WALKTHROUGH)}), the only sections whose servers a test starts: "
+                f"{command.text[:72]}"
+            )
+    assert all(" " not in word for word in REASONS)
 
 
 def test_the_checks_catch_what_does_not_exist():
