@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 
 
 class _UtcFormatter(logging.Formatter):
@@ -45,4 +46,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text", *, quiet_kazoo: bo
     kazoo_level = max(logging.WARNING, root.level)
     if quiet_kazoo and root.level > logging.DEBUG:
         kazoo_level = logging.CRITICAL + 1
+        # kazoo's two-line UserWarning for a connect string whose chroot is not there yet: the
+        # command says in one line what is missing there (no live broker, no such group, ...)
+        warnings.filterwarnings("ignore", "No chroot path exists", UserWarning, "kazoo")
     logging.getLogger("kazoo").setLevel(kazoo_level)

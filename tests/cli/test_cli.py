@@ -271,6 +271,17 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_code_1():
         assert line.startswith(f"logbroker {name}: cannot connect to ZooKeeper at 127.0.0.1:{port}")
 
 
+def test_a_chroot_not_there_yet_is_one_line_without_kazoos_warning(zk_chroot):
+    """README's walk-through once ran the mirror before the analysis cluster's chroot existed:
+    besides its own line, kazoo's two-line UserWarning ("No chroot path exists")."""
+    missing = zk_chroot.connect + "/analysis"
+    lag = logbroker("lag", "--zookeeper", missing, "--group", "mirror-analysis")
+    assert lag.returncode == 1
+    assert _one_line(lag.stderr) == (
+        f"logbroker lag: no consumer group 'mirror-analysis' in {missing}"
+    )
+
+
 def test_offsets_arguments_are_checked_before_connecting():
     base = ["offsets", "--broker", "127.0.0.1:1", "--topic", "t"]  # nothing listens on port 1
     result = logbroker(*base, "--partition", "0", "--time", "-5")
