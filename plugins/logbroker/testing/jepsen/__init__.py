@@ -2,15 +2,18 @@
 
     cluster    ZooKeeper and three brokers, each on a host of its own, their settings, and a
                watcher of ZooKeeper's states (who led what, in which epoch, when)
-    workload   the clients, processes on hosts of their own: producers (acks=-1, unique
-               values, every outcome written down) and readers (every partition from its
-               leader, every message with its offset); their history files
+    workload   the clients, processes on hosts of their own: producers (acks=-1, and
+               acks=1 beside them; unique values, every outcome written down) and readers
+               (every partition from its leader, every message with its offset); their
+               history files
     nemesis    the faults on a seeded schedule: kill -9 a leader or the controller, pause a
                leader past its ZooKeeper session, cut a follower from its leader, cut a
-               leader from ZooKeeper only; each undone (killed brokers started again)
+               leader from ZooKeeper only, flip a bit or tear the end of a stopped
+               follower's replica; each undone (stopped brokers started again)
     history    the run's history (history.json): the checker's only input
-    checker    the checks (no acknowledged write lost, nothing seen lost, replicas
-               byte-identical, one leader per epoch, no unexplained copies) and the verdict
+    checker    the checks (no acks=-1 acknowledged write lost, nothing seen lost, replicas
+               byte-identical, one leader per epoch, no unexplained copies), the verdict,
+               and the acks=1 acknowledged writes lost (counted, not checked)
     timeline   a PNG of faults, leaders and throughput (with matplotlib)
     run        a run from start to verdict; `python -m logbroker.testing.jepsen.run`
 

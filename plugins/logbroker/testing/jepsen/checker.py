@@ -2,6 +2,7 @@
 
     verdict = check(history)
     verdict["valid"]              True when every check holds
+    verdict["reported"]           what is counted and said but is no promise (acks=1 losses)
     print(summary(verdict))       a few lines for people
 
 The checks (each a key of verdict["checks"], with "ok", "count" of violations and up to
@@ -9,7 +10,8 @@ EXAMPLES of them):
 
 - `acknowledged_kept`: every write acknowledged with acks=-1 is in the final log of its
   partition, at the offset it was acknowledged at (docs/replication.md: an acks=-1 produce
-  survives the loss of every in-sync replica but one).
+  survives the loss of every in-sync replica but one). Writes acknowledged with acks=1 (by
+  the leader alone) promise less: they are not checked, but reported (below).
 - `seen_kept`: every message a reader was handed (below the high watermark of the leader it
   read from) is in the final log at the same offset, with the same value; and each reader
   read each partition as one unbroken chain of offsets (each message starting where the one
@@ -25,6 +27,12 @@ EXAMPLES of them):
   most as many times as it was sent (a retried send may be stored twice: "at least once";
   one never retried, never). Unknown writes (not acknowledged: timeouts, lost connections)
   may be there or not; how many are, and the duplicates, are counted in "stats".
+
+Reported, not checked (verdict["reported"], and stats): `acks1_lost`, the writes acknowledged
+with acks=1 that are not in the final log at their offset (lost, or found elsewhere), each
+with the fault in force when it was acknowledged (`by_fault`: "cut_leader_zk", ...; "none"
+between faults). A leader that can no longer confirm it leads takes no writes at any acks
+(docs/replication.md), so even these should be few.
 
 The checker trusts nothing but the history: it reads no broker and no file.
 """
@@ -95,36 +103,87 @@ def check(history: History) -> dict[str, Any]:
             "count": 1,
             "examples": [history.get("recovery", "the cluster did not recover")],
         }
+    acks1 = _acks1_lost(history, final)
     return {
         "valid": all(r["ok"] for r in results.values()),
         "checks": results,
-        "stats": {**_stats(history, final), **copy_stats},
+        "reported": {"acks1_lost": acks1},
+        "stats": {
+            **_stats(history, final),
+            "acks1_lost": acks1["count"],
+            "acks1_found_elsewhere": acks1["found_elsewhere"],
+            **copy_stats,
+        },
     }
+
+
+def _acks(op: dict[str, Any]) -> int:
+    return int(op.get("acks", -1))  # histories written before acks=1 writers: all -1
+
+
+def _not_kept(op: dict[str, Any], final: dict[int, dict[str, Any]]) -> str | None:
+    """None when an acknowledged write is in the final log at its offset (or its partition
+    was not read: "final_read" says so), else what became of it."""
+    p, value, offset = op["partition"], op["value"], op["offset"]
+    log = final.get(p)
+    if log is None:
+        return None
+    found = log["at"].get(offset)
+    if found is not None and found[1] == value:
+        return None
+    elsewhere = log["where"].get(value)
+    if elsewhere:
+        return f"found at offset(s) {elsewhere} instead"
+    return "lost" + (f" (offset {offset} holds {found[1]})" if found is not None else "")
 
 
 def _acknowledged_kept(history: History, final: dict[int, dict[str, Any]]) -> _Check:
     result = _Check("acknowledged_kept")
     for op in history.get("ops", []):
-        if op["type"] != "ok":
+        if op["type"] != "ok" or _acks(op) != -1:
             continue
-        p, value, offset = op["partition"], op["value"], op["offset"]
-        log = final.get(p)
-        if log is None:
-            continue  # said by "final_read"
-        found = log["at"].get(offset)
-        if found is not None and found[1] == value:
-            continue
-        elsewhere = log["where"].get(value)
-        result.fail(
-            f"{value} acknowledged at p{p} offset {offset} by {op['client']} at "
-            f"{op['complete']:.3f}: "
-            + (
-                f"found at offset(s) {elsewhere} instead"
-                if elsewhere
-                else "lost" + (f" (offset {offset} holds {found[1]})" if found is not None else "")
+        what = _not_kept(op, final)
+        if what is not None:
+            result.fail(
+                f"{op['value']} acknowledged at p{op['partition']} offset {op['offset']} by "
+                f"{op['client']} at {op['complete']:.3f}: {what}"
             )
-        )
     return result
+
+
+def _acks1_lost(history: History, final: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The acks=1 writes acknowledged and not kept at their offset, by the fault in force
+    when they were acknowledged (reported, not checked)."""
+    start = history["meta"]["started"]
+    faults = [f for f in history.get("faults", []) if not f.get("skipped")]
+    lost = _Check("acks1_lost")
+    by_fault: Counter[str] = Counter()
+    elsewhere = 0
+    for op in history.get("ops", []):
+        if op["type"] != "ok" or _acks(op) != 1:
+            continue
+        what = _not_kept(op, final)
+        if what is None:
+            continue
+        elsewhere += what.startswith("found")
+        during = next((f for f in faults if f["start"] <= op["complete"] <= f["end"]), None)
+        by_fault[during["kind"] if during else "none"] += 1
+        lost.fail(
+            f"{op['value']} acknowledged (acks=1) at p{op['partition']} offset {op['offset']} "
+            f"by {op['client']} at {op['complete'] - start:.1f} s "
+            + (
+                f"(during {during['kind']} of broker {during['target']})"
+                if during
+                else "(between faults)"
+            )
+            + f": {what}"
+        )
+    return {
+        "count": lost.count,
+        "found_elsewhere": elsewhere,
+        "by_fault": dict(sorted(by_fault.items())),
+        "examples": lost.examples,
+    }
 
 
 def _seen_kept(history: History, final: dict[int, dict[str, Any]]) -> _Check:
@@ -282,7 +341,9 @@ def _stats(history: History, final: dict[int, dict[str, Any]]) -> dict[str, Any]
     epochs = {(s["partition"], s["epoch"]) for s in history.get("states", [])}
     return {
         "writes": len(ops),
-        "acknowledged": sum(1 for op in ops if op["type"] == "ok"),
+        "acknowledged": sum(1 for op in ops if op["type"] == "ok" and _acks(op) == -1),
+        "acks1_writes": sum(1 for op in ops if _acks(op) == 1),
+        "acks1_acknowledged": sum(1 for op in ops if op["type"] == "ok" and _acks(op) == 1),
         "retried_sends": sum(1 for op in ops if op["attempts"] > 1),
         "reads": len(history.get("reads", [])),
         "read_errors": len(history.get("read_errors", [])),
@@ -297,20 +358,42 @@ def _stats(history: History, final: dict[int, dict[str, Any]]) -> dict[str, Any]
 def summary(verdict: dict[str, Any]) -> str:
     """A few lines for people: the verdict, the figures, the first violations."""
     stats = verdict["stats"]
+    acks1 = verdict["reported"]["acks1_lost"]
     lines = [
         "VALID" if verdict["valid"] else "INVALID",
-        f"  writes {stats['writes']}: acknowledged {stats['acknowledged']}, unknown "
+        f"  writes {stats['writes']}: acknowledged {stats['acknowledged']} with acks=-1 and "
+        f"{stats['acks1_acknowledged']} with acks=1 (of {stats['acks1_writes']}), unknown "
         f"{stats['unknown']} ({stats['unknown_stored']} stored, {stats['unknown_absent']} not), "
         f"retried {stats['retried_sends']}",
+        f"  acks=1 acknowledged and lost (reported, not checked): {acks1['count']}"
+        + (
+            " ("
+            + ", ".join(f"during {kind} {n}" for kind, n in acks1["by_fault"].items())
+            + (
+                f"; {acks1['found_elsewhere']} found at another offset"
+                if acks1["found_elsewhere"]
+                else ""
+            )
+            + ")"
+            if acks1["count"]
+            else ""
+        ),
         f"  stored {stats['stored']}, duplicated values {stats['duplicated_values']} "
         f"(after a retry: {stats['duplicated_after_retry']}); reads {stats['reads']}, "
         f"reader errors {stats['read_errors']}",
-        "  faults: "
-        + (", ".join(f"{k} {v}" for k, v in stats["faults"].items()) or "none")
+        "  faults (with effect): "
+        + (
+            ", ".join(
+                f"{k} {v} ({stats['faults_with_effect'].get(k, 0)})"
+                for k, v in stats["faults"].items()
+            )
+            or "none"
+        )
         + (f" (skipped {stats['faults_skipped']})" if stats["faults_skipped"] else "")
         + f"; leader epochs seen {stats['leader_epochs_seen']}",
     ]
     for name, result in verdict["checks"].items():
         lines.append(f"  {name}: " + ("ok" if result["ok"] else f"{result['count']} violation(s)"))
         lines += [f"    {example}" for example in result["examples"][:5]]
+    lines += [f"    acks=1 lost: {example}" for example in acks1["examples"][:5]]
     return "\n".join(lines)

@@ -13,8 +13,9 @@ file per segment, named by base offset), `logs/<topic>-<p>/leader-epoch-checkpoi
 (replication/epochs.py), `broker.log`; they stay across kill -9 and start.
 
 The brokers run with BROKER_SETTINGS: short ZooKeeper sessions and lag times, so that every
-fault takes effect within seconds, and `min.insync.replicas` 2 with a replication factor of 3,
-so that an acks=-1 write is acknowledged only when at least two replicas hold it.
+fault takes effect within seconds, `min.insync.replicas` 2 with a replication factor of 3,
+so that an acks=-1 write is acknowledged only when at least two replicas hold it, and
+segments of SEGMENT_BYTES, so that a replica is several files (the disk faults hit any).
 
 The watcher is a ZooKeeper session of the test process (never cut off: the faults cut brokers
 only) that writes down every version it sees of each partition's state
@@ -48,6 +49,7 @@ from ..zookeeper import ZkTarget
 SESSION_MS = 2000
 LAG_MS = 1500
 CHROOT = "/jepsen"
+SEGMENT_BYTES = 4096  # a replica spans many segments (~230 messages each): the disk faults hit any
 BROKER_SETTINGS = {
     "zk.sessiontimeout.ms": str(SESSION_MS),
     "replica.lag.time.max.ms": str(LAG_MS),
@@ -56,6 +58,7 @@ BROKER_SETTINGS = {
     "replica.fetch.wait.max.ms": "200",
     "replica.high.watermark.checkpoint.interval.ms": "1000",
     "unclean.leader.election.enable": "false",
+    "log.file.size": str(SEGMENT_BYTES),
 }
 # "replica jepsen-0 on broker 2: leader (leader 2, epoch 5, ISR [2, 3])" (replication/replicas.py)
 _ROLE_LINE = re.compile(
@@ -262,11 +265,15 @@ class ReplCluster:
     def partition_dir(self, broker_id: int, partition: int) -> Path:
         return self.brokers[broker_id].log_dir / f"{self.topic}-{partition}"
 
+    def segments(self, broker_id: int, partition: int) -> list[Path]:
+        """Broker `broker_id`'s segment files of `partition`, oldest first (their names are
+        their base offsets, zero-padded; what recovery set aside is named otherwise)."""
+        return sorted(self.partition_dir(broker_id, partition).glob("*.kafka"))
+
     def replica_bytes(self, broker_id: int, partition: int) -> bytes:
         """Broker `broker_id`'s replica of `partition` as stored: its segments, in order (no
         retention runs in a fault run, so the first segment starts at offset 0)."""
-        directory = self.partition_dir(broker_id, partition)
-        return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
+        return b"".join(p.read_bytes() for p in self.segments(broker_id, partition))
 
     def replica_epochs(self, broker_id: int, partition: int) -> list[tuple[int, int]]:
         from ...replication.epochs import LeaderEpochs

@@ -6,7 +6,7 @@
       "meta": {"seed": 1, "topic": "jepsen", "partitions": 3, "brokers": [1, 2, 3],
                "started": t, "nemesis_ended": t, "ended": t, "settings": {...}},
       "ops": [                                  every send of every producer, in invoke order
-        {"client": "p1", "value": "p1.0.17", "partition": 0, "type": "ok",
+        {"client": "p1", "value": "p1.0.17", "partition": 0, "acks": -1, "type": "ok",
          "offset": 1234, "next": 1257, "attempts": 1, "error": "", "invoke": t, "complete": t},
         {... "type": "info", "offset": null, "next": null, "error": "ProduceError: ..."}
       ],                                        "complete": null when the client never said
@@ -27,7 +27,8 @@
                                "epochs": [[epoch, start], ...]}}}
     }
 
-`t` is wall-clock seconds (time.time()) throughout. Partition and broker keys are strings (JSON
+`t` is wall-clock seconds (time.time()) throughout. An op's `acks` is the producer's
+request.required.acks: -1 (the checked promise) or 1 (its losses are counted, not checked). Partition and broker keys are strings (JSON
 objects). A replica's `sha256` is over its stored bytes below the leader's high watermark,
 `end` its log's end, `first_difference` the first byte offset below the high watermark where
 it differs from the leader's stored bytes (null: none).
@@ -69,6 +70,7 @@ def merge_client_history(history: History, client: str, path: Path) -> None:
                     "client": client,
                     "value": record["value"],
                     "partition": record["partition"],
+                    "acks": record.get("acks", -1),
                     "type": "info",
                     "offset": None,
                     "next": None,

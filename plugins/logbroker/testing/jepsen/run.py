@@ -11,7 +11,9 @@ What a run does, in order:
 1. ZooKeeper and three brokers on hosts of their own (cluster.py), a topic of `partitions`
    partitions with three replicas each;
 2. the clients (workload.py), each a process on its own host: `producers` producers of
-   `threads` threads (acks=-1, unique values) and `readers` readers of every partition;
+   `threads` threads (acks=-1, unique values), `acks1_producers` more with acks=1 (named on
+   from them: by default p1 and p2 write with acks=-1, p3 with acks=1), and `readers`
+   readers of every partition;
 3. once every producer has had a write acknowledged, `warmup_s`, then the nemesis
    (nemesis.py): one round of every kind of fault (`duration_s` 0) or rounds until
    `duration_s` has passed;
@@ -69,7 +71,8 @@ class Settings:
     duration_s: float = 0.0  # 0: one round of every kind of fault
     partitions: int = 3
     brokers: int = 3
-    producers: int = 2
+    producers: int = 2  # acks=-1
+    acks1_producers: int = 1  # acks=1, beside them: their losses are counted, not checked
     threads: int = 3  # per producer; thread i writes partition i % partitions
     rate: float = 20.0  # sends a second per producer thread
     readers: int = 1
@@ -81,7 +84,7 @@ class Settings:
     topic: str = "jepsen"
 
     def hosts(self) -> list[str]:
-        return host_names(self.brokers, self.producers, self.readers)
+        return host_names(self.brokers, self.producers + self.acks1_producers, self.readers)
 
 
 @dataclass
@@ -127,8 +130,15 @@ def run(
         cluster.start()
         cluster.create_topic(settings.partitions)
         producers = [
-            _start_client(net, cluster, settings, "produce", f"p{i}")
-            for i in range(1, settings.producers + 1)
+            _start_client(
+                net,
+                cluster,
+                settings,
+                "produce",
+                f"p{i}",
+                acks=-1 if i <= settings.producers else 1,
+            )
+            for i in range(1, settings.producers + settings.acks1_producers + 1)
         ]
         readers = [
             _start_client(net, cluster, settings, "read", f"c{i}")
@@ -198,7 +208,7 @@ def run(
 
 
 def _start_client(
-    net: Network, cluster: ReplCluster, settings: Settings, role: str, name: str
+    net: Network, cluster: ReplCluster, settings: Settings, role: str, name: str, acks: int = -1
 ) -> _Client:
     host = net.host(name)
     path = host.directory / f"{name}.jsonl"
@@ -210,6 +220,8 @@ def _start_client(
         "--request-timeout-ms", str(settings.request_timeout_ms),
         "--retries", str(settings.retries),
     ]  # fmt: skip
+    if role == "produce":
+        argv += ["--acks", str(acks)]
     return _Client(name, host.run(argv, name=f"{role}-{name}"), path)
 
 

@@ -52,7 +52,8 @@ def plot(history: History, verdict: dict[str, Any], path: Path) -> bool:
     stats = verdict["stats"]
     rate.set_title(
         f"seed {history['meta']['seed']}: {'VALID' if verdict['valid'] else 'INVALID'}, "
-        f"{stats['acknowledged']} acknowledged, {stats['unknown']} unknown, "
+        f"{stats['acknowledged']} acknowledged (acks=-1), {stats['acks1_acknowledged']} "
+        f"(acks=1, {stats['acks1_lost']} lost), {stats['unknown']} unknown, "
         f"{sum(stats['faults'].values())} faults"
     )
     for p in range(partitions):

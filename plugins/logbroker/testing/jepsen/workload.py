@@ -1,15 +1,16 @@
 """The clients of a fault run: processes on hosts of their own (hosts.py), each writing a history.
 
     python -m logbroker.testing.jepsen.workload produce --zookeeper ZK --topic T --name p1 \\
-        --out p1.jsonl [--threads 3] [--rate 20]
+        --out p1.jsonl [--threads 3] [--rate 20] [--acks -1]
     python -m logbroker.testing.jepsen.workload read --zookeeper ZK --topic T --name c1 \\
         --out c1.jsonl
 
 Both run until SIGTERM (then finish the operation in flight, write it down and exit 0).
 
 **Producers.** Thread i of a producer writes partition `i % partitions` of the replicated topic,
-one message per send, with acks=-1 (the library's Producer with its retries, which follow
-the leaders), at most `--rate` sends a second. Each value is unique in a run:
+one message per send, with `--acks` (-1, the default: acknowledged by the whole ISR; or 1:
+by the leader alone), the library's Producer with its retries, which follow the leaders, at
+most `--rate` sends a second. Each value is unique in a run:
 `<name>.<thread>.<seq>` (seq from 0), and is the message's payload (ASCII).
 
 **Readers.** One thread per partition reads it from its leader (client/partition_reader.py)
@@ -21,9 +22,10 @@ History files: JSON lines, each written and flushed whole (a killed client loses
 line it was writing). `t` is wall-clock seconds (time.time()): the hosts share the machine's
 clock, so these compare with the faults' times (hosts.NetworkEvent.time).
 
-    {"f": "invoke", "value": "p1.0.17", "partition": 0, "t": 1700000000.123}
+    {"f": "invoke", "value": "p1.0.17", "partition": 0, "acks": -1, "t": 1700000000.123}
     {"f": "ok", "value": "p1.0.17", "partition": 0, "offset": 1234, "next": 1257,
-     "attempts": 1, "t": ...}                      acknowledged by the whole ISR, at `offset`
+     "attempts": 1, "t": ...}                      acknowledged (acks -1: by the whole ISR;
+                                                   1: by the leader), at `offset`
     {"f": "info", "value": "p1.0.17", "partition": 0, "attempts": 4, "error": "...",
      "t": ...}                                     not acknowledged: written or not, unknown
     {"f": "read", "value": "p1.0.17", "partition": 0, "offset": 1234, "next": 1257,
@@ -87,7 +89,7 @@ def _produce(
     partition = thread % args.partitions
     producer = Producer(
         zk_connect=args.zookeeper,
-        request_required_acks=-1,
+        request_required_acks=args.acks,
         request_timeout_ms=args.request_timeout_ms,
         retries=args.retries,
         retry_backoff_ms=args.retry_backoff_ms,
@@ -101,7 +103,7 @@ def _produce(
         while not stop.is_set():
             value = value_of(args.name, thread, seq)
             seq += 1
-            out.write({"f": "invoke", "value": value, "partition": partition})
+            out.write({"f": "invoke", "value": value, "partition": partition, "acks": args.acks})
             retried = producer.stats.retried_sets
             try:
                 [result] = producer.send(args.topic, value.encode(), key=value)
@@ -186,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the history file (appended)")
     parser.add_argument("--threads", type=int, default=3, help="producer threads")
     parser.add_argument("--rate", type=float, default=20.0, help="sends a second per thread")
+    parser.add_argument(
+        "--acks", type=int, choices=(-1, 1), default=-1, help="request.required.acks of the sends"
+    )
     parser.add_argument("--request-timeout-ms", type=int, default=3000)
     parser.add_argument("--retries", type=int, default=3)
     parser.add_argument("--retry-backoff-ms", type=int, default=200)
