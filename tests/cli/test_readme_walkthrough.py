@@ -59,7 +59,7 @@ VENV_BIN = REPO / ".venv" / "bin"
 COPIED = ("include",)  # what the commands name, copied: they must write nothing into it
 # Linked: the virtualenv, and spark_apps/, whose modules Spark's Python workers import from
 # their working directory, the checkout: the repository's, whose numba caches `make setup`
-# compiled (a copy's workers compile them again, ~10 s, and write them into the copy).
+# compiled (a copy's workers would compile them again, into the copy).
 LINKED = (".venv", "spark_apps")
 STEP_TIMEOUT = 600.0  # seconds; the load and the audit take ~30 s each on a quiet machine
 # README takes $HOUR in the block that produces the event the load and the audit are for: a
