@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded
 from logbroker.testing.postgres import PostgresError, PostgresServer
 from logbroker.testing.spark_standalone import SparkClusterError, SparkStandalone
 from logbroker.testing.traffic import TOPICS
+from logbroker.testing.zookeeper import taken_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_UI_PORT = 8080  # Airflow's own default; UI_PORT (make up UI_PORT=8090) sets another
@@ -74,19 +74,6 @@ def first_hour(workdir: Path, asked: str | None) -> str:
     if asked is not None:
         return datetime.strptime(asked, "%Y-%m-%dT%H").strftime("%Y-%m-%dT%H")
     return datetime.now(UTC).strftime("%Y-%m-%dT%H")
-
-
-def taken_port(ports: dict[int, str]) -> tuple[int, str] | None:
-    """The first of `ports` (in their order) that cannot be bound on 127.0.0.1, and what it is
-    for; None if all are free."""
-    for port, what in ports.items():
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return port, what
-    return None
 
 
 def up(args: argparse.Namespace) -> int:

@@ -20,7 +20,6 @@ line naming it. The data stays after `stop`, and a later `start` resumes on it.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from kazoo.client import KazooClient
 
 from .airflow_stack import process_running
 from .spark_standalone import stop_groups
-from .zookeeper import ZooKeeperServer, ZooKeeperStartError
+from .zookeeper import ZooKeeperServer, ZooKeeperStartError, taken_port
 
 WORKDIR = Path("var") / "quickstart"
 STATE = "quickstart.json"
@@ -97,18 +96,6 @@ BROKERS = (
 
 class QuickstartError(RuntimeError):
     """Said in one line by the command (the tail of a log may follow)."""
-
-
-def taken_port(ports: dict[int, str]) -> tuple[int, str] | None:
-    """The first of `ports` that cannot be bound on 127.0.0.1, and what it is for."""
-    for port, what in ports.items():
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return port, what
-    return None
 
 
 def running(root: Path) -> list[int]:

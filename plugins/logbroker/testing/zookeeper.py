@@ -99,6 +99,19 @@ def find_free_ports(count: int, host: str = "127.0.0.1") -> int:
     raise OSError(f"no {count} consecutive free ports on {host}")
 
 
+def taken_port(ports: dict[int, str], host: str = "127.0.0.1") -> tuple[int, str] | None:
+    """The first of `ports` (in their order) that cannot be bound on ``host``, and what it is
+    for (the values); None if all are free. For fixed ports, checked before anything starts."""
+    for port, what in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return port, what
+    return None
+
+
 def four_letter_word(host: str, port: int, command: str, timeout: float = 5.0) -> str:
     """Send a ZooKeeper four-letter command (``srvr``, ``ruok``, ``dump``, ...); return the reply.
 
