@@ -30,8 +30,9 @@ EXAMPLES of them):
 
 Reported, not checked (verdict["reported"], and stats): `acks1_lost`, the writes acknowledged
 with acks=1 that are not in the final log at their offset (lost, or found elsewhere), each
-with the fault in force when it was acknowledged (`by_fault`: "cut_leader_zk", ...; "none"
-between faults). A leader that can no longer confirm it leads takes no writes at any acks
+with the fault it was acknowledged during or up to AFTER_FAULT_S after (`by_fault`:
+"cut_leader_zk", ...; "none" when no fault was that close: a paused leader's writes are
+acknowledged after its SIGCONT). A leader that can no longer confirm it leads takes no writes at any acks
 (docs/replication.md), so even these should be few.
 
 The checker trusts nothing but the history: it reads no broker and no file.
@@ -48,6 +49,7 @@ from ...protocol.message import encode_message
 from .history import History
 
 EXAMPLES = 20
+AFTER_FAULT_S = 5.0  # an acks=1 write lost this long after a fault ended is the fault's
 
 
 class _Check:
@@ -155,7 +157,9 @@ def _acks1_lost(history: History, final: dict[int, dict[str, Any]]) -> dict[str,
     """The acks=1 writes acknowledged and not kept at their offset, by the fault in force
     when they were acknowledged (reported, not checked)."""
     start = history["meta"]["started"]
-    faults = [f for f in history.get("faults", []) if not f.get("skipped")]
+    faults = sorted(
+        (f for f in history.get("faults", []) if not f.get("skipped")), key=lambda f: f["start"]
+    )
     lost = _Check("acks1_lost")
     by_fault: Counter[str] = Counter()
     elsewhere = 0
@@ -166,17 +170,21 @@ def _acks1_lost(history: History, final: dict[int, dict[str, Any]]) -> dict[str,
         if what is None:
             continue
         elsewhere += what.startswith("found")
-        during = next((f for f in faults if f["start"] <= op["complete"] <= f["end"]), None)
-        by_fault[during["kind"] if during else "none"] += 1
+        t = op["complete"]
+        last = [f for f in faults if f["start"] <= t]  # faults run one at a time
+        fault = last[-1] if last and t <= last[-1]["end"] + AFTER_FAULT_S else None
+        by_fault[fault["kind"] if fault else "none"] += 1
+        when = "(no fault then)"
+        if fault is not None:
+            when = (
+                f"(during {fault['kind']} of broker {fault['target']})"
+                if t <= fault["end"]
+                else f"({t - fault['end']:.1f} s after {fault['kind']} of broker "
+                f"{fault['target']} ended)"
+            )
         lost.fail(
             f"{op['value']} acknowledged (acks=1) at p{op['partition']} offset {op['offset']} "
-            f"by {op['client']} at {op['complete'] - start:.1f} s "
-            + (
-                f"(during {during['kind']} of broker {during['target']})"
-                if during
-                else "(between faults)"
-            )
-            + f": {what}"
+            f"by {op['client']} at {t - start:.1f} s {when}: {what}"
         )
     return {
         "count": lost.count,
@@ -368,7 +376,7 @@ def summary(verdict: dict[str, Any]) -> str:
         f"  acks=1 acknowledged and lost (reported, not checked): {acks1['count']}"
         + (
             " ("
-            + ", ".join(f"during {kind} {n}" for kind, n in acks1["by_fault"].items())
+            + ", ".join(f"{kind} {n}" for kind, n in acks1["by_fault"].items())
             + (
                 f"; {acks1['found_elsewhere']} found at another offset"
                 if acks1["found_elsewhere"]
