@@ -23,7 +23,8 @@ Layout under tmp_path:
                   are mostly a JVM starting: ~1/3 less time), what a machine's Spark may set
     python/       the python blocks, as files that `python <file>` runs in that bash
 
-The one expensive test of the file: Spark's load, verify and audit (~75 s of its ~2 minutes).
+The one expensive test of the file, most of it Spark's load, verify and audit: 1.5-2 minutes
+on this 2-core machine when quiet, 4 when a load average of 8 shares it.
 """
 
 from __future__ import annotations
