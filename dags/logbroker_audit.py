@@ -11,8 +11,11 @@ because events can arrive in later loads: a late event changes an earlier hour's
 and an hour **closes** once its audit is complete and its grace has passed.
 
 The **audit** task turns red when a window is `lost` (missing events after the grace) or
-`unaccounted` (events no producer counted); its failure callback logs a one-line summary,
-and the hour's Data Docs page (Pipeline page -> the hour) says which windows and by how much.
+`unaccounted` (events no producer counted, after the grace); its failure callback logs a
+one-line summary, and the hour's Data Docs page (Pipeline page -> the hour) says which windows
+and by how much. Within the grace a window waiting for its events (`incomplete`) or its
+producers' counts (`pending`: the hour's last window's are published after it ends and land
+in the next hour's `_audit` load) is not a failure; an audit after the grace settles it.
 
 **announce_closed** emits the asset `logbroker-complete/<topic>` for every hour of a topic
 that closed (complete, grace passed) since it was last announced, with the hour and its

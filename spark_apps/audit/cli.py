@@ -28,7 +28,15 @@ if TYPE_CHECKING:
 
     from spark_apps.audit.outcome import AuditOutcome
 
-FAIL_ON = ("lost", "incomplete", "unaccounted", "duplicates", "bad_audit_events", "expectations")
+FAIL_ON = (
+    "lost",
+    "incomplete",
+    "pending",
+    "unaccounted",
+    "duplicates",
+    "bad_audit_events",
+    "expectations",
+)
 EXIT_FAILED_CHECKS = 3
 
 EPILOG = """\
@@ -49,8 +57,10 @@ statuses:
   complete      produced = loaded unique
   incomplete    missing > 0, within the grace (late events may still come)
   lost          missing > 0 after the grace
-  unaccounted   more loaded than produced (an unaudited producer, or one killed before it
-                published its counts)
+  pending       more loaded than produced, within the grace (the counts may still come: a
+                window's counts are published after it ends, the last window's in the next hour)
+  unaccounted   more loaded than produced after the grace (an unaudited producer, or one
+                killed before it published its counts)
   no_data       nothing produced, nothing loaded
 
 exit status:
@@ -104,7 +114,8 @@ def parser() -> argparse.ArgumentParser:
         type=argparse_type(parse_duration_ms),
         default=parse_duration_ms("2h"),
         metavar="DURATION",
-        help="lateness grace after a window's end: missing events are `incomplete` within it, `lost` after (default 2h)",
+        help="lateness grace after a window's end: missing events are `incomplete` within it, `lost` after; "
+        "events without counts `pending` within it, `unaccounted` after (default 2h)",
     )
     p.add_argument(
         "--reports", metavar="DIR", help="where the reports go (default <warehouse>/_reports)"
@@ -125,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
         "--also-reopened",
         action="store_true",
         help="also re-audit the hours of the 7 days before FROM that need it: reopened by late data or a backfill, "
-        "or incomplete with the grace now passed",
+        "or incomplete or pending with the grace now passed",
     )
     p.add_argument(
         "--schema-registry",
@@ -254,7 +265,7 @@ def found(outcome: AuditOutcome, wanted: set[str]) -> list[str]:
     """What of `wanted` (--fail-on) the outcome has, as phrases."""
     out = []
     counts = outcome.status_counts()
-    for status in ("lost", "incomplete", "unaccounted"):
+    for status in ("lost", "incomplete", "pending", "unaccounted"):
         if status in wanted and counts.get(status):
             out.append(f"{counts[status]} {status} windows")
     if "duplicates" in wanted and outcome.totals("duplicates"):

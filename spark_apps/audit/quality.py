@@ -5,7 +5,7 @@ each run copies them into a GX file project under the reports directory and vali
 every audited hour, three small batches that the audit has already computed:
 
     audit_results        the hour's result rows (+ `past_grace`): no lost window, missing = 0
-                         past the grace, no duplicates, no unaccounted events, every topic that
+                         and unaccounted = 0 past the grace, no duplicates, every topic that
                          had traffic in the previous day has data in the hour
     loaded_topic_hours   the hour's loads, one profile row per topic (load_profile): header
                          columns not null, event times plausible, schema ids registered, bad

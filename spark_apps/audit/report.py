@@ -32,11 +32,11 @@ if TYPE_CHECKING:
     from spark_apps.warehouse.hour_states import HourState
 
 HOURS_DIR = "hours"
-FAILED = ("lost", "incomplete", "unaccounted")
 BADGE = {
     "complete": "success",
     "no_data": "secondary",
     "incomplete": "warning",
+    "pending": "warning",
     "lost": "danger",
     "unaccounted": "danger",
     "closed": "success",
@@ -154,11 +154,18 @@ def hour_page(
     summary = outcome.summaries[hour]
     results = outcome.results[outcome.results["audit_hour"] == hour]
     counts = results["status"].value_counts().to_dict()
-    failed = results[results["status"].isin(FAILED) | (results["duplicates"] > 0)]
+    failed = results[results["status"].isin(layout.FAILED_STATUSES) | (results["duplicates"] > 0)]
+    waiting = int(results["status"].isin(layout.WAITING_STATUSES).sum())
     failures: list[Failure] = quality.failures.get(hour, []) if quality else []
     pages = quality.pages.get(hour, {}) if quality else {}
     n_windows = len(results)
-    if failed.empty and not failures and not summary["bad_audit_events"]:
+    if failed.empty and not failures and not summary["bad_audit_events"] and waiting:
+        verdict = (
+            f'<div class="alert alert-warning" id="verdict">Nothing failed; {waiting} of '
+            f"{n_windows} windows wait within the grace for late events (incomplete) or "
+            "their producers' counts (pending).</div>"
+        )
+    elif failed.empty and not failures and not summary["bad_audit_events"]:
         verdict = f'<div class="alert alert-success" id="verdict">All {n_windows} windows are complete or without data; every expectation passed.</div>'
     else:
         what = []

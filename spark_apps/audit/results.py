@@ -13,9 +13,14 @@ Per topic and window (docs/design.md §3.5; issue 12):
     status         the first that applies:
                      lost         missing > 0 and the window's end + the grace has passed
                      incomplete   missing > 0, the grace has not passed yet
-                     unaccounted  unaccounted > 0
+                     unaccounted  unaccounted > 0 and the window's end + the grace has passed
+                     pending      unaccounted > 0, the grace has not passed yet: the counts
+                                  can still come (a producer publishes a window's counts after
+                                  it ends, so the hour's last window's land in the next
+                                  hour's `_audit` load)
                      no_data      nothing produced, nothing loaded
                      complete     produced = loaded_unique > 0
+                   Within the grace nothing is a failure; after it, lost and unaccounted are.
     audited_at     the audit's clock (`--now`, or the wall clock)
 """
 
@@ -43,10 +48,11 @@ def window_status(
 ) -> str:
     """The status of one window (see the module doc); the vectorized form is `statuses`."""
     missing = produced - loaded_unique
+    past_grace = now_ms >= window_end_ms + grace_ms
     if missing > 0:
-        return "lost" if now_ms >= window_end_ms + grace_ms else "incomplete"
+        return "lost" if past_grace else "incomplete"
     if loaded_unique > produced:
-        return "unaccounted"
+        return "unaccounted" if past_grace else "pending"
     if produced == 0 and loaded_rows == 0:
         return "no_data"
     return "complete"
@@ -59,14 +65,16 @@ def statuses(frame: pd.DataFrame, now_ms: int, grace_ms: int) -> pd.Series:
 
     missing = frame["produced"] - frame["loaded_unique"]
     past_grace = now_ms >= frame["window"] + WINDOW_MS + grace_ms
+    uncounted = frame["loaded_unique"] > frame["produced"]
     choices = np.select(
         [
             (missing > 0) & past_grace,
             missing > 0,
-            frame["loaded_unique"] > frame["produced"],
+            uncounted & past_grace,
+            uncounted,
             (frame["produced"] == 0) & (frame["loaded_rows"] == 0),
         ],
-        ["lost", "incomplete", "unaccounted", "no_data"],
+        ["lost", "incomplete", "unaccounted", "pending", "no_data"],
         default="complete",
     )
     return pd.Series(choices, index=frame.index, dtype="object")

@@ -2,9 +2,10 @@
 
     open       no checkpoint: the hour is not loaded (or not committed)
     loaded     a checkpoint, no audit of the hour that covers the topic
-    audited    an audit result, but not (yet) closed: some window is not complete, the grace
-               has not passed, a load that can hold the hour's events has not been read yet,
-               or the hour was reopened
+    audited    an audit result, but not (yet) closed: some window is not complete (within
+               the grace: `incomplete`, events missing, or `pending`, counts missing; after
+               it: `lost` or `unaccounted`), the grace has not passed, a load that can hold
+               the hour's events has not been read yet, or the hour was reopened
     closed     audited, every window complete (or without data), the lateness grace passed,
                and nothing arrived since
 
@@ -57,7 +58,9 @@ class HourState:
             return False
         past_grace = now >= self.hour + timedelta(milliseconds=HOUR_MS + grace_ms)
         pending = any(r.startswith("pending") for r in self.reasons)
-        return (past_grace and self.statuses.get("incomplete", 0) > 0) or pending
+        # windows that wait for late events or counts are settled once the grace has passed
+        waiting = self.statuses.get("incomplete", 0) + self.statuses.get("pending", 0)
+        return (past_grace and waiting > 0) or pending
 
 
 def read_summary(fs: WarehouseFS, wh: str, hour: datetime) -> dict[str, Any] | None:

@@ -6,7 +6,8 @@ An hour's state is the one model of spark_apps.warehouse.hour_states (open, load
 closed; reopened, with its reasons), the same the audit's reports and the completeness assets
 use. Beside it the page shows what the files say of the hour: its checkpoint (ranges, counts,
 rows_sha256) and its audit's windows (`_audit_results/audit_hour=H/`, Parquet). An audited
-hour with a `lost` or `unaccounted` window is marked `failed` on top of its state.
+hour with a `lost` or `unaccounted` window is marked `failed` on top of its state; windows that
+wait within the grace (`incomplete`, `pending`) are not failures.
 
 The api-server and Airflow tasks run this, so it reads through fsspec (filesystem.FsspecFS: `file://`,
 WebHDFS for an `hdfs://` warehouse, `s3://`, ...), never a SparkSession; `now` is a parameter
@@ -25,8 +26,7 @@ from spark_apps.warehouse import layout
 from spark_apps.warehouse.filesystem import FsspecFS, WarehouseFS
 from spark_apps.warehouse.hour_states import HourState, hour_states
 from spark_apps.warehouse.hours import parse_hour
-
-FAILED_STATUSES = ("lost", "unaccounted")
+from spark_apps.warehouse.layout import FAILED_STATUSES
 
 
 @dataclass

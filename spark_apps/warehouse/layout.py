@@ -95,7 +95,11 @@ RESULT_COLUMNS = (
     "status",
     "audited_at",
 )
-STATUSES = ("complete", "incomplete", "lost", "unaccounted", "no_data")
+STATUSES = ("complete", "incomplete", "pending", "lost", "unaccounted", "no_data")
+# What fails an hour (the Pipeline page's `failed`, the audit DAG's --fail-on, the report), and
+# what only waits within the lateness grace: events (incomplete) or counts (pending) may come.
+FAILED_STATUSES = ("lost", "unaccounted")
+WAITING_STATUSES = ("incomplete", "pending")
 
 
 def checkpoints_dir(wh: str, topic: str) -> str:

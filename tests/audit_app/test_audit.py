@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -428,6 +429,66 @@ def test_late_event_reopens_and_changes_the_hour(spark: Any, tmp_path: Path) -> 
     )
     state = {s.topic: s for s in hour_states(FsspecFS(), wh, TOPICS, [HOURS[0]], LATE)}
     assert state["page_views"].state == "closed" and not state["page_views"].reopened
+
+
+# -- the real clock: an hour's last counts come with the next hour ------------------------------
+
+
+def test_on_a_moving_clock_hours_go_loaded_audited_closed_and_never_fail(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 49 item 10, the stack on the real clock from 10:00: each hour's loads commit at
+    HH+1:05, and the audit DAG's run at HH+1:06 audits the loaded hour and the grace (2 h)
+    before it with `--fail-on lost,unaccounted`. A producer's counts of a window arrive in the
+    load of the hour the window closes in, so each hour's last window is counted only by the
+    next hour's `_audit` load. Nothing is lost: every hour shows loaded, then audited, then
+    closed, never failed, and no run is red. Except one window: ad_clicks 11:30, whose producer
+    was killed before it published its counts: reported once its grace has passed, not before."""
+    from support.synthetic_warehouse import Traffic
+
+    from spark_apps.warehouse.hour_view import WarehouseView
+    from spark_apps.warehouse.hours import format_hour
+
+    from .scenarios import LOADS, traffic
+
+    root = tmp_path / "wh"
+    tr: Traffic = traffic()
+    tr.produce("p-killed", "ad_clicks", [at("11:30") + i * 1000 for i in range(3)], counted=False)
+    view = WarehouseView(as_uri(str(root)), timedelta(hours=2))
+    names = [format_hour(h) for h in LOADS]
+    seen: dict[tuple[str, str], list[str]] = {(t, h): [] for t in TOPICS for h in names}
+    exits = []
+
+    def look(now: datetime) -> None:
+        for row_ in view.grid(TOPICS, names, now):
+            for cell in row_:
+                states = seen[(cell.topic, cell.hour)]
+                if not states or states[-1] != cell.badge:
+                    states.append(cell.badge)
+
+    look(LOADS[0] + timedelta(hours=1))  # before the first load: every hour open
+    for load in LOADS:
+        tr.write(root, [load], TOPICS)
+        look(load + timedelta(hours=1, minutes=5))
+        now = load + timedelta(hours=1, minutes=6)
+        first = max(load - timedelta(hours=2), LOADS[0])  # the stack started at 10:00
+        args = ["--warehouse", str(root), "--hours", f"{format_hour(first)}..{format_hour(load)}",
+                "--now", now.strftime("%Y-%m-%dT%H:%M:%SZ"), "--grace", "2h",
+                "--fail-on", "lost,unaccounted", "--no-quality", "--quiet"]  # fmt: skip
+        exits.append(audit_cli.main(args))  # as the audit DAG runs it
+        look(now)
+    # red only at 14:06, the first run past 11:30's grace (11:40 + 2 h)
+    assert exits == [0, 0, 0, audit_cli.EXIT_FAILED_CHECKS]
+    assert "failing (--fail-on lost,unaccounted): 1 unaccounted windows" in capsys.readouterr().err
+    expected = {
+        (topic, hour): ["open", "loaded", "audited", "closed"]
+        if hour < "2026-11-22T12"  # 12:00's grace passes at 15:00, after the last run
+        else ["open", "loaded", "audited"]
+        for topic in TOPICS
+        for hour in names
+    }
+    expected[("ad_clicks", "2026-11-22T11")] = ["open", "loaded", "audited", "failed"]
+    assert seen == expected
 
 
 # -- the command ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -19,9 +20,11 @@ from spark_apps.audit.report_assets import (
     rewrite_html,
     url_map,
 )
-from spark_apps.audit.results import window_status
+from spark_apps.audit.results import statuses, window_status
+from spark_apps.warehouse.hour_states import HourState
 from spark_apps.warehouse.hours import (
     HOUR_MS,
+    WINDOW_MS,
     hour_ms,
     parse_duration_ms,
     parse_hour,
@@ -41,13 +44,37 @@ GRACE = 2 * HOUR_MS
         (15, 18, 15, END, "complete"),  # duplicates are their own finding
         (15, 11, 11, END + GRACE - 1, "incomplete"),
         (15, 11, 11, END + GRACE, "lost"),
-        (15, 20, 20, END, "unaccounted"),
-        (0, 3, 3, END, "unaccounted"),
+        (15, 20, 20, END, "pending"),  # the counts can still come (issue 49 item 10)
+        (15, 20, 20, END + GRACE - 1, "pending"),
+        (15, 20, 20, END + GRACE, "unaccounted"),
+        (0, 3, 3, END, "pending"),  # the hour's last window: its counts come in the next hour
+        (0, 3, 3, END + GRACE, "unaccounted"),
         (0, 0, 0, END + GRACE, "no_data"),
     ],
 )
 def test_window_status(produced: int, rows: int, unique: int, now: int, status: str) -> None:
     assert window_status(produced, rows, unique, END, now, GRACE) == status
+    frame = pd.DataFrame(
+        {"produced": [produced], "loaded_rows": [rows], "loaded_unique": [unique]}
+    ).assign(window=END - WINDOW_MS)
+    assert statuses(frame, now, GRACE).tolist() == [status]  # the vectorized form agrees
+
+
+@pytest.mark.parametrize(
+    ("statuses_", "now", "needs"),
+    [
+        ({"complete": 5, "pending": 1}, END + GRACE - 1, False),  # its counts may still come
+        ({"complete": 5, "pending": 1}, END + GRACE, True),  # settled by the next audit
+        ({"complete": 5, "incomplete": 1}, END + GRACE, True),
+        ({"complete": 6}, END + GRACE, False),
+    ],
+)
+def test_a_waiting_hour_is_audited_again_once_its_grace_has_passed(
+    statuses_: dict[str, int], now: int, needs: bool
+) -> None:
+    hour = datetime.fromtimestamp((END - HOUR_MS) / 1000, UTC)
+    state = HourState("page_views", hour, "audited", statuses=statuses_)
+    assert state.needs_audit(datetime.fromtimestamp(now / 1000, UTC), GRACE) is needs
 
 
 @pytest.mark.parametrize(
