@@ -38,6 +38,7 @@ FAIL_ON = (
     "expectations",
 )
 EXIT_FAILED_CHECKS = 3
+EXIT_BAD_ARGUMENTS = 2  # argparse's
 
 EPILOG = """\
 what it reads:
@@ -65,7 +66,8 @@ statuses:
 
 exit status:
   0 when the audit ran, whatever it found (failed windows and expectations are results);
-  3 when --fail-on names something it found; 2 for bad arguments; 1 for an error.
+  3 when --fail-on names something it found; 2 for bad arguments, and for a --topics name
+  with no load and no producer count in the hours asked (nothing is written); 1 for an error.
 
 examples:
   spark-submit --master 'local[2]' spark_apps/jobs/audit.py --warehouse file:///data/wh \\
@@ -107,7 +109,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="T1,T2",
         type=_topic_list,
         help="topics to audit (comma-separated, repeatable; legal topic names, not the "
-        "warehouse's own names starting with '_'); default every topic in the warehouse",
+        "warehouse's own names starting with '_'; one with no load and no producer count in "
+        "the hours asked is refused, exit 2); default every topic in the warehouse",
     )
     p.add_argument(
         "--grace",
@@ -284,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = _fail_on(args.fail_on)
     except argparse.ArgumentTypeError as err:
         p.error(str(err))
-    from spark_apps.audit.outcome import AuditOptions
+    from spark_apps.audit.outcome import AuditOptions, NothingToAuditError
     from spark_apps.audit.run import run_audit
     from spark_apps.warehouse.filesystem import as_uri
     from spark_apps.warehouse.layout import default_reports
@@ -326,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
             skew_ms=args.max_skew,
         )
         outcome = run_audit(spark, opts, progress)
+    except NothingToAuditError as exc:
+        print(f"audit: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_ARGUMENTS
     finally:
         if owned:
             spark.stop()

@@ -83,6 +83,28 @@ def make_plan(
     return plan
 
 
+def topics_without_data(
+    plan: Plan, named: list[str], counted: dict[str, dict[str, dict[str, int]]]
+) -> list[str]:
+    """The topics of `named` with nothing in the hours asked: no committed load that can
+    hold their events, and no count in the `_audit` loads read (`counted`:
+    AuditEvents.index_by_topic, load hour -> topic -> audit hour -> events, bad ones too).
+    A topic whose producers counted events that never loaded is a finding, not in here."""
+    hours = {format_hour(h) for h in plan.hours}
+    out = []
+    for topic in named:
+        loaded = any(plan.inputs.get(h, {}).get(topic) for h in plan.hours)
+        counts = any(
+            n
+            for per_topic in counted.values()
+            for h, n in per_topic.get(topic, {}).items()
+            if h in hours
+        )
+        if not loaded and not counts:
+            out.append(topic)
+    return out
+
+
 def add_found_inputs(
     plan: Plan, topic: str, load_hour: datetime, event_hours: dict[str, int]
 ) -> None:

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class NothingToAuditError(ValueError):
+    """A topic named in AuditOptions.topics has nothing in the hours asked (a typo, most
+    likely): refused before anything is written, as its rows would replace the hours' results."""
+
+
 @dataclass
 class AuditOptions:
     warehouse: str

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
-from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan
+from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan, topics_without_data
 from spark_apps.audit.load_profile import event_hours, load_profiles
-from spark_apps.audit.outcome import AuditOptions, AuditOutcome
+from spark_apps.audit.outcome import AuditOptions, AuditOutcome, NothingToAuditError
 from spark_apps.audit.reconcile import WarehouseCounts, count_warehouse
 from spark_apps.audit.results import build_results, parquet_bytes, topic_statuses
 from spark_apps.warehouse import layout
@@ -117,6 +117,17 @@ def run_audit(
                 load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, 0, by_topic
             )
         )
+
+    if opts.topics is not None:  # a name asked for that has nothing here: say so, write nothing
+        nothing = topics_without_data(plan, opts.topics, events.index_by_topic)
+        if nothing:
+            clock.stop()
+            span = format_hour(hours[0]) + (f"..{format_hour(hours[-1])}" if len(hours) > 1 else "")
+            raise NothingToAuditError(
+                f"--topics {','.join(nothing)}: no load in {wh} and no producer count for "
+                f"{'it' if len(nothing) == 1 else 'them'} in {span} (a typo?); nothing audited, "
+                "no result replaced"
+            )
 
     clock.step("reconcile")
     results = build_results(

@@ -527,6 +527,45 @@ def test_cli_summary_line_and_fail_on(
     assert "1 lost windows, 1 unaccounted windows" in captured.err
 
 
+def test_a_topic_with_nothing_in_the_hours_asked_is_refused_and_nothing_is_replaced(
+    spark: Any,
+    faulty_run: tuple[Path, AuditOutcome],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 49 item 12: `audit --topics nosuch_topic` exited 0 and replaced the hour's results
+    (page views and all) with 6 no_data rows of nosuch_topic. Through the job's entry, as
+    spark-submit runs it."""
+    from spark_apps.jobs.audit import main
+
+    root, _ = faulty_run
+    copy = tmp_path / "wh"
+    shutil.copytree(root, copy)
+    results = copy / "_audit_results"
+
+    def files() -> dict[str, bytes]:  # every result, summary and load index the audit keeps
+        return {
+            str(p.relative_to(results)): p.read_bytes() for p in results.rglob("*") if p.is_file()
+        }
+
+    before = files()
+    base = ["--warehouse", str(copy), "--hours", "2026-11-22T10", "--now", "2026-11-22T16:00:00Z",
+            "--no-quality", "--quiet"]  # fmt: skip
+    for named in ("nosuch_topic", "page_views,nosuch_topic"):
+        assert main([*base, "--topics", named]) == audit_cli.EXIT_BAD_ARGUMENTS
+        captured = capsys.readouterr()
+        [line] = captured.err.splitlines()
+        assert line.startswith("audit: --topics nosuch_topic: no load in ") and "(a typo?)" in line
+        assert captured.out == ""
+        assert files() == before  # not a byte replaced
+    # A name the producers counted but that never loaded is a finding, not a typo: audited.
+    assert main([*base, "--topics", "no_such_topic"]) == 0
+    summary = json.loads((results / "audit_hour=2026-11-22T10" / "_summary.json").read_text())
+    assert summary["topics"] == ["no_such_topic"]
+    reason = "count for a topic with no data in the warehouse: no_such_topic"
+    assert summary["bad_audit_reasons"][reason] == 1
+
+
 # -- what a person opens --------------------------------------------------------------------------
 
 
