@@ -149,13 +149,27 @@ def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark, in
     )
 
 
-def test_spark_xxhash64_in_python_is_sparks() -> None:
-    from spark_apps.load.spark_hash import xxhash64
+def test_the_drivers_xxhash64_is_sparks_on_the_same_column(spark) -> None:
+    """spark_hash.spark_xxhash64 gives each producer_id the summary's `ph` that Spark's
+    F.xxhash64 gives it: every length up to 100 bytes (XXH64 reads 32-, 8-, 4- and 1-byte
+    steps, so each remainder), empty, outside ASCII, and values whose hash is negative."""
+    from pyspark.sql import functions as F
 
-    # the algorithm's published check values (seed 0) and Spark's seed
-    assert xxhash64(b"", 0) == 0xEF46DB3751D8E999
-    assert xxhash64(b"abc", 0) == 0x44BC2CF5AD770999
-    assert xxhash64(b"", 42) != xxhash64(b"", 0)
+    from spark_apps.load.spark_hash import spark_xxhash64
+
+    rng = random.Random(5)
+    alphabet = "az09-.é生\x00"
+    values = ["", "é", "生產者"] + [
+        "".join(rng.choice(alphabet) for _ in range(n)) for n in range(101) for _ in range(3)
+    ]
+    rows = spark.createDataFrame([(v,) for v in values], "producer_id string")
+    theirs = {
+        r.producer_id: r.ph
+        for r in rows.select("producer_id", F.xxhash64("producer_id").alias("ph")).collect()
+    }
+    mine = {v: spark_xxhash64(v) for v in values}
+    assert mine == theirs
+    assert min(mine.values()) < 0 < max(mine.values())  # signed, as Spark's long
 
 
 def test_no_profile_from_names_spark_would_count_otherwise() -> None:
