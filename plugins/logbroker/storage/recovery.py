@@ -24,6 +24,10 @@ and never serves it; an operator can inspect it (e.g. with `validate`/`iter_mess
 leaves the later ones after a gap: they are set aside whole the same way (renamed to
 `<their name>.truncated-<their base offset>`), so that the log stays one run of offsets. A
 replica refills all of it from its leader.
+
+The walk is 0.7's by default; a 0.8-format log (logical_log.py) passes its own `EntryScan`
+(its entries' framing, its validation, and the logical offset that names a cut), and the
+same copy-aside, truncation and setting aside apply.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
+from ..protocol.errors import InvalidMessageError
 from ..protocol.message_set import validate
 from .segment import LogSegment
 
@@ -41,6 +46,7 @@ WINDOW = 8 * 1024 * 1024
 ASIDE_INFIX = ".truncated-"
 _SIZE = struct.Struct(">i")
 _MIN_ENTRY = 5  # magic-0 header: magic and CRC; an entry's size is never less
+S = TypeVar("S", bound=LogSegment)
 
 
 class RecoveryResult(NamedTuple):
@@ -56,39 +62,69 @@ class RecoveryResult(NamedTuple):
         return self.truncated_bytes > 0
 
 
-def scan_valid_prefix(fd: int, file_size: int, window: int = WINDOW) -> tuple[int, str]:
+class EntryScan:
+    """How recovery walks one format's entries: 0.7's here (an entry is `int32 size |
+    message`, an offset is `base offset + position`). One scan walks one segment, windows
+    in order from its start; a format whose check needs what came before keeps it here."""
+
+    size_at = 0  # where an entry's int32 size field starts
+    overhead = 4  # bytes of an entry before its message: the size field's end
+    min_size = _MIN_ENTRY  # the least size field a whole entry can have
+
+    def check(self, chunk: bytes, position: int) -> tuple[int, InvalidMessageError | None]:
+        """(bytes of whole valid entries at the start of `chunk`, the damage that stopped
+        them or None); `chunk` starts at byte `position` of the segment, at an entry."""
+        result = validate(chunk, position)
+        return result.valid_bytes, result.error
+
+    def where(self, position: int) -> str:
+        """Names byte `position` of the segment in a reason."""
+        return f"offset {position}"
+
+    def offset_at(self, segment: LogSegment, position: int) -> int:
+        """The partition offset of the entry at `position` (where the scan stopped)."""
+        return segment.base_offset + position
+
+
+def scan_valid_prefix(
+    fd: int, file_size: int, window: int = WINDOW, scan: EntryScan | None = None
+) -> tuple[int, str]:
     """Bytes of whole valid entries at the start of the file, and why the scan stopped."""
+    scan = EntryScan() if scan is None else scan
     position = 0
     reason = ""
     while position < file_size:
         chunk = os.pread(fd, min(window, file_size - position), position)
         reaches_end = position + len(chunk) >= file_size
-        check = validate(chunk, position)
-        position += check.valid_bytes
-        if check.error is not None:
-            reason = str(check.error)
+        valid, error = scan.check(chunk, position)
+        position += valid
+        if error is not None:
+            reason = str(error)
             break
-        if check.valid_bytes == len(chunk):
+        if valid == len(chunk):
             continue
         if reaches_end:  # an entry torn by the end of the file
-            reason = f"a partial entry of {file_size - position} bytes at offset {position}"
+            reason = f"a partial entry of {file_size - position} bytes at {scan.where(position)}"
             break
-        if check.valid_bytes == 0:  # one entry larger than the window: read it whole
-            needed = int.from_bytes(chunk[:4], "big", signed=True)
-            window = max(window, needed + 4)
+        if valid == 0:  # one entry larger than the window: read it whole
+            size_at = scan.size_at
+            needed = int.from_bytes(chunk[size_at : size_at + 4], "big", signed=True)
+            window = max(window, needed + scan.overhead)
     return position, reason
 
 
-def count_framed_entries(fd: int, start: int, end: int) -> int:
+def count_framed_entries(fd: int, start: int, end: int, scan: EntryScan | None = None) -> int:
     """Entries between `start` and `end` as their size fields frame them, valid or not: how
     many messages a cut most likely took (the first one is the damaged one)."""
+    scan = EntryScan() if scan is None else scan
+    size_at, overhead = scan.size_at, scan.overhead
     count, position = 0, start
-    while position + 4 <= end:
-        (size,) = _SIZE.unpack(os.pread(fd, 4, position))
-        if size < _MIN_ENTRY or position + 4 + size > end:
+    while position + overhead <= end:
+        (size,) = _SIZE.unpack(os.pread(fd, 4, position + size_at))
+        if size < scan.min_size or position + overhead + size > end:
             break
         count += 1
-        position += 4 + size
+        position += overhead + size
     return count
 
 
@@ -127,15 +163,17 @@ def _copy_aside(fd: int, start: int, end: int, path: Path) -> None:
 
 
 def recover_segments(
-    segments: list[LogSegment], check: Callable[[LogSegment], bool]
-) -> tuple[list[LogSegment], RecoveryResult | None]:
-    """Recover, oldest first, the segments that `check` names; the first cut ends the log
-    there (the later segments are set aside). Returns the segments kept and the cut (None
-    when nothing was cut)."""
+    segments: list[S],
+    check: Callable[[S], bool],
+    recover: Callable[[S], RecoveryResult] | None = None,
+) -> tuple[list[S], RecoveryResult | None]:
+    """Recover, oldest first, the segments that `check` names (with `recover`, default
+    `recover_segment`); the first cut ends the log there (the later segments are set
+    aside). Returns the segments kept and the cut (None when nothing was cut)."""
     for i, segment in enumerate(segments):
         if not check(segment):
             continue
-        result = recover_segment(segment)
+        result = recover_segment(segment) if recover is None else recover(segment)
         if not result.truncated:
             continue
         for later in segments[i + 1 :]:
@@ -150,17 +188,18 @@ def recover_segments(
     return segments, None
 
 
-def recover_segment(segment: LogSegment) -> RecoveryResult:
+def recover_segment(segment: LogSegment, scan: EntryScan | None = None) -> RecoveryResult:
     """Validate the whole segment and cut it after its last whole valid entry, keeping what
     is cut in a `.truncated-<offset>` file beside it."""
+    scan = EntryScan() if scan is None else scan
     file = segment.file  # held until recovery is done
     fd = file.fileno()
     size = segment.size
-    valid, reason = scan_valid_prefix(fd, size)
+    valid, reason = scan_valid_prefix(fd, size, scan=scan)
     if valid >= size:
         return RecoveryResult(valid, 0, "")
-    entries = count_framed_entries(fd, valid, size)
-    kept_in = aside_path(segment, segment.base_offset + valid)
+    entries = count_framed_entries(fd, valid, size, scan)
+    kept_in = aside_path(segment, scan.offset_at(segment, valid))
     _copy_aside(fd, valid, size, kept_in)
     removed = segment.truncate_to(valid)
     return RecoveryResult(valid, removed, reason, entries, kept_in)

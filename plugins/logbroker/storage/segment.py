@@ -47,14 +47,15 @@ LAST_APPEND_MAX = 4096
 OFFSET_DIGITS = 20
 
 
-def segment_file_name(base_offset: int) -> str:
-    return f"{base_offset:0{OFFSET_DIGITS}d}{SEGMENT_SUFFIX}"
+def segment_file_name(base_offset: int, suffix: str = SEGMENT_SUFFIX) -> str:
+    """`suffix`: `.kafka` for a 0.7 log, `.log` for a 0.8-format one (logical_log.py)."""
+    return f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
 
 
-def parse_segment_file_name(name: str) -> int | None:
+def parse_segment_file_name(name: str, suffix: str = SEGMENT_SUFFIX) -> int | None:
     """Base offset of a segment file name, or None if the name is not one."""
-    stem, suffix = name[: -len(SEGMENT_SUFFIX)], name[-len(SEGMENT_SUFFIX) :]
-    if suffix != SEGMENT_SUFFIX or len(stem) != OFFSET_DIGITS or not stem.isdigit():
+    stem, found = name[: -len(suffix)], name[-len(suffix) :]
+    if found != suffix or len(stem) != OFFSET_DIGITS or not stem.isdigit():
         return None
     return int(stem)
 
