@@ -406,7 +406,11 @@ class Assigned(NamedTuple):
 
 
 def assign_offsets(
-    buffer: Buffer, next_offset: int, *, budget: InflateBudget | None = None
+    buffer: Buffer,
+    next_offset: int,
+    *,
+    budget: InflateBudget | None = None,
+    validation: Validation | None = None,
 ) -> Assigned:
     """The leader's append: `buffer`'s whole entries with offsets from `next_offset` on.
 
@@ -416,9 +420,10 @@ def assign_offsets(
     entry's offset rewritten, compressed again with its codec, given a new CRC; it takes
     the offset of its last inner message. Every entry is checked as `validate` checks it,
     and the first damage raises its error (nothing is returned for a damaged set); a
-    partial trailing entry is left out.
+    partial trailing entry is left out. `validation`: `validate`'s answer for these exact
+    bytes, when the caller has it (the log's append): they are not walked again for it.
     """
-    check = validate(buffer, inflate=False)
+    check = validate(buffer, inflate=False) if validation is None else validation
     if check.error is not None:
         raise check.error
     if budget is None:
