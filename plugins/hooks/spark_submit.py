@@ -41,12 +41,12 @@ need the project's virtualenv `bin/` first on PATH (docs/airflow.md).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import psutil
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException
@@ -167,37 +167,39 @@ class SparkAppOperator(SparkSubmitOperator):
             self.log.info("killed the processes spark-submit had started: %s", stopped)
 
 
-def descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[psutil.Process]:
     """Every process under `pid` (children, their children, ...), now."""
-    import psutil
-
     try:
-        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        children: list[psutil.Process] = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+    return children
 
 
-def kill_all(pids: list[int], timeout: float = 10.0) -> list[int]:
+def kill_all(processes: list[psutil.Process], timeout: float = 10.0) -> list[int]:
     """SIGKILL each process still running, and wait until they are gone; the PIDs killed.
 
     SIGKILL at once: the load is safe to kill at any moment (its commit is a checkpoint
-    switch), and Airflow escalates a killed task to SIGKILL after 5 s anyway."""
+    switch), and Airflow escalates a killed task to SIGKILL after 5 s anyway. psutil refuses
+    to signal a PID that another process has taken since `processes` were listed."""
     killed = []
-    for pid in pids:
+    for process in processes:
         try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except ProcessLookupError:
+            process.kill()
+            killed.append(process)
+        except psutil.NoSuchProcess:
             pass
+    # Not psutil.wait_procs: it waits out its timeout for a zombie that is not our child, and
+    # these are reaped by their own parent (or init), whenever it gets to it.
     deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in killed) and time.monotonic() < deadline:
+    while any(_running(process) for process in killed) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return killed
+    return [process.pid for process in killed]
 
 
-def _alive(pid: int) -> bool:
+def _running(process: psutil.Process) -> bool:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return b") Z " not in stat.read()  # a zombie is gone, only not yet reaped
-    except OSError:
+        zombie: bool = process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
+    return not zombie  # a zombie is gone, only not yet reaped by its parent

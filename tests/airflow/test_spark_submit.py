@@ -209,3 +209,37 @@ def command_line(process: Any) -> str:
         return " ".join(process.cmdline())
     except psutil.Error:  # gone meanwhile, or a zombie
         return ""
+
+
+# A parent that never reaps its child: killed, the child stays a zombie until the parent ends.
+NEGLECTFUL_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_kill_all_kills_and_takes_a_zombie_for_gone() -> None:
+    """on_kill's processes are not the task's children: one killed whose parent is alive and
+    does not reap it is a zombie, which kill_all must count as gone rather than wait the
+    hour given here (the test's own timeout ends it first)."""
+    import subprocess
+
+    import psutil
+
+    from hooks.spark_submit import kill_all
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", NEGLECTFUL_PARENT], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert kill_all([child], timeout=3600) == [child.pid]
+        assert child.status() == psutil.STATUS_ZOMBIE  # killed, and not reaped
+        assert parent.poll() is None
+    finally:
+        parent.kill()
+        parent.wait()
