@@ -366,7 +366,7 @@ class Client:
     def intake(
         self, topic: str, total_bytes: int, size: int, batch: int, window_bytes: int
     ) -> dict[str, Any]:
-        """The broker's intake workload's frames, to the relay (see logbroker.Client.intake)."""
+        """The broker's intake workload's frames, to the relay (see systems/logbroker.py, Client.intake)."""
         from intake import produce_frames, set_bytes, stream
 
         frames = produce_frames(topic, size, batch)

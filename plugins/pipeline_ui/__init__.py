@@ -3,8 +3,10 @@
     app.py            the FastAPI app Airflow's api-server mounts at /logbroker; every route
                       requires an Airflow login (the `_token` cookie the UI already holds)
     cluster_view.py   the "Cluster" page's facts: brokers, topics, partitions, group lag
-    pipeline_view.py  the "Pipeline" page's facts: topics x hours and their states, one hour
     templates/        Jinja2 pages; read-only, no JavaScript needed to read them
+
+The "Pipeline" page's facts (topics x hours and their states, one hour) come from
+spark_apps/warehouse/hour_view.py, which the audit DAG's announcements share.
 
 plugins/pipeline_ui_plugin.py registers the app and the nav entries with Airflow.
 """

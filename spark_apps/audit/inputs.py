@@ -41,7 +41,7 @@ class Plan:
     topics: list[str]  # the event topics audited (results have one row per topic and window)
     scanned: dict[str, TopicLoads]  # every topic read, `_audit` included
     to_read: dict[str, list[CommittedLoad]] = field(default_factory=dict)
-    # inputs[hour][topic] -> {load hour: read?} (audit_layout: _summary.json "inputs")
+    # inputs[hour][topic] -> {load hour: read?} (layout: _summary.json "inputs")
     inputs: dict[datetime, dict[str, dict[datetime, bool]]] = field(default_factory=dict)
 
     def loads_read(self, topic: str) -> list[CommittedLoad]:

@@ -1,6 +1,6 @@
 """The data-quality profile of each loaded topic hour: one row per topic and load hour.
 
-Built from the audit's profile query (audit_reconcile: per topic, load hour, window, producer
+Built from the audit's profile query (reconcile: per topic, load hour, window, producer
 and schema id) and the load's checkpoint, so that the checks of a loaded topic hour cost no
 pass over its rows of their own. Columns:
 

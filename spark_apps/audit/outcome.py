@@ -49,10 +49,10 @@ class AuditOutcome:
     summaries: dict[str, dict[str, Any]]  # audit hour -> its _summary.json
     profiles: pd.DataFrame  # the loaded topic hours' profiles
     plan: Plan
-    quality: Any = None  # audit_quality.QualityOutcome when quality ran
+    quality: Any = None  # quality.QualityOutcome when quality ran
     report_pages: dict[str, str] = field(default_factory=dict)  # audit hour -> page URI
     timings: dict[str, float] = field(default_factory=dict)  # step -> seconds
-    loads_counted_from_rows: int = 0  # loads without a current summary (audit_reconcile)
+    loads_counted_from_rows: int = 0  # loads without a current summary (reconcile)
     contested_pairs: int = 0  # (window, producer) pairs whose rows were read to deduplicate
 
     def status_counts(self) -> dict[str, int]:

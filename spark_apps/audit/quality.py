@@ -39,7 +39,7 @@ time, so only what the project's files keep carries over):
 Layout of the reports directory:
 
     <reports>/index.html                the audit's own index: hours, states, links
-    <reports>/hours/<YYYY-MM-DDTHH>.html one page per audited hour (audit_report)
+    <reports>/hours/<YYYY-MM-DDTHH>.html one page per audited hour (report)
     <reports>/data_docs/index.html      GX's Data Docs site
     <reports>/gx/                       the GX project (suites, checkpoints, validation results)
     <reports>/assets/                   the vendored CSS/JS/fonts

@@ -17,7 +17,7 @@ seq range), not from the rows:
 
 A load without a current summary (none written, or its files or checkpoint changed since) is
 counted from its rows once, with the same shuffle, and its summary is kept in the audit's own
-area (audit_layout), which the next audit reads when the load's directory has none current.
+area (layout), which the next audit reads when the load's directory has none current.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The audit's report pages: one per audited hour, and an index (layout: audit_quality's doc).
+"""The audit's report pages: one per audited hour, and an index (layout: quality's doc).
 
 A page says, for one hour: the verdict, every window that failed and by how much (missing,
 duplicates, unaccounted), the loads that hold the window's rows (links to their directories) and

@@ -90,8 +90,8 @@ def build_results(
 ) -> pd.DataFrame:
     """The result rows of `hours` for `topics`, plus `audit_hour` (str) and `window` (ms).
 
-    `loaded`: topic, window, loaded_rows, loaded_unique (audit_reconcile); `counted`: topic,
-    tier, window_start, count (audit_events, good events summed).
+    `loaded`: topic, window, loaded_rows, loaded_unique (reconcile); `counted`: topic,
+    tier, window_start, count (events, good events summed).
     """
     import pandas as pd
 

@@ -2,15 +2,15 @@
 
 The steps, in order (each module's doc has the detail):
 
-1. audit_inputs    which committed loads to read for the audited hours (and why);
-2. audit_reconcile the warehouse's counts from each load's summary (load_summary): per window
+1. inputs          which committed loads to read for the audited hours (and why);
+2. reconcile       the warehouse's counts from each load's summary (load_summary): per window
                    rows and unique events; a profile per load;
-3. audit_events    the `_audit` topic: AuditCount events deduplicated, checked, summed;
-4. audit_results   one row per topic and window, with its status;
+3. events          the `_audit` topic: AuditCount events deduplicated, checked, summed;
+4. results         one row per topic and window, with its status;
 5. writing         per audited hour, `_audit_results/audit_hour=H/` (Parquet + _summary.json),
                    staged and put in place whole; the index of every load read;
-6. audit_quality   the Great Expectations checkpoint, its results kept, Data Docs built;
-7. audit_report    the report pages, one per audited hour.
+6. quality         the Great Expectations checkpoint, its results kept, Data Docs built;
+7. report          the report pages, one per audited hour.
 
 `now` is the audit's clock: the grace is measured against it, and it is the `audited_at` of the
 rows; tests and backfills inject it.

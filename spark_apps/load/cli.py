@@ -4,8 +4,9 @@ Run by spark-submit on any master (see --help); `verify` re-reads committed hour
 brokers. The topics given load one after the other in the one Spark session (one JVM for
 many topics: docs/performance.md, "Many topics an hour"), each on its own: its lock, its
 commit, its checkpoint. A topic that fails is named in one line and the next topic loads;
-the exit status is 1 when any failed, after a last line naming them all. The work is in loading.py (one topic's load), commit.py (staging and the atomic
-commit) and warehouse.py (the files); docs/design.md §3.6 is the contract.
+the exit status is 1 when any failed, after a last line naming them all. The work is in
+hour.py (one topic's load), commit.py (staging and the atomic commit) and
+warehouse/checkpoint.py (the files); docs/design.md §3.6 is the contract.
 """
 
 from __future__ import annotations

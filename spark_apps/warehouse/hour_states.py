@@ -11,11 +11,11 @@
 
 Reopened (an audited or closed hour goes back to `audited`, with `reopened` and the reasons):
 a load the audit read was committed again (a backfill), or a load committed after the audit
-holds events of the hour (late data; known from that load's index, audit_layout). The next
+holds events of the hour (late data; known from that load's index, layout). The next
 audit of the hour reads it and the hour can close again.
 
 Reads only JSON files (checkpoints, summaries, indexes), so a web page can call it without Spark
-through `warehouse_fs.LocalFS` (or any object with `list`, `exists` and `read_text`).
+through `filesystem.FsspecFS` (or any object with `list`, `exists` and `read_text`).
 """
 
 from __future__ import annotations

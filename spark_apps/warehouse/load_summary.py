@@ -5,7 +5,7 @@
 The name starts with `_`, so readers of the hour's rows (Spark, Hive, pyarrow datasets) skip it,
 as they skip `_SUCCESS`. The hourly load writes it into its staging `rows/` before the commit,
 so it appears with the hour's data in the same rename. For a load that has none, or a stale
-one, the audit reads the rows once and keeps the summary in its own area (audit_layout:
+one, the audit reads the rows once and keeps the summary in its own area (layout:
 `_audit_results/_load_summaries/`), never in the load's directory, which is the load's.
 
     {"format": 1, "topic": "page_views", "load_hour": "2026-11-22T10",

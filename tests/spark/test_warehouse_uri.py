@@ -9,7 +9,7 @@ is the closest stand-in for HDFS that ships in Spark's hadoop-client jars:
 - the URI has another scheme and an authority that names no host, so any code that takes the
   URI for a local path (`Path(uri)`, `os.listdir`, `open()`, pyarrow) fails or writes a
   `viewfs:` directory under the current one; only Hadoop's FileSystem API reaches the files;
-- `warehouse_fs.HadoopFS` takes a Python shortcut for `file:` URIs only, so with viewfs every
+- `hadoop.HadoopFS` takes a Python shortcut for `file:` URIs only, so with viewfs every
   listing, read, write and rename goes through the JVM, as it would on HDFS;
 - viewfs has its own rename rules (only within one mount point), as HDFS has its own.
 
