@@ -66,7 +66,7 @@ def walk_entries_python(buf: Any, entries: Any, check_crc: bool) -> tuple[int, i
         size, magic, attributes, crc = unpack(data, pos)
         end = pos + 4 + size
         # size < 6 also stops a negative (damaged) size: the general path names it
-        if size < 6 or magic != 1 or attributes & 3 or end > length:
+        if size < 6 or magic != 1 or attributes or end > length:
             break
         if check_crc and zlib.crc32(data[pos + ENTRY_HEADER : end]) != crc:
             return n, pos, pos

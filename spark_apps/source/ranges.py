@@ -432,7 +432,7 @@ def digest_input(
         while pos + 10 <= length:
             size, magic, attributes = unpack_entry(data, pos)
             end = pos + 4 + size
-            if magic != 1 or attributes & 3 or size < 6 or end > length:
+            if magic != 1 or attributes or size < 6 or end > length:
                 break
             add(pack(base + pos, 0, size - 6))
             add(data[pos + 10 : end])

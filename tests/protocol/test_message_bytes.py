@@ -175,16 +175,19 @@ def test_decode_magic0() -> None:
     assert decode_message(message) == (0, 0, b"hello")
 
 
-def test_decode_magic1_ignores_unused_attribute_bits() -> None:
+def test_decode_magic1_refuses_unused_attribute_bits() -> None:
+    """0.7 defines the codec's two bits only; the CRC does not cover the attributes, so bits
+    above them are what a flipped bit looks like: damage, named."""
     message = b"".join(
         [
             b"\x01",  # magic 1
             b"\xfc",  # attributes: codec bits 0 (none), the 6 unused bits all set
-            struct.pack(">I", CRC_HELLO),  # CRC32 of b"hello"
+            struct.pack(">I", CRC_HELLO),  # CRC32 of b"hello" (right: it covers the payload)
             b"hello",  # payload
         ]
     )
-    assert decode_message(message) == (1, 0xFC, b"hello")
+    with pytest.raises(CorruptMessageError, match="attributes 0xfc: bits other than the codec"):
+        decode_message(message)
 
 
 def test_decode_checks_the_crc() -> None:
@@ -749,6 +752,19 @@ def test_validate_reports_a_crc_mismatch(validate: Validate, iter_messages: Iter
     assert (check.valid_bytes, check.entries, check.messages) == (11, 1, 1)
     with pytest.raises(CorruptMessageError, match=r"CRC mismatch.*offset 111"):
         list(iter_messages(damaged, 100))
+
+
+def test_validate_reports_attribute_bits_that_no_codec_uses(validate: Validate) -> None:
+    """0.7's CRC covers the payload only: a flipped attribute bit keeps the CRC right. No
+    writer sets the bits above the codec's, so a set with one is damage, named."""
+    damaged = bytearray(MAGIC1_SET_A_BC_DEF)
+    damaged[16] |= 0x04  # the second entry's attributes (its size, magic, then this byte)
+    check = validate(damaged, 100)
+    assert isinstance(check.error, CorruptMessageError)
+    assert str(check.error).endswith(
+        "the entry at offset 111 has attributes 0x04: bits other than the codec's are set"
+    )
+    assert (check.valid_bytes, check.entries) == (11, 1)
 
 
 def test_validate_reports_a_damaged_crc_field(validate: Validate) -> None:

@@ -98,6 +98,7 @@ from itertools import chain as _chain
 
 from logbroker.protocol.compression import CODEC_NAMES as _CODEC_NAMES
 from logbroker.protocol.errors import CorruptMessageError, UnknownMagicError
+from logbroker.protocol.message import unused_attribute_bits
 
 # message.py's constants (a .pyx cannot cimport them from a .py)
 cdef enum:
@@ -198,7 +199,7 @@ cdef Py_ssize_t _plain_prefix(
     while pos <= last_header:
         size = _int32(data + pos)
         end = pos + 4 + <Py_ssize_t>size
-        if data[pos + 4] != 1 or data[pos + 5] & 3 or size < 6 or end > length:
+        if data[pos + 4] != 1 or data[pos + 5] or size < 6 or end > length:
             break
         if _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
             break
@@ -294,6 +295,9 @@ cdef object _validate(
                 f"CRC mismatch in the entry at offset {base_offset + pos}: stored {crc:#010x}, "
                 f"computed {computed:#010x}"
             )
+            break
+        if attributes & ~CODEC_MASK:  # under no CRC: a flip there shows only as such a bit
+            error = unused_attribute_bits(attributes, base_offset + pos)
             break
         codec = attributes & CODEC_MASK
         if codec:
@@ -400,7 +404,7 @@ cdef Py_ssize_t _plain_columns(
     while pos <= last_header:
         size = _int32(buf + pos)
         end = pos + 4 + <Py_ssize_t>size
-        if buf[pos + 4] != 1 or buf[pos + 5] & 3 or size < 6 or end > length:
+        if buf[pos + 4] != 1 or buf[pos + 5] or size < 6 or end > length:
             break
         if _crc(buf + pos + 10, end - pos - 10) != _uint32(buf + pos + 6):
             raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
@@ -441,7 +445,7 @@ def iter_messages(buffer, base_offset=0):
         while pos <= last_header:
             size = _int32(buf + pos)
             end = pos + 4 + <Py_ssize_t>size
-            if buf[pos + 4] != 1 or buf[pos + 5] & 3 or size < 6 or end > length:
+            if buf[pos + 4] != 1 or buf[pos + 5] or size < 6 or end > length:
                 break
             if _crc(buf + pos + 10, end - pos - 10) != _uint32(buf + pos + 6):
                 raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
@@ -480,6 +484,8 @@ def iter_messages(buffer, base_offset=0):
             raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
         if _crc(buf + payload_start, end - payload_start) != crc:
             raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+        if attributes & ~CODEC_MASK:
+            raise unused_attribute_bits(attributes, offset)
         next_offset = base_offset + end
         payload = PyBytes_FromStringAndSize(<const char *>buf + payload_start, end - payload_start)
         pos = end
@@ -535,6 +541,8 @@ cdef tuple _stored_set_end(const unsigned char *buf, Py_ssize_t length, object b
             )
         if _crc(buf + crc_at + 4, end - crc_at - 4) != _uint32(buf + crc_at):
             raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
+        if magic == 1 and buf[pos + ENTRY_OVERHEAD + 1] & ~CODEC_MASK:
+            raise unused_attribute_bits(buf[pos + ENTRY_OVERHEAD + 1], base_offset + pos)
         pos = end
         entries += 1
     return pos, entries
@@ -875,7 +883,7 @@ def walk_entries(const unsigned char[::1] buf, int64_t[::1] entries, bint check_
             size = _int32(data + pos)
             end = pos + 4 + <Py_ssize_t>size
             # size < 6 also stops a negative (damaged) size: the general path names it
-            if size < 6 or data[pos + 4] != 1 or data[pos + 5] & 3 or end > length:
+            if size < 6 or data[pos + 4] != 1 or data[pos + 5] or end > length:
                 break
             if check_crc and _crc(data + pos + 10, end - pos - 10) != _uint32(data + pos + 6):
                 bad = pos

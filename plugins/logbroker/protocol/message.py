@@ -94,6 +94,8 @@ def decode_message(message: bytes | memoryview, offset: int = 0) -> tuple[int, i
         payload = view[MAGIC0_HEADER:]
     else:
         raise UnknownMagicError(f"unknown magic byte {magic} in the message at offset {offset}")
+    if attributes & ~CODEC_MASK:
+        raise unused_attribute_bits(attributes, offset)
     if attributes & CODEC_MASK not in CODEC_NAMES:
         raise UnknownCodecError(
             f"unknown compression codec {attributes & CODEC_MASK} in the message at offset {offset}"
@@ -104,3 +106,13 @@ def decode_message(message: bytes | memoryview, offset: int = 0) -> tuple[int, i
             f"CRC mismatch in the message at offset {offset}: stored {crc:#010x}, computed {actual:#010x}"
         )
     return magic, attributes, bytes(payload)
+
+
+def unused_attribute_bits(attributes: int, offset: int) -> CorruptMessageError:
+    """The error for an entry whose attributes set bits above the codec's. 0.7's CRC covers
+    the payload only, so a flipped attribute bit keeps the CRC right; no 0.7 writer sets
+    those bits, so every walk of a set takes them for damage."""
+    return CorruptMessageError(
+        f"the entry at offset {offset} has attributes {attributes:#04x}: bits other than the "
+        "codec's are set"
+    )

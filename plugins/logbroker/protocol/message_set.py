@@ -46,6 +46,7 @@ from .message import (
     MAGIC1_HEADER,
     MIN_MESSAGE_SIZE,
     Message,
+    unused_attribute_bits,
 )
 
 Buffer = bytes | bytearray | memoryview
@@ -154,7 +155,7 @@ def validate_python(
         while pos <= last_header:
             size, magic, attributes, crc = unpack_magic1(view, pos)
             end = pos + 4 + size
-            if magic != 1 or attributes & 3 or size < 6 or end > length:
+            if magic != 1 or attributes or size < 6 or end > length:
                 break
             if crc32(view[pos + 10 : end]) != crc:
                 break
@@ -199,6 +200,9 @@ def validate_python(
                 f"CRC mismatch in the entry at offset {base_offset + pos}: stored {crc:#010x}, "
                 f"computed {crc32(payload):#010x}"
             )
+            break
+        if attributes & ~CODEC_MASK:  # under no CRC: a flip there shows only as such a bit
+            error = unused_attribute_bits(attributes, base_offset + pos)
             break
         codec = attributes & CODEC_MASK
         if codec:
@@ -377,6 +381,8 @@ def stored_set_end_python(buffer: Buffer, base_offset: int = 0) -> tuple[int, in
             )
         if crc32(view[crc_at + 4 : end]) != unpack_crc(view, crc_at)[0]:
             raise CorruptMessageError(f"CRC mismatch in the entry at offset {base_offset + pos}")
+        if magic == 1 and view[pos + ENTRY_OVERHEAD + 1] & ~CODEC_MASK:
+            raise unused_attribute_bits(view[pos + ENTRY_OVERHEAD + 1], base_offset + pos)
         pos = end
         entries += 1
     return pos, entries
@@ -425,7 +431,7 @@ def iter_messages_python(buffer: Buffer, base_offset: int = 0) -> Iterator[Messa
         while pos <= last_header:
             size, magic, attributes, crc = unpack_magic1(data, pos)
             end = pos + 4 + size
-            if magic != 1 or attributes & 3 or size < 6 or end > length:
+            if magic != 1 or attributes or size < 6 or end > length:
                 break
             payload = data[pos + 10 : end]
             if crc32(payload) != crc:
@@ -461,6 +467,8 @@ def iter_messages_python(buffer: Buffer, base_offset: int = 0) -> Iterator[Messa
             raise UnknownMagicError(f"unknown magic byte {magic} in the entry at offset {offset}")
         if crc32(payload) != crc:
             raise CorruptMessageError(f"CRC mismatch in the entry at offset {offset}")
+        if attributes & ~CODEC_MASK:
+            raise unused_attribute_bits(attributes, offset)
         next_offset = base_offset + end
         pos = end
         codec = attributes & CODEC_MASK
@@ -595,7 +603,7 @@ def plain_run_python(
     while pos <= last_header:
         size, magic, attributes, crc = unpack_magic1(data, pos)
         end = pos + 4 + size
-        if magic != 1 or attributes & 3 or size < 6 or end > length:
+        if magic != 1 or attributes or size < 6 or end > length:
             break
         add_payload(data[pos + 10 : end])
         add_crc(crc)
