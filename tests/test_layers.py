@@ -1,4 +1,5 @@
-"""Imports point down the layers of docs/design.md §2, checked from the source files.
+"""Imports point down the layers of docs/design.md §2, checked from the source files: between
+the project's packages, and between the library's own packages (LIBRARY).
 
     logbroker (the library)   <- spark_apps.warehouse <- spark_apps.source <- spark_apps.load
                                                       <- spark_apps.audit  <- spark_apps.jobs
@@ -116,6 +117,71 @@ def test_imports_point_down(module: str, path: Path) -> None:
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
         elif top and name.split(".")[0] in FORBIDDEN_AT_TOP.get(layer, ()):
             wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name} at module level")
+    assert not wrong, "\n".join(wrong)
+
+
+# Inside the library, its packages by docs/design.md §2, bottom up: each may import the ones
+# named (and itself). The broker (server) hands its replica fetchers the client's connection:
+# the one sideways import, and only in server/broker.py, the composition of a broker.
+LIBRARY: dict[str, tuple[str, ...]] = {
+    "protocol": (),
+    "coordination": ("protocol",),
+    "config": ("protocol", "coordination"),
+    "storage": ("protocol", "config"),
+    "serde": ("protocol",),
+    "client": ("protocol", "coordination", "config"),
+    "replication": ("protocol", "coordination", "config", "storage"),
+    "server": ("protocol", "coordination", "config", "storage", "replication", "client"),
+    "audit": ("protocol", "client", "serde"),
+    "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
+    "testing": (
+        "protocol",
+        "coordination",
+        "config",
+        "storage",
+        "serde",
+        "client",
+        "replication",
+        "server",
+        "audit",
+        "mirror",
+    ),
+    "logging_setup": (),
+    "commands": (
+        "protocol",
+        "coordination",
+        "config",
+        "storage",
+        "serde",
+        "client",
+        "replication",
+        "server",
+        "audit",
+        "mirror",
+        "testing",
+        "logging_setup",
+    ),
+    "cli": ("commands", "logging_setup", "protocol"),
+}
+SIDEWAYS = {("server", "client"): {"logbroker.server.broker"}}
+LIBRARY_MODULES = [(m, p) for m, p in MODULES if m.startswith("logbroker.")]
+
+
+@pytest.mark.parametrize("module,path", LIBRARY_MODULES, ids=[m for m, _ in LIBRARY_MODULES])
+def test_the_librarys_packages_import_down(module: str, path: Path) -> None:
+    own = module.split(".")[1]
+    assert own in LIBRARY, f"{module}: add its package to LIBRARY"
+    wrong = []
+    for name, line, _top in _imports(module, path):
+        parts = name.split(".")
+        if parts[0] != "logbroker" or len(parts) < 2 or parts[1] in (own, "__version__"):
+            continue
+        other = parts[1]
+        allowed = other in LIBRARY[own]
+        if allowed and (own, other) in SIDEWAYS:
+            allowed = module in SIDEWAYS[(own, other)]
+        if not allowed:
+            wrong.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {name}")
     assert not wrong, "\n".join(wrong)
 
 

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from hooks.pipeline import Pipeline, load_pipeline
-from logbroker.replication.state import REPLICATED
+from logbroker.coordination.replication_state import REPLICATED
 from spark_apps.warehouse.filesystem import FsspecFS, join
 from spark_apps.warehouse.hour_view import WarehouseView
 from spark_apps.warehouse.hours import parse_hour, recent_hours

@@ -28,10 +28,10 @@ from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.coordination.paths import partition_name
+from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.requests import LATEST_TIME
 from logbroker.protocol.responses import Metadata, TopicMetadata
-from logbroker.replication.state import REPLICATED
 from spark_apps.source.options import SourceOptions
 from spark_apps.source.reads import LEADER_TIMEOUT_MS, open_reads
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
-from logbroker.replication.state import REPLICATED
 from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange
 
 # How long a read waits for a replicated partition's next leader: the controller elects one

@@ -17,9 +17,9 @@ from kazoo.client import KazooClient
 from three_brokers import hold_watches, wait_until
 
 from logbroker.coordination import paths
-from logbroker.replication import state as zk
+from logbroker.coordination import replication_state as zk
+from logbroker.coordination.replication_state import Assignment, PartitionState
 from logbroker.replication.controller import Controller
-from logbroker.replication.state import Assignment, PartitionState
 from logbroker.testing.zookeeper import ZkTarget
 
 TOPIC = "orders"

@@ -33,9 +33,9 @@ from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.producer import ProduceError, Producer
 from logbroker.config import BrokerConfig
 from logbroker.coordination import paths
+from logbroker.coordination.replication_state import NO_LEADER
 from logbroker.protocol.errors import LeaderNotAvailableError, RequestTimedOutError
 from logbroker.protocol.message_set import build_message_set
-from logbroker.replication.state import NO_LEADER
 from logbroker.testing.broker import BrokerProcess
 
 

@@ -7,12 +7,12 @@ broker's registration left /brokers/ids (the pzxid of /brokers/ids, its last chi
 
 from __future__ import annotations
 
-from three_brokers import leads, three, wait_until
+from three_brokers import leads, produce, three, wait_until
 
 from logbroker.client.cluster import Cluster
 from logbroker.coordination import paths
-from logbroker.replication import state as replication
-from logbroker.replication.state import Assignment, PartitionState
+from logbroker.coordination import replication_state as replication
+from logbroker.coordination.replication_state import Assignment, PartitionState
 
 
 def test_sigterm_moves_leaderships_before_the_broker_exits(
@@ -38,6 +38,12 @@ def test_sigterm_moves_leaderships_before_the_broker_exits(
                 "the victim to lead", lambda p=p: leads(running[victim], p.topic, p.partition)
             )
 
+        # acks=1 writes the victim takes last, as its SIGTERM comes: it holds back its
+        # leaderships and waits for their followers to have all of it, so none is lost
+        last = {
+            p.partition: produce(running[victim], "orders", p.partition, [b"last"]) for p in led
+        }
+
         assert running[victim].stop() == 0
 
         left = zk_client.exists(paths.BROKER_IDS).pzxid
@@ -48,6 +54,11 @@ def test_sigterm_moves_leaderships_before_the_broker_exits(
             assert stat.mzxid < left, f"orders-{p.partition} changed after the broker left"
             if p.partition in {q.partition for q in led}:
                 assert now.leader_epoch == created[p.partition].state.leader_epoch + 1
+        for partition, end in last.items():  # on the new leader, below its high watermark
+            consumer = cluster.partition_consumer("orders", -1, partition)
+            fetched = consumer.fetch("orders", partition, 0, 1 << 20)
+            messages = list(fetched.messages())
+            assert messages[-1].next_offset >= end and messages[-1].payload == b"last"
         wait_until("solo to go offline", lambda: not cluster.partition_state("solo", 0).online)
     log = running[victim].log_path.read_text()
     assert "leaderships handed over" in log and "still leading ['solo-0']" in log

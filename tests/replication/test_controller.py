@@ -19,6 +19,7 @@ from kazoo.exceptions import NoNodeError
 
 from logbroker.client.cluster import Cluster, ReplicatedPartition
 from logbroker.client.connection import BrokerConnection
+from logbroker.coordination import replication_state as replication
 from logbroker.protocol.errors import (
     LeaderNotAvailableError,
     NotLeaderForPartitionError,
@@ -27,7 +28,6 @@ from logbroker.protocol.errors import (
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import AckedProduceRequest, FetchRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response, decode_fetch_response
-from logbroker.replication import state as replication
 from logbroker.testing.broker import BrokerProcess
 
 SESSION_MS = 2000  # brokers' zk.sessiontimeout.ms: a killed broker's node goes within ~2 s

@@ -64,8 +64,10 @@ def test_damage_on_a_replicas_disk_is_cut_at_start_and_refilled(broker_factory, 
         def healed(what: str) -> None:
             wait_until(
                 f"the follower byte-identical again after {what}",
-                lambda: log_bytes(follower) == log_bytes(leader)
-                and len(cluster.describe_replicated(TOPIC)[0].isr) == 2,
+                lambda: (
+                    log_bytes(follower) == log_bytes(leader)
+                    and len(cluster.describe_replicated(TOPIC)[0].isr) == 2
+                ),
                 timeout=60,
             )
 

@@ -22,12 +22,13 @@ from kazoo.client import KazooClient
 
 from logbroker.config import BrokerConfig
 from logbroker.coordination import paths
+from logbroker.coordination import replication_state as zk
+from logbroker.coordination.replication_state import Assignment, PartitionState
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.replication import ReplicaFetch, ReplicaFetchRequest
 from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest
-from logbroker.replication import state as zk
+from logbroker.replication.epochs import FILE_NAME as EPOCH_FILE
 from logbroker.replication.replicas import Replica, ReplicaManager
-from logbroker.replication.state import Assignment, PartitionState
 from logbroker.server.handlers import RequestHandlers
 from logbroker.server.metrics import BrokerMetrics
 from logbroker.server.waiters import AppendWaiters
@@ -98,7 +99,7 @@ def leader(tmp_path: Path, zk_client: KazooClient) -> Iterator[tuple[Leader, Clo
     for follower in (1, 2):  # alive: a dead broker is never added to an ISR
         zk_client.create(paths.broker_id_path(follower), b"", ephemeral=True, makepath=True)
     config = BrokerConfig(log_dir=str(tmp_path))
-    logs = LogManager(config)
+    logs = LogManager(config, replica_marker=EPOCH_FILE)
     clock = Clock()
     manager = ReplicaManager(
         0, logs, lag_time_max_ms=LAG_MS, checkpoint_interval_ms=600_000, clock_ms=clock

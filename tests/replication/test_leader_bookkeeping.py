@@ -17,7 +17,13 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from logbroker.config import BrokerConfig
-from logbroker.protocol.errors import NotEnoughReplicasAfterAppendError, OffsetOutOfRangeError
+from logbroker.coordination import replication_state as zk
+from logbroker.coordination.replication_state import Assignment, PartitionState
+from logbroker.protocol.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderForPartitionError,
+    OffsetOutOfRangeError,
+)
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.replication import (
     ReplicaFetch,
@@ -26,10 +32,9 @@ from logbroker.protocol.replication import (
 )
 from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response
-from logbroker.replication import state as zk
+from logbroker.replication.epochs import FILE_NAME as EPOCH_FILE
 from logbroker.replication.epochs import LeaderEpochs
 from logbroker.replication.replicas import Replica, ReplicaManager
-from logbroker.replication.state import Assignment, PartitionState
 from logbroker.server.handlers import RequestHandlers
 from logbroker.server.metrics import BrokerMetrics
 from logbroker.server.waiters import AppendWaiters
@@ -78,7 +83,7 @@ async def leading(
         zk.partition_path(TOPIC, 0), PartitionState(0, 0, (0, 1, 2), 1).encode(), makepath=True
     )
     config = BrokerConfig(log_dir=str(tmp_path), min_insync_replicas=min_insync)
-    logs = LogManager(config)
+    logs = LogManager(config, replica_marker=EPOCH_FILE)
     manager = ReplicaManager(
         0,
         logs,
@@ -172,5 +177,30 @@ def test_a_followers_claim_past_the_leaders_end_counts_for_nothing(
             await asyncio.sleep(0.2)
             assert not answer.done(), "acknowledged on a claim the leader cannot back"
             answer.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_holding_back_takes_no_writes_but_serves_its_followers(
+    tmp_path: Path, zk_client: KazooClient
+) -> None:
+    """A leader that cannot confirm it still leads refuses produces at any acks, but its
+    followers still copy what it has: a write it acknowledged just before is not lost."""
+
+    async def scenario() -> None:
+        async with leading(tmp_path, zk_client, min_insync=1) as (manager, h, replica):
+            outcome = h.acked_produce(
+                AckedProduceRequest(False, (ProduceRequest(TOPIC, 0, ENTRY),)), "producer"
+            )
+            assert isinstance(outcome, list) and _code(outcome) == 0  # acks=1: acknowledged
+            manager._hold_back("a test holds it back")
+            refused = h.acked_produce(
+                AckedProduceRequest(False, (ProduceRequest(TOPIC, 0, ENTRY),)), "producer"
+            )
+            assert isinstance(refused, list) and _code(refused) == NotLeaderForPartitionError.code
+            assert _fetch(h, 1, 0) == 0  # the follower is served from 0 ...
+            assert replica.follower_end[1] == 0
+            assert _fetch(h, 1, len(ENTRY)) == 0  # ... and its claim of the write counts
+            assert replica.follower_end[1] == len(ENTRY)
 
     asyncio.run(scenario())

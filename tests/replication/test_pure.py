@@ -10,12 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from logbroker.protocol.message_set import build_message_set
-from logbroker.protocol.replication import ReplicaSet
-from logbroker.replication.assignment import AssignmentError, assign
-from logbroker.replication.epochs import UNDEFINED, EpochFileError, LeaderEpochs
-from logbroker.replication.fetcher import ReplicaFetcher
-from logbroker.replication.state import (
+from logbroker.coordination.replica_assignment import AssignmentError, assign
+from logbroker.coordination.replication_state import (
     Assignment,
     ControllerInfo,
     PartitionState,
@@ -23,6 +19,10 @@ from logbroker.replication.state import (
     decode_election,
     encode_election,
 )
+from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.replication import ReplicaSet
+from logbroker.replication.epochs import UNDEFINED, EpochFileError, LeaderEpochs
+from logbroker.replication.fetcher import ReplicaFetcher
 from logbroker.storage.log import Log, LogConfig
 
 

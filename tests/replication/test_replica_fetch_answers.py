@@ -30,7 +30,10 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from logbroker.client.connection import BrokerConnection
 from logbroker.config import BrokerConfig
+from logbroker.coordination import replication_state as zk
+from logbroker.coordination.replication_state import Assignment, PartitionState
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.replication import (
     ReplicaFetch,
@@ -39,10 +42,9 @@ from logbroker.protocol.replication import (
     encode_replica_fetch_response,
 )
 from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest, decode_request
-from logbroker.replication import state as zk
+from logbroker.replication.epochs import FILE_NAME as EPOCH_FILE
 from logbroker.replication.fetcher import ReplicaFetcher
-from logbroker.replication.replicas import Replica, ReplicaManager
-from logbroker.replication.state import Assignment, PartitionState
+from logbroker.replication.replicas import Replica, ReplicaManager, open_replica_log
 from logbroker.server.handlers import RequestHandlers
 from logbroker.server.metrics import BrokerMetrics
 from logbroker.server.waiters import AppendWaiters, WaitingFetch
@@ -87,7 +89,7 @@ def test_a_followers_fetch_gets_one_answer_when_its_look_moves_a_high_watermark(
             zk.partition_path(TOPIC, p), PartitionState(0, 0, (0, 1, 2), 1).encode(), makepath=True
         )
     config = BrokerConfig(log_dir=str(tmp_path))
-    logs = LogManager(config)
+    logs = LogManager(config, replica_marker=EPOCH_FILE)
     manager = ReplicaManager(0, logs, lag_time_max_ms=600_000, checkpoint_interval_ms=600_000)
     answers: list[object] = []
 
@@ -169,8 +171,8 @@ def test_a_follower_appends_a_leaders_bytes_only_at_the_offset_they_were_read_fr
     """The follower's side of the same run: whatever a leader sends, bytes read at one offset
     are never appended at another (the second answer is dropped with the connection)."""
     one, two = build_message_set([b"first"]), build_message_set([b"second"])
-    logs = LogManager(BrokerConfig(log_dir=str(tmp_path)))
-    replica = Replica(TOPIC, 0, (9, 1), logs.create_replica(TOPIC, 0), broker_id=1)
+    logs = LogManager(BrokerConfig(log_dir=str(tmp_path)), replica_marker=EPOCH_FILE)
+    replica = Replica(TOPIC, 0, (9, 1), open_replica_log(logs, TOPIC, 0), broker_id=1)
     replica.become(PartitionState(9, 0, (9, 1), 1), now_ms=0)
     with socket.create_server(("127.0.0.1", 0)) as server:
         leader = threading.Thread(
@@ -178,7 +180,12 @@ def test_a_follower_appends_a_leaders_bytes_only_at_the_offset_they_were_read_fr
         )
         leader.start()
         fetcher = ReplicaFetcher(
-            1, 9, lambda broker: server.getsockname(), max_bytes=65536, max_wait_ms=100
+            1,
+            9,
+            lambda broker: server.getsockname(),
+            max_bytes=65536,
+            max_wait_ms=100,
+            connect=lambda host, port, timeout: BrokerConnection(host, port, timeout=timeout),
         )
         fetcher.add(replica)
         fetcher.start()

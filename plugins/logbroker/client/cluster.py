@@ -4,7 +4,7 @@ What the `logbroker topics`, `lag` and `offsets` commands (and the pipeline's ho
 Brokers come from `/brokers/ids`, 0.7's topics from `/brokers/topics/<topic>/<brokerId>`,
 group offsets and owners from `/consumers/<group>/{offsets,owners}/<topic>/<brokerId>-<partId>`
 (see coordination/paths.py). Replicated topics come from `/replication/topics` (their
-assignment and each partition's leader, epoch and ISR: replication/state.py); their group
+assignment and each partition's leader, epoch and ISR: coordination/replication_state.py); their group
 offsets and owners are named `<p>`. Offsets and sizes come from the brokers themselves
 (METADATA): a replicated partition's from its leader, whose latest offset is the high
 watermark (what consumers can read).
@@ -20,6 +20,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..coordination import paths
+from ..coordination import replication_state as replication
+from ..coordination.replica_assignment import assign
+from ..coordination.replication_state import Assignment, PartitionState
 from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, error_code, error_for_code
 from ..protocol.requests import CreateTopicRequest
 from ..protocol.responses import (
@@ -28,9 +31,6 @@ from ..protocol.responses import (
     decode_create_topic_response,
 )
 from ..protocol.topics import is_legal_topic, validate_topic
-from ..replication import state as replication
-from ..replication.assignment import assign
-from ..replication.state import Assignment, PartitionState
 from .brokers import BrokerEndpoint, ZooKeeperBrokers
 from .leaders import Leaders
 from .simple_consumer import SimpleConsumer
@@ -241,7 +241,7 @@ class Cluster:
         self, topic: str, partitions: int, replication_factor: int, wait: float = 30.0
     ) -> list[ReplicatedPartition]:
         """Assign `partitions` partitions of `topic`, `replication_factor` replicas each, over
-        the live brokers (assignment.py), and wait up to `wait` seconds for the controller to
+        the live brokers (replica_assignment.py), and wait up to `wait` seconds for the controller to
         give each a leader. Raises LogbrokerError naming what is in the way."""
         validate_topic(topic)
         if self.zk.exists(paths.broker_topic_path(topic)):

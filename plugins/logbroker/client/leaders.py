@@ -1,7 +1,7 @@
 """Who leads each partition of a replicated topic, and where that leader listens.
 
 What every client of a replicated topic asks before it sends or fetches (docs/replication.md,
-"Clients"). Read from ZooKeeper (replication/state.py has the layout and the codecs):
+"Clients"). Read from ZooKeeper (coordination/replication_state.py has the layout and the codecs):
 
     /replication/topics/<topic>                  the assignment: the topic is replicated, with
                                                  partitions 0..N-1 (fixed at creation)
@@ -27,8 +27,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
-from ..replication import state as replication
-from ..replication.state import Assignment, PartitionState, StateFormatError
+from ..coordination import replication_state as replication
+from ..coordination.replication_state import Assignment, PartitionState, StateFormatError
 from .brokers import BrokerEndpoint, BrokerPartition, ZooKeeperBrokers
 
 log = logging.getLogger(__name__)

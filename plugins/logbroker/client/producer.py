@@ -61,6 +61,7 @@ from typing import NamedTuple
 
 from kazoo.client import KazooClient
 
+from ..coordination.replication_state import NO_LEADER, REPLICATED
 from ..protocol import compression
 from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, error_for_code
 from ..protocol.message_set import build_message_set
@@ -74,7 +75,6 @@ from ..protocol.requests import (
 )
 from ..protocol.responses import decode_acked_produce_response
 from ..protocol.topics import validate_topic
-from ..replication.state import NO_LEADER, REPLICATED
 from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
 from .leaders import Leaders

@@ -2,7 +2,7 @@
 (like kafka-preferred-replica-election).
 
 The command writes the partitions into `/replication/admin/preferred_replica_election`
-(replication/state.py); the controller moves each one's leadership to its first replica when
+(coordination/replication_state.py); the controller moves each one's leadership to its first replica when
 that replica is alive and in the ISR, then deletes the node. The command waits for that and
 prints, per partition, what moved and, for what did not, why.
 """
@@ -136,8 +136,8 @@ def _elect(cluster: Cluster, partitions: list[tuple[str, int]], timeout: float) 
     """Write the election and wait for the controller to delete it."""
     from kazoo.exceptions import NodeExistsError, NoNodeError
 
+    from ..coordination import replication_state as state
     from ..protocol.errors import LogbrokerError
-    from ..replication import state
 
     path = state.PREFERRED_REPLICA_ELECTION
     try:

@@ -21,7 +21,7 @@ of the cluster is named `<brokerId>-<partId>`; the rebalance sorts those names a
 A partition of a replicated topic (docs/replication.md) lives on several brokers and keeps its
 number wherever its leader is: it is named `<p>` alone, as Kafka 0.8's ZooKeeper consumer
 named it in the same owners and offsets paths, and carries the broker id REPLICATED (-1,
-replication/state.py) wherever a `(brokerId, partId)` pair is expected. A replicated topic has
+coordination/replication_state.py) wherever a `(brokerId, partId)` pair is expected. A replicated topic has
 partitions of that kind only, a 0.7 topic none, so the two kinds never meet in one topic's
 directory.
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 
 from ..protocol.topics import validate_topic
-from ..replication.state import REPLICATED
+from .replication_state import REPLICATED
 
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"

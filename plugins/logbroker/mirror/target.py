@@ -35,10 +35,10 @@ from ..client.brokers import BrokerPartition, BrokerSource, StaticBrokers
 from ..client.cluster import Cluster
 from ..client.connection import BrokerConnection, BrokerUnavailableError
 from ..client.leaders import Leaders
+from ..coordination.replication_state import NO_LEADER, REPLICATED
 from ..protocol.errors import LogbrokerError, error_for_code
 from ..protocol.requests import AckedProduceRequest, CreateTopicRequest, ProduceRequest
 from ..protocol.responses import decode_acked_produce_response, decode_create_topic_response
-from ..replication.state import NO_LEADER, REPLICATED
 from .partition_map import target_partition
 from .settings import TargetSettings
 

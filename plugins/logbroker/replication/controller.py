@@ -1,7 +1,7 @@
 """The controller: one broker of the cluster elects the leaders of replicated partitions.
 
 Every broker runs a Controller; the one that creates the ephemeral `/replication/controller`
-(state.py) is the controller until its ZooKeeper session ends, and the others wait for that
+(replication_state.py) is the controller until its ZooKeeper session ends, and the others wait for that
 node to go. Becoming controller and incrementing `/replication/controller_epoch` are one
 ZooKeeper transaction, so two controllers never share an epoch.
 
@@ -60,8 +60,13 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..coordination import paths
-from . import state as zk
-from .state import Assignment, ClusterDefaults, ControllerInfo, PartitionState
+from ..coordination import replication_state as zk
+from ..coordination.replication_state import (
+    Assignment,
+    ClusterDefaults,
+    ControllerInfo,
+    PartitionState,
+)
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ offset>`, where the start offset is the log end when that epoch's leader began t
 message boundary on every replica that holds it, since replicas copy bytes verbatim). The file
 is written whole (temporary file, fsync, rename) before the first append of a new epoch, so an
 append is never on disk without its epoch. Its presence also marks the directory as a
-replicated partition's: a 0.7 topic's partition has none.
+replicated partition's (the broker gives storage's LogManager this name as `replica_marker`):
+a 0.7 topic's partition has none.
 
 `end_offset_for(epoch, log_end)`: the end of `epoch` in this log, as a leader answers
 OFFSETS_FOR_LEADER_EPOCH: the start of the first epoch above it (or `log_end` when `epoch` is
@@ -25,9 +26,7 @@ import os
 import threading
 from pathlib import Path
 
-from ..storage.log import REPLICA_MARKER
-
-FILE_NAME = REPLICA_MARKER  # its presence marks a replica's directory (storage/log.py)
+FILE_NAME = "leader-epoch-checkpoint"  # its presence marks a replica's directory
 VERSION = 0
 UNDEFINED = -1  # no epoch: a log that no leader has written to
 

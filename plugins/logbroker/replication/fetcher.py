@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from ..client.connection import BrokerConnection
+from ..coordination.replication_state import PartitionState
 from ..protocol.errors import LogbrokerError, describe_exception
 from ..protocol.message_set import first_entry_size, validate, whole_entries
 from ..protocol.replication import (
@@ -49,11 +49,22 @@ from ..protocol.replication import (
 )
 from ..storage.log import Log
 from .epochs import UNDEFINED, EpochFileError, LeaderEpochs
-from .state import PartitionState
 
 log = logging.getLogger(__name__)
 
 Address = Callable[[int], tuple[str, int] | None]  # broker id -> host, port (None: not live)
+
+
+class LeaderConnection(Protocol):
+    """A blocking request/answer connection to the leader (client/connection.py's
+    BrokerConnection, which the broker hands in: replication does not import the client)."""
+
+    def request(self, request: ReplicaFetchRequest | OffsetsForLeaderEpochRequest) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+Connect = Callable[[str, int, float], LeaderConnection]  # host, port, timeout (s)
 
 
 class Follower(Protocol):
@@ -82,10 +93,12 @@ class ReplicaFetcher(threading.Thread):
         *,
         max_bytes: int,
         max_wait_ms: int,
+        connect: Connect | None = None,
         on_damaged: Callable[[str], None] | None = None,
     ) -> None:
-        """`on_damaged(topic)`: called (on this thread) for each answer not appended because
-        an entry in it failed its check."""
+        """`connect(host, port, timeout)`: a connection to the leader (None: this fetcher is
+        never started, a test's). `on_damaged(topic)`: called (on this thread) for each answer
+        not appended because an entry in it failed its check."""
         super().__init__(name=f"replica-fetcher-{broker_id}-from-{leader_id}", daemon=True)
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -98,7 +111,8 @@ class ReplicaFetcher(threading.Thread):
         self._lock = threading.Lock()  # held while a response is appended
         self._changed = threading.Condition(self._lock)
         self._stopped = threading.Event()
-        self._connection: BrokerConnection | None = None
+        self.connect = connect
+        self._connection: LeaderConnection | None = None
         self.fetched_bytes = 0
         self.on_damaged = on_damaged
         self._damaged_at: dict[tuple[str, int], int] = {}  # partition -> offset it was said at
@@ -173,7 +187,9 @@ class ReplicaFetcher(threading.Thread):
             if where is None:
                 raise LogbrokerError(f"leader {self.leader_id} is not registered")
             wait_s = self.max_wait_ms / 1000
-            self._connection = BrokerConnection(*where, timeout=wait_s + 10)
+            if self.connect is None:
+                raise LogbrokerError("this replica fetcher was given no way to connect")
+            self._connection = self.connect(where[0], where[1], wait_s + 10)
         with self._lock:
             truncating = [r for r in replicas if (r.topic, r.partition) in self._to_truncate]
         for r in truncating:

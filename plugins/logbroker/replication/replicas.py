@@ -1,12 +1,13 @@
 """This broker's replicas of replicated partitions: their logs, roles, high watermarks and ISR.
 
-The broker watches `/replication/topics` (state.py). For each replicated topic it reads the
+The broker watches `/replication/topics` (replication_state.py). For each replicated topic it reads the
 assignment once; for each partition whose replica list names this broker it makes the
-replica's log (LogManager.create_replica: `<topic>-<p>` with its epoch file) and watches the
-partition's state. The role follows the state (docs/replication.md, "Leaders and followers"):
+replica's log (its epoch file first, which marks the directory, then LogManager.open_replica:
+`<topic>-<p>`) and watches the partition's state. The role follows the state
+(docs/replication.md, "Leaders and followers"):
 
-- leader: the log takes produces (`log.leading`); the epoch it leads in is written to its
-  epoch file before its first append. It learns each follower's log end from the offsets the
+- leader: the replica takes produces (`Replica.leading`, checked by its `append`); the epoch it
+  leads in is written to its epoch file before its first append. It learns each follower's log end from the offsets the
   follower fetches (`record_fetch`); the high watermark is the smallest log end in the ISR,
   and consumers see only what is below it. A follower is caught up when it fetches from the
   leader's end, or from at least the end the leader had at its previous fetch (as of that
@@ -42,8 +43,15 @@ A new partition state is taken on the event loop too (the worker hands it over a
 together with what the acks=-1 waits owe it, so that no request runs between a smaller ISR
 and the failing of the waits it can no longer acknowledge; and a wait is settled as a success
 only while the ISR is at least min.insync.replicas (Kafka's checkEnoughReplicasReachOffset).
-A role is one attribute (`log.leading`), and a state one object, each replaced whole: the
+A role is one attribute (`Replica.leading`), and a state one object, each replaced whole: the
 worker and the fetchers read them without a lock.
+
+What the request handlers ask of replication goes through the ReplicaManager (as Kafka's
+KafkaApis hands produces and fetches to its ReplicaManager): the leader of a partition
+(`leader`), the acks=-1 check before an append (`check_enough_replicas`) and the waits after it
+(`wait_for_isr`), what an append means for the high watermark (`appended`), a follower's fetch
+(`follower_fetch`: its claimed offset counted, what it is sent) and where an epoch ends
+(`epoch_end`). The handlers keep the bytes, the waiting fetches and the answers.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ import asyncio
 import functools
 import logging
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -62,25 +71,33 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..coordination import paths
+from ..coordination import replication_state as zk
+from ..coordination.replication_state import Assignment, PartitionState
 from ..protocol.errors import (
+    FencedLeaderEpochError,
     LeaderNotAvailableError,
     LogbrokerError,
     NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     NotLeaderForPartitionError,
     RequestTimedOutError,
+    WrongPartitionError,
 )
+from ..protocol.message_set import Buffer, Validation
+from ..protocol.replication import EpochEnd, EpochQuery, ReplicaFetch, ReplicaSet
+from ..protocol.requests import RANDOM_PARTITION
 from ..storage.log import Log
 from ..storage.log_manager import LogManager
-from . import state as zk
+from ..storage.segment import FileRegion
 from .epochs import LeaderEpochs
-from .fetcher import ReplicaFetcher
+from .fetcher import Connect, ReplicaFetcher
 from .highwater import read_high_watermarks, write_high_watermarks
-from .state import Assignment, PartitionState
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]  # milliseconds
 TICK_S = 0.1  # the event loop's tick, against which a pause of the whole broker is seen
+HANDING_OVER = "this broker is shutting down: its leadership is being handed over"
 
 
 def monotonic_ms() -> int:
@@ -108,6 +125,7 @@ class Replica:
         self.min_insync_replicas = min_insync_replicas
         self.epochs = LeaderEpochs(part_log.directory)
         self.state: PartitionState | None = None
+        self.leading = False  # takes produces: leads in its state, and is not held back
         self.high_watermark = min(high_watermark, part_log.end_offset)
         # leader only: each follower's log end; the leader's end and the time at its last
         # fetch; and the last time it held everything the leader had (record_fetch)
@@ -122,15 +140,23 @@ class Replica:
         # why this broker takes no writes although the state names it leader (the manager's
         # hold, see "Holding leaderships back"); None when it does not hold back
         self.held_back: str | None = None
-        part_log.replica = self
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
 
     @property
-    def leading(self) -> bool:
-        return self.log.leading
+    def named_leader(self) -> bool:
+        """The state names this broker leader (it may be holding back: `leading` says whether
+        it takes produces). A leader holding back still serves its followers, so that what it
+        acknowledged before reaches them."""
+        current = self.state
+        return current is not None and current.leader == self.broker_id
+
+    def followers_have_all(self) -> bool:
+        """Every follower in the ISR has fetched up to this leader's log end."""
+        end = self.log.end_offset
+        return all(self.follower_end.get(m, -1) >= end for m in self.isr if m != self.broker_id)
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -155,7 +181,19 @@ class Replica:
             f"(leader epoch {current.leader_epoch})"
         )
 
-    # -- the leader's bookkeeping (the event loop) ------------------------------------------
+    # -- the leader's appends and bookkeeping (the event loop) ---------------------------
+
+    def append(self, message_set: Buffer, validation: Validation) -> tuple[int, int]:
+        """A produce's set, appended while this broker leads (Log.append's answer)."""
+        if not self.leading:  # the role may change between a check and an inflated append
+            raise self.not_leader()
+        return self.log.append(message_set, validation)
+
+    def append_many(self, sets: list[tuple[Buffer, Validation]]) -> tuple[int, int]:
+        """Produces that get no answer, appended while this broker leads (Log.append_many)."""
+        if not self.leading:
+            raise self.not_leader()
+        return self.log.append_many(sets)
 
     def record_fetch(self, follower: int, offset: int, now_ms: int) -> bool:
         """A follower fetched from `offset`: it holds everything before it. True when the
@@ -279,7 +317,7 @@ class Replica:
             )
         self.state = new
         self.held_back = held_back if leads else None
-        self.log.leading = leads and held_back is None
+        self.leading = leads and held_back is None
         if not changed:
             return None
         return "leader" if leads else ("follower" if new.online else "offline")
@@ -290,8 +328,17 @@ class Replica:
         if current is None or current.leader != self.broker_id:
             return
         self.held_back = reason
-        self.log.leading = False
+        self.leading = False
         self.fail_waiting(NotLeaderForPartitionError.code)
+
+
+def open_replica_log(logs: LogManager, topic: str, partition: int) -> Log:
+    """The log of this broker's replica of a partition: its epoch file written first (it is
+    what marks the directory as a replica's), then the log opened."""
+    directory = logs.partition_dir(topic, partition)
+    directory.mkdir(parents=True, exist_ok=True)
+    LeaderEpochs.create(directory)
+    return logs.open_replica(topic, partition)
 
 
 def _settle(future: asyncio.Future[int], code: int) -> None:
@@ -314,8 +361,12 @@ class ReplicaManager:
         checkpoint_interval_ms: int = 5000,
         pause_limit_ms: int = 4000,
         clock_ms: Clock = monotonic_ms,
+        connect: Connect | None = None,
     ) -> None:
+        """`connect(host, port, timeout)`: a connection to a leader, for this broker's
+        fetchers (the broker hands in client/connection.py's BrokerConnection)."""
         self.broker_id = broker_id
+        self.connect = connect
         self.logs = logs
         self.lag_time_max_ms = lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas
@@ -328,6 +379,7 @@ class ReplicaManager:
         self._hold: str | None = None
         self._last_tick = time.monotonic()  # the event loop's last tick (`_tick`)
         self._registered_czxid = 0  # this broker's registration: states older lead nothing
+        self._handing_over: set[tuple[str, int]] = set()  # a controlled shutdown's (hand_over)
         self.on_high_watermark: Callable[[Replica], None] | None = None  # the handlers' hook
         # the metrics' hook, on the event loop: (shrank, expanded) for a change of the ISR of a
         # partition this broker leads, whoever wrote it
@@ -338,6 +390,7 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._replicas: dict[tuple[str, int], Replica] = {}
         self._topics: set[str] = set(logs.replicated_topics())
+        self._topics_read = threading.Event()  # /replication/topics read once (is_replicated)
         self._checkpointed = read_high_watermarks(logs.log_dir)
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._asked_in: set[tuple[str, int, int]] = set()  # ISR additions asked for, not done
@@ -348,7 +401,17 @@ class ReplicaManager:
     # -- what the handlers ask ----------------------------------------------------------
 
     def is_replicated(self, topic: str) -> bool:
-        return topic in self._topics
+        """Whether `topic` is replicated. Until this broker has read `/replication/topics`
+        (start), a topic it has no replica of yet cannot be told from a new 0.7 topic: that
+        raises LeaderNotAvailable rather than let a produce create a 0.7 log of its name."""
+        if topic in self._topics:
+            return True
+        if not self._topics_read.is_set():
+            raise LeaderNotAvailableError(
+                f"broker {self.broker_id} is starting: it does not know yet whether {topic!r} is "
+                "a replicated topic"
+            )
+        return False
 
     def replica(self, topic: str, partition: int) -> Replica | None:
         return self._replicas.get((topic, partition))
@@ -362,8 +425,22 @@ class ReplicaManager:
         return [
             r
             for r in self.replicas()
-            if r.leading and any(m != self.broker_id and m in live for m in r.isr)
+            if r.named_leader and any(m != self.broker_id and m in live for m in r.isr)
         ]
+
+    def hand_over(self, live: set[int]) -> list[Replica]:
+        """A controlled shutdown's first step: the leaderships another live in-sync replica
+        can take stop taking writes (their producers retry to the next leader), and stay so
+        (`_take_state`) until the broker stops; followers still fetch what they lack."""
+        moving = self.leaderships_to_move(live)
+        self._handing_over = {(r.topic, r.partition) for r in moving}
+        self._in_loop_and_wait(self._hold_back_each, moving, HANDING_OVER)
+        return moving
+
+    @staticmethod
+    def _hold_back_each(replicas: list[Replica], reason: str) -> None:
+        for replica in replicas:
+            replica.hold_back(reason)
 
     def refusal(self, topic: str, partition: int) -> LogbrokerError:
         """Why a request about replicated `topic`'s `partition` cannot be served here."""
@@ -373,6 +450,89 @@ class ReplicaManager:
         return NotLeaderForPartitionError(
             f"broker {self.broker_id} has no replica of {topic}-{partition}: ask its leader"
         )
+
+    def leader(self, topic: str, partition: int) -> Replica:
+        """This broker's replica of the partition, if it leads it (partition -1, a 0.7
+        producer's "any": one it leads); else the refusal that says who does, raised."""
+        if partition == RANDOM_PARTITION:
+            led = [r for r in self._replicas.values() if r.topic == topic and r.leading]
+            if not led:
+                raise NotLeaderForPartitionError(f"this broker leads no partition of {topic}")
+            return random.choice(led)
+        found = self._replicas.get((topic, partition))
+        if found is None or not found.leading:
+            raise self.refusal(topic, partition)
+        return found
+
+    def check_enough_replicas(self, replica: Replica) -> None:
+        """Before an acks=-1 append: an ISR under min.insync.replicas refuses it."""
+        isr = replica.isr
+        if len(isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{replica.name} has {len(isr)} in-sync replicas {list(isr)}, fewer than "
+                f"min.insync.replicas ({self.min_insync_replicas}): refused before the append"
+            )
+
+    def appended(self, replica: Replica) -> None:
+        """After an append to a replica this broker leads: with no follower in the ISR the
+        high watermark moves now (the hook wakes the consumers)."""
+        if replica.advance_high_watermark() and self.on_high_watermark is not None:
+            self.on_high_watermark(replica)
+
+    async def wait_for_isr(self, pending: list[tuple[Replica, int]], timeout_s: float) -> list[int]:
+        """acks=-1: for each (replica, end of its append), 0 once its whole ISR holds it, or
+        the error code that says why not (Replica.wait_in_sync)."""
+        return list(await asyncio.gather(*(r.wait_in_sync(end, timeout_s) for r, end in pending)))
+
+    def follower_fetch(self, follower: int, fetch: ReplicaFetch) -> ReplicaSet[FileRegion]:
+        """A follower's REPLICA_FETCH of one partition: the leader's bytes from its offset, with
+        the epochs that wrote them; the offset counted as what the follower holds once this
+        log holds it (the read comes first: an offset past its end is refused). Raises the
+        error to answer with."""
+        replica = self._replicas.get((fetch.topic, fetch.partition))
+        if replica is None or not replica.named_leader:
+            raise self.refusal(fetch.topic, fetch.partition)
+        state = replica.state
+        assert state is not None
+        if fetch.leader_epoch < state.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{replica.name}: broker {follower} fetches in leader epoch "
+                f"{fetch.leader_epoch}, the current one is {state.leader_epoch}"
+            )
+        if fetch.leader_epoch > state.leader_epoch:  # this broker has not heard of it yet
+            raise NotLeaderForPartitionError(f"{replica.name}: epoch {fetch.leader_epoch}")
+        if follower not in replica.replicas:
+            raise WrongPartitionError(f"broker {follower} is not a replica of {replica.name}")
+        region, messages = replica.log.read_whole(fetch.offset, fetch.max_bytes)
+        moved = replica.record_fetch(follower, fetch.offset, self.clock_ms())
+        if moved and self.on_high_watermark is not None:
+            self.on_high_watermark(replica)
+        if follower not in state.isr and replica.wants_in(follower, fetch.offset):
+            self.ask_in(replica, follower)
+        epochs = replica.epochs.entries
+        # the epoch that wrote `fetch.offset`, and those that start in what is sent
+        covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
+        later = [e for e in epochs if fetch.offset < e[1] <= fetch.offset + region.length]
+        return ReplicaSet(
+            fetch.topic,
+            fetch.partition,
+            0,
+            replica.high_watermark,
+            replica.log.end_offset,
+            tuple(covering + later),
+            region.length,
+            region,
+            messages,
+        )
+
+    def epoch_end(self, query: EpochQuery) -> EpochEnd:
+        """Where `query.epoch` ends in the log of a partition this broker leads (epochs.py);
+        raises the refusal when it does not lead it."""
+        replica = self._replicas.get((query.topic, query.partition))
+        if replica is None or not replica.named_leader:
+            raise self.refusal(query.topic, query.partition)
+        epoch, end = replica.epochs.end_offset_for(query.epoch, replica.log.end_offset)
+        return EpochEnd(query.topic, query.partition, 0, epoch, end)
 
     def ask_in(self, replica: Replica, follower: int) -> None:
         """A follower caught up: add it to the ISR (the worker writes it; asked once)."""
@@ -388,6 +548,11 @@ class ReplicaManager:
         self._loop = loop
         client.ensure_path(zk.TOPICS)
         self._registered_czxid = self._own_registration() or 0
+        # Every replica this broker has is known before start() returns (their states come
+        # through the worker): a request in between never takes one for a 0.7 topic's
+        # partition, nor is told that this broker has no replica of it.
+        self._adopt_topics(client.get_children(zk.TOPICS))
+        self._topics_read.set()
         self._worker = threading.Thread(
             target=self._run, name=f"replicas-{self.broker_id}", daemon=True
         )
@@ -422,6 +587,9 @@ class ReplicaManager:
     def _topics_changed(self, children: list[str]) -> bool:
         if self._stopped.is_set():
             return False
+        # known at once (kazoo calls this the first time inside start()); adopted by the worker
+        self._topics.update(children)
+        self._topics_read.set()
         self._tasks.put(("topics", children))
         return True
 
@@ -501,7 +669,7 @@ class ReplicaManager:
                     topic,
                     partition,
                     replicas,
-                    self.logs.create_replica(topic, partition),
+                    open_replica_log(self.logs, topic, partition),
                     self.broker_id,
                     self._checkpointed.get((topic, partition), 0),
                     self.min_insync_replicas,
@@ -538,6 +706,8 @@ class ReplicaManager:
         was_leader = replica.leading
         leads = new.leader == self.broker_id
         held_back = self._hold
+        if leads and (replica.topic, replica.partition) in self._handing_over:
+            held_back = HANDING_OVER
         if leads and held_back is None and mzxid < self._registered_czxid:
             # decided before this broker registered: it restarted (or its session was lost)
             # since, and leads only in a state the controller writes after it has seen that
@@ -699,6 +869,7 @@ class ReplicaManager:
                 self._address,
                 max_bytes=self.fetch_max_bytes,
                 max_wait_ms=self.fetch_wait_max_ms,
+                connect=self.connect,
                 on_damaged=self._damaged_fetch,
             )
             fetcher.start()

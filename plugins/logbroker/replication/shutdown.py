@@ -1,12 +1,17 @@
 """Controlled shutdown, the broker's side: hand its leaderships over before it stops.
 
-A broker stopping (SIGTERM, `controlled.shutdown.enable`) creates the ephemeral
-`/replication/admin/shutdown/<id>` (state.py) in its own session; the controller
-(controller.py) answers by electing another live ISR member for every partition it leads and
-taking it out of the ISRs it follows. The broker serves as before meanwhile, and waits until
-it leads no partition that another live in-sync replica could lead, or until
-`controlled.shutdown.timeout.ms`; then it stops as usual, and the node goes with its session.
-A partition whose only live ISR member is this broker stays led by it until it stops.
+A broker stopping (SIGTERM, `controlled.shutdown.enable`) first stops taking writes on every
+partition it leads that another live in-sync replica could lead (NotLeaderForPartition: its
+producers retry to the next leader), and waits, up to half of
+`controlled.shutdown.timeout.ms`, for those replicas to have fetched everything it has: an
+acks=1 write it acknowledged just before is then on the next leader too. Then it creates the
+ephemeral `/replication/admin/shutdown/<id>` (coordination/replication_state.py) in its own
+session; the controller (controller.py) answers by electing another live ISR member for every
+partition it leads and taking it out of the ISRs it follows. The broker serves its followers
+and consumers meanwhile, and waits until it leads no partition that another live in-sync
+replica could lead, or until the timeout; then it stops as usual, and the node goes with its
+session. A partition whose only live ISR member is this broker stays led by it, taking writes,
+until it stops.
 
 Runs in a thread of its own (ZooKeeper calls block; each waits at most until the timeout, so
 a ZooKeeper that is away cannot hold the stop): the replicas' states it reads are replaced
@@ -26,7 +31,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 
 from ..coordination import paths
-from . import state as zk
+from ..coordination import replication_state as zk
 from .replicas import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,11 @@ def hand_over_leaderships(
         return pending.get(timeout=max(0.1, deadline - time.monotonic()))
 
     try:
+        children = wait(client.get_children_async(paths.BROKER_IDS))
+        moving = replicas.hand_over({int(c) for c in children if c.isdigit()})
+        caught_up = started + timeout_ms / 2000
+        while not all(r.followers_have_all() for r in moving) and time.monotonic() < caught_up:
+            time.sleep(POLL_S)
         with contextlib.suppress(NodeExistsError):  # asked already, in this session
             path = zk.shutdown_path(broker_id)
             wait(client.create_async(path, b"", ephemeral=True, makepath=True))
@@ -63,7 +73,7 @@ def hand_over_leaderships(
             broker_id,
             exc,
         )
-        return [r.name for r in replicas.replicas() if r.leading]
+        return [r.name for r in replicas.replicas() if r.named_leader]
     took = (time.monotonic() - started) * 1000
     if waiting:
         log.warning(
@@ -74,7 +84,7 @@ def hand_over_leaderships(
             took,
         )
         return waiting
-    kept = [r.name for r in replicas.replicas() if r.leading]
+    kept = [r.name for r in replicas.replicas() if r.named_leader]
     log.info(
         "controlled shutdown of broker %d: leaderships handed over in %.0f ms%s",
         broker_id,

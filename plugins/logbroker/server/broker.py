@@ -22,8 +22,10 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..client.connection import BrokerConnection
 from ..config import BrokerConfig
 from ..protocol.errors import LogbrokerError, describe_exception
+from ..replication.epochs import FILE_NAME as EPOCH_FILE
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .handlers import RequestHandlers
@@ -92,7 +94,11 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         config = self.config
         self._step = f"loading the logs in log.dir {config.log_dir}"
-        self.logs = LogManager(config, self.clock, on_new_topic=self._on_new_topic)
+        # a replica's directory holds its epoch file (replication/epochs.py): read as such
+        # with or without ZooKeeper, so that no replica is ever served as a 0.7 topic
+        self.logs = LogManager(
+            config, self.clock, on_new_topic=self._on_new_topic, replica_marker=EPOCH_FILE
+        )
         try:
             self._step = "starting the log flusher and cleaner"
             self.logs.start_background()
@@ -112,9 +118,11 @@ class BrokerServer:
                     fetch_max_bytes=config.replica_fetch_max_bytes,
                     fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                     checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
-                    # kazoo's own limit for a silent connection: a broker paused longer may
-                    # have lost its session, and its leaderships with it
-                    pause_limit_ms=config.zk_sessiontimeout_ms * 2 // 3,
+                    # a broker paused as long as its session lasts may have lost it, and its
+                    # leaderships with it; one paused less cannot have (a busy loop's stall
+                    # must not count as a pause)
+                    pause_limit_ms=config.zk_sessiontimeout_ms,
+                    connect=_connect_to_leader,
                 )
             handlers = RequestHandlers(
                 self.logs,
@@ -149,8 +157,8 @@ class BrokerServer:
                 )
                 await loop.run_in_executor(None, self.registration.start)
                 self._step = "taking the roles of this broker's replicas (replication)"
+                from ..coordination.replication_state import ClusterDefaults
                 from ..replication.controller import Controller
-                from ..replication.state import ClusterDefaults
 
                 client = self.registration.client
                 assert client is not None and self.replicas is not None
@@ -306,3 +314,8 @@ def run(config: BrokerConfig) -> int:
     keep_freed_memory()
     asyncio.run(serve(config))
     return 0
+
+
+def _connect_to_leader(host: str, port: int, timeout_s: float) -> BrokerConnection:
+    """How a replica fetcher reaches its leader: the client's blocking connection."""
+    return BrokerConnection(host, port, timeout=timeout_s)

@@ -18,6 +18,12 @@ the edge (`error_code`).
 | METADATA     | code 6 per topic             |                              |                            |
 | CREATE_TOPIC | code 6 / 3 and the reason    |                              |                            |
 
+Replicated partitions are the ReplicaManager's (replication/replicas.py): the handlers ask it
+for a partition's leader replica (a produce's target, a consumer's log and high watermark),
+the acks=-1 checks and waits, a follower's fetch and an epoch's end, and keep the bytes, the
+waiting fetches and the answers. A produce's target is a 0.7 topic's Log or a leader Replica:
+both append the same way, and the Replica refuses once it no longer leads.
+
 Compressed sets are inflated and checked in a worker thread (`_inflate`), within
 `max.inflated.set.size` per set and `max.inflated.request.size` per request, one level deep:
 PRODUCE(S) past a limit close the connection, PRODUCE_ACK answers code 5 (code 2 for nesting).
@@ -31,14 +37,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import random
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Union
 
 from ..config import BrokerConfig
 from ..protocol.errors import (
-    FencedLeaderEpochError,
     InflatedSizeTooLargeError,
     InvalidFetchSizeError,
     InvalidMessageError,
@@ -46,7 +50,6 @@ from ..protocol.errors import (
     LeaderNotAvailableError,
     LogbrokerError,
     MessageSizeTooLargeError,
-    NotEnoughReplicasError,
     NotLeaderForPartitionError,
     StorageError,
     UnknownError,
@@ -115,6 +118,7 @@ Part = Union[bytes, FileRegion]  # noqa: UP007 - a runtime alias
 Response = list[Part]
 Outcome = Response | Awaitable[Response] | None
 _Check = tuple[int, Validation | LogbrokerError]  # a produce's partition and its check
+Target = Union[Log, Replica]  # noqa: UP007 - what a produce appends to: a 0.7 log, a leader
 
 
 class ProduceRejected(LogbrokerError):
@@ -147,7 +151,7 @@ class RequestHandlers:
         # moves, and neither is woken by what only the other wants.
         self.replica_waiters = replica_waiters if replica_waiters is not None else AppendWaiters()
         self._run_blocking = run_blocking or _in_thread
-        self._deferred: dict[Log, list[tuple[Buffer, Validation]]] = {}
+        self._deferred: dict[Target, list[tuple[Buffer, Validation]]] = {}
         # Compressed sets are inflated and checked here; the loop never inflates.
         self._inflater = ThreadPoolExecutor(max_workers=2, thread_name_prefix="inflate")
         self._batching = False
@@ -186,21 +190,21 @@ class RequestHandlers:
         if self.replicas is not None:
             self.replicas.check_pause()  # a leader paused for long holds back its logs
         failed: list[LogbrokerError] = []
-        for part_log, sets in deferred.items():
+        for target, sets in deferred.items():
             try:
-                messages, nbytes = part_log.append_many(sets)
+                messages, nbytes = target.append_many(sets)
             except NotLeaderForPartitionError as exc:  # its leadership ended meanwhile
-                self.metrics.error("not_leader_for_partition", part_log.topic)
+                self.metrics.error("not_leader_for_partition", target.topic)
                 failed.append(exc)
                 continue
             except StorageError as exc:
-                self.metrics.error("storage", part_log.topic)
+                self.metrics.error("storage", target.topic)
                 failed.append(exc)
-                self._appended(part_log)  # a roll may have kept some
+                self._appended(target)  # a roll may have kept some
                 continue
             # A waiting fetch is answered first: counting is not on its way.
-            self._appended(part_log)
-            self.metrics.produced(part_log.topic, messages, nbytes)
+            self._appended(target)
+            self.metrics.produced(target.topic, messages, nbytes)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
             raise type(failed[0])(f"{failed[0]}{more}")
@@ -216,11 +220,10 @@ class RequestHandlers:
         Compressed wrappers are checked here only as far as their CRC (`check.compressed`
         counts them): inflating runs in a worker thread (`_inflate`), never on the loop."""
         partition = req.partition
-        part_log = self.logs.lookup(req.topic, partition)
-        if part_log is None or not part_log.leading:  # an existing 0.7 log needs no checks
+        if self.logs.lookup(req.topic, partition) is None:  # an existing 0.7 log: no checks
             validate_topic(req.topic)
-            if self._replicated(req.topic, part_log):
-                partition = self._leader_partition(req.topic, partition)
+            if self._replicated(req.topic):
+                partition = self._leader(req.topic, partition).partition
             else:
                 if partition == RANDOM_PARTITION:
                     partition = self.logs.choose_partition(req.topic)
@@ -228,27 +231,18 @@ class RequestHandlers:
         check = validate(req.messages, inflate=False) if validated is None else validated
         return partition, self._checked(req, partition, check)
 
-    def _replicated(self, topic: str, part_log: Log | None) -> bool:
+    def _replicated(self, topic: str) -> bool:
         """Whether `topic` is a replicated topic's (its partitions are not 0.7's)."""
-        if part_log is not None and part_log.replicated:
-            return True
-        return self.replicas is not None and self.replicas.is_replicated(topic)
+        if self.replicas is not None:
+            return self.replicas.is_replicated(topic)
+        return topic in self.logs.replicated_topics()
 
-    def _leader_partition(self, topic: str, partition: int) -> int:
-        """The replicated partition a produce goes to, if this broker leads it; else the
-        error that says who does (NotLeaderForPartition, LeaderNotAvailable). Partition -1
-        (a 0.7 producer's "any") is one of the partitions this broker leads."""
+    def _leader(self, topic: str, partition: int) -> Replica:
+        """The replica of a replicated partition this broker leads (partition -1, a 0.7
+        producer's "any": one it leads); else the refusal that says who does."""
         if self.replicas is None:
             raise LeaderNotAvailableError(f"{topic} is replicated and replication is not running")
-        if partition == RANDOM_PARTITION:
-            led = [r.partition for r in self.replicas.replicas() if r.topic == topic and r.leading]
-            if not led:
-                raise NotLeaderForPartitionError(f"this broker leads no partition of {topic}")
-            return random.choice(led)
-        found = self.replicas.replica(topic, partition)
-        if found is None or not found.leading:
-            raise self.replicas.refusal(topic, partition)
-        return partition
+        return self.replicas.leader(topic, partition)
 
     @staticmethod
     def _checked(req: ProduceRequest, partition: int, check: Validation) -> Validation:
@@ -307,12 +301,19 @@ class RequestHandlers:
 
     # -- produce ----------------------------------------------------------------------
 
-    def _log_for(self, topic: str, partition: int) -> Log:
-        return self.logs.lookup(topic, partition) or self.logs.get_or_create_log(topic, partition)
+    def _target(self, topic: str, partition: int) -> Target:
+        """What a checked produce appends to: the 0.7 log, created if new, or the leader
+        replica (refused if it stopped leading since the check)."""
+        found = self.logs.lookup(topic, partition)
+        if found is not None:
+            return found
+        if self._replicated(topic):
+            return self._leader(topic, partition)
+        return self.logs.get_or_create_log(topic, partition)
 
     def produce(self, req: ProduceRequest, client: str) -> Outcome:
         part_log = self.logs.lookup(req.topic, req.partition)
-        if part_log is None or not part_log.leading:  # new, or a replica it does not lead
+        if part_log is None:  # new, or a replicated partition
             self.metrics.request("produce")
             return self._produce_all((req,), client, "PRODUCE")
         # The usual produce, in a few steps (a one-message produce's latency is mostly
@@ -344,7 +345,7 @@ class RequestHandlers:
         only within `batched_appends`. False, with nothing done, if their log does not exist
         or this broker does not lead it: the caller then hands them to `handle` one by one."""
         part_log = self.logs.lookup(run.topic, run.partition)
-        if part_log is None or not part_log.leading or not self._batching:
+        if part_log is None or not self._batching:
             return False
         sets = run.sets
         self.metrics.request("produce", len(sets))
@@ -411,8 +412,8 @@ class RequestHandlers:
                 )
                 continue
             if check.valid_bytes:
-                part_log = self._log_for(req.topic, partition)
-                self._deferred.setdefault(part_log, []).append((req.messages, check))
+                target = self._target(req.topic, partition)
+                self._deferred.setdefault(target, []).append((req.messages, check))
 
     def acked_produce(self, req: AckedProduceRequest, client: str) -> Outcome:
         self.metrics.request("produce_ack")
@@ -449,25 +450,16 @@ class RequestHandlers:
             try:
                 if isinstance(check, LogbrokerError):
                     raise check
-                part_log = self._log_for(p.topic, partition)
-                replica = part_log.replica
-                if req.all_in_sync and isinstance(replica, Replica):
-                    isr = replica.isr
-                    if len(isr) < self.config.min_insync_replicas:
-                        raise NotEnoughReplicasError(
-                            f"{replica.name} has {len(isr)} in-sync replicas {list(isr)}, fewer "
-                            f"than min.insync.replicas ({self.config.min_insync_replicas}): "
-                            "refused before the append"
-                        )
-                offset, next_offset = part_log.append(p.messages, check)
+                target = self._target(p.topic, partition)
+                replica = target if isinstance(target, Replica) else None
+                if req.all_in_sync and replica is not None:
+                    self.replicas.check_enough_replicas(replica)  # type: ignore[union-attr]
+                offset, next_offset = target.append(p.messages, check)
                 self.metrics.produced(p.topic, check.messages, check.valid_bytes)
-                self._appended(part_log)
+                self._appended(target)
+                part_log = target.log if isinstance(target, Replica) else target
                 touched[id(part_log)] = part_log
-                if (
-                    req.all_in_sync
-                    and isinstance(replica, Replica)
-                    and next_offset > replica.high_watermark
-                ):
+                if req.all_in_sync and replica is not None and next_offset > replica.high_watermark:
                     in_sync.append((len(results), replica, next_offset))
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
@@ -496,8 +488,10 @@ class RequestHandlers:
         logs: list[Log],
     ) -> Response:
         """acks=-1: the answer once every in-sync replica has the sets (or why not)."""
-        timeout_s = req.timeout_ms / 1000
-        codes = await asyncio.gather(*(r.wait_in_sync(end, timeout_s) for _, r, end in in_sync))
+        assert self.replicas is not None
+        codes = await self.replicas.wait_for_isr(
+            [(r, end) for _, r, end in in_sync], req.timeout_ms / 1000
+        )
         for (index, replica, _), code in zip(in_sync, codes, strict=True):
             if code:
                 failed = results[index]
@@ -510,17 +504,16 @@ class RequestHandlers:
 
     # -- replication ------------------------------------------------------------------
 
-    def _appended(self, part_log: Log) -> None:
+    def _appended(self, target: Target) -> None:
         """Wake who waits for an append: a 0.7 log's consumers; a replicated log's followers,
         and its consumers only when the high watermark moved (with no follower in the ISR,
-        it moves now)."""
-        replica = part_log.replica
-        if not isinstance(replica, Replica):
-            self.waiters.appended(part_log.topic, part_log.partition)
+        it moves now: the replica manager's hook, `_high_watermark_moved`)."""
+        if type(target) is Log:
+            self.waiters.appended(target.topic, target.partition)
             return
-        self.replica_waiters.appended(part_log.topic, part_log.partition)
-        if replica.advance_high_watermark():
-            self._high_watermark_moved(replica)
+        assert isinstance(target, Replica) and self.replicas is not None
+        self.replica_waiters.appended(target.topic, target.partition)
+        self.replicas.appended(target)
 
     def _high_watermark_moved(self, replica: Replica) -> None:
         """Consumers waiting on the partition see the newly committed messages (followers
@@ -529,53 +522,18 @@ class RequestHandlers:
 
     def _replica_set(self, req: ReplicaFetchRequest, i: int) -> ReplicaSet[FileRegion]:
         fetch = req.fetches[i]
-        replica = self.replicas.replica(fetch.topic, fetch.partition) if self.replicas else None
         try:
-            if replica is None or not replica.leading:
+            if self.replicas is None:
                 raise self._replica_refusal(fetch.topic, fetch.partition)
-            state = replica.state
-            assert state is not None
-            if fetch.leader_epoch < state.leader_epoch:
-                raise FencedLeaderEpochError(
-                    f"{replica.name}: broker {req.replica_id} fetches in leader epoch "
-                    f"{fetch.leader_epoch}, the current one is {state.leader_epoch}"
-                )
-            if fetch.leader_epoch > state.leader_epoch:  # this broker has not heard of it yet
-                raise NotLeaderForPartitionError(f"{replica.name}: epoch {fetch.leader_epoch}")
-            if req.replica_id not in replica.replicas:
-                raise WrongPartitionError(
-                    f"broker {req.replica_id} is not a replica of {replica.name}"
-                )
-            # read first: an offset this log does not hold (past its end) raises here, before
-            # the follower's claim to hold everything below it is counted
-            region, messages = replica.log.read_whole(fetch.offset, fetch.max_bytes)
-            now_ms = self.replicas.clock_ms()  # type: ignore[union-attr]
-            if replica.record_fetch(req.replica_id, fetch.offset, now_ms):
-                self._high_watermark_moved(replica)
-            if req.replica_id not in state.isr and replica.wants_in(req.replica_id, fetch.offset):
-                self.replicas.ask_in(replica, req.replica_id)  # type: ignore[union-attr]
-            epochs = replica.epochs.entries
-            # the epoch that wrote `fetch.offset`, and those that start in what is sent
-            covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
-            later = [e for e in epochs if fetch.offset < e[1] <= fetch.offset + region.length]
-            if region.length:
-                self.metrics.fetched(fetch.topic, region.length)
-            return ReplicaSet(
-                fetch.topic,
-                fetch.partition,
-                0,
-                replica.high_watermark,
-                replica.log.end_offset,
-                tuple(covering + later),
-                region.length,
-                region,
-                messages,
-            )
+            answer = self.replicas.follower_fetch(req.replica_id, fetch)
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc), fetch.topic)
             return ReplicaSet(
                 fetch.topic, fetch.partition, error_code(exc), -1, -1, (), 0, empty_region(0)
             )
+        if answer.size:
+            self.metrics.fetched(fetch.topic, answer.size)
+        return answer
 
     def replica_fetch(self, req: ReplicaFetchRequest, client: str) -> Outcome:
         """A follower's fetch: held until the leader has something past its offset."""
@@ -600,7 +558,11 @@ class RequestHandlers:
             found = False
             for i, f in enumerate(req.fetches):
                 replica = self.replicas.replica(f.topic, f.partition) if self.replicas else None
-                if replica is None or not replica.leading or replica.log.end_offset != f.offset:
+                if (
+                    replica is None
+                    or not replica.named_leader
+                    or replica.log.end_offset != f.offset
+                ):
                     sets[i] = again = self._replica_set(req, i)
                     found = found or bool(again.error or again.size)
             return encode_replica_fetch_response(sets) if found else None
@@ -610,17 +572,16 @@ class RequestHandlers:
         return WaitingFetch(self.replica_waiters, keys, look, req.max_wait_ms / 1000, loop)
 
     def offsets_for_leader_epoch(self, req: OffsetsForLeaderEpochRequest, client: str) -> Response:
-        """Where each asked epoch ends in this leader's log (epochs.py)."""
+        """Where each asked epoch ends in this leader's log (replication/epochs.py)."""
         self.metrics.request("offsets_for_leader_epoch")
         answers = []
         for q in req.queries:
-            replica = self.replicas.replica(q.topic, q.partition) if self.replicas else None
-            if replica is None or not replica.leading:
-                refusal = self._replica_refusal(q.topic, q.partition)
-                answers.append(EpochEnd(q.topic, q.partition, error_code(refusal), -1, -1))
-                continue
-            epoch, end = replica.epochs.end_offset_for(q.epoch, replica.log.end_offset)
-            answers.append(EpochEnd(q.topic, q.partition, 0, epoch, end))
+            try:
+                if self.replicas is None:
+                    raise self._replica_refusal(q.topic, q.partition)
+                answers.append(self.replicas.epoch_end(q))
+            except LogbrokerError as exc:
+                answers.append(EpochEnd(q.topic, q.partition, error_code(exc), -1, -1))
         return [encode_offsets_for_leader_epoch_response(answers)]
 
     # -- fetch ------------------------------------------------------------------------
@@ -631,19 +592,19 @@ class RequestHandlers:
                 raise InvalidFetchSizeError(f"fetch size {req.max_size} is negative")
             # an existing log's name and partition need no checks (as for produces)
             part_log = self.logs.lookup(req.topic, req.partition)
-            if part_log is None or not part_log.leading:
-                validate_topic(req.topic)
-                if self._replicated(req.topic, part_log):
-                    # consumers read from the leader (docs/replication.md)
-                    raise self._replica_refusal(req.topic, req.partition)
-                part_log = self.logs.get_log(req.topic, req.partition)
-            if part_log is None:
-                region = empty_region(req.offset)
-            elif part_log.replicated:  # consumers see what the whole ISR has
-                visible = part_log.replica.high_watermark  # type: ignore[attr-defined]
-                region = part_log.read(req.offset, req.max_size, visible)
-            else:
+            if part_log is not None:
                 region = part_log.read(req.offset, req.max_size)
+            else:
+                validate_topic(req.topic)
+                if self._replicated(req.topic):
+                    # consumers read from the leader, what the whole ISR has (below the high
+                    # watermark: docs/replication.md)
+                    replica = self._leader(req.topic, req.partition)
+                    region = replica.log.read(req.offset, req.max_size, replica.high_watermark)
+                elif (found := self.logs.get_log(req.topic, req.partition)) is not None:
+                    region = found.read(req.offset, req.max_size)
+                else:
+                    region = empty_region(req.offset)
         except LogbrokerError as exc:
             self.metrics.error(_error_kind(exc), req.topic if is_legal_topic(req.topic) else None)
             code = error_code(exc)
@@ -715,26 +676,24 @@ class RequestHandlers:
     def offsets(self, req: OffsetsRequest, client: str) -> Response:
         self.metrics.request("offsets")
         validate_topic(req.topic)  # 0.7 did not catch these: the connection closes
-        existing = self.logs.lookup(req.topic, req.partition)
-        if (existing is not None and not existing.leading) or (
-            existing is None and self._replicated(req.topic, None)
-        ):
-            raise self._replica_refusal(req.topic, req.partition)  # the leader answers
+        if self.logs.lookup(req.topic, req.partition) is None and self._replicated(req.topic):
+            replica = self._leader(req.topic, req.partition)  # the leader answers
+            offsets = replica.log.offsets_before(req.time, req.max_offsets)
+            mark = replica.high_watermark  # nothing past it
+            offsets = sorted({min(o, mark) for o in offsets}, reverse=True)
+            return [encode_offsets_response(offsets)]
         part_log = self.logs.get_log(req.topic, req.partition)
         if part_log is None:
             offsets = [0] if req.time in (LATEST_TIME, EARLIEST_TIME) else []
             offsets = offsets[: max(0, req.max_offsets)]
         else:
             offsets = part_log.offsets_before(req.time, req.max_offsets)
-            if isinstance(part_log.replica, Replica):  # nothing past the high watermark
-                mark = part_log.replica.high_watermark
-                offsets = sorted({min(o, mark) for o in offsets}, reverse=True)
         return [encode_offsets_response(offsets)]
 
     def create_topic(self, req: CreateTopicRequest, client: str) -> Response:
         self.metrics.request("create_topic")
         try:
-            if self._replicated(req.topic, None):
+            if self._replicated(req.topic):
                 raise WrongPartitionError(
                     f"topic {req.topic!r} is replicated: its partitions are assigned in "
                     "ZooKeeper (logbroker topics create --replication-factor), not per broker"

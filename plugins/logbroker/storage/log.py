@@ -15,10 +15,9 @@ out-of-range all use that one end point. A killed broker process loses nothing t
 appended; a machine that loses power loses the unflushed tail, which recovery cuts back to
 the last whole valid entry. (0.7 showed only flushed data; we show it sooner for latency.)
 
-A replicated partition's directory also holds `leader-epoch-checkpoint` (REPLICA_MARKER; the
-replication package owns its content): its presence is what tells the broker, at start, that
-the log is a replica and not a 0.7 topic's partition. Such a log takes produces only while
-this broker leads it (`leading`, set by the replication package; always True for 0.7's logs).
+The log knows nothing of replication: whether a partition is a 0.7 topic's or a replica, and
+who may append to it (a replica's leader), is for the layers above (log_manager.py, the
+replication package).
 
 Concurrency: appends, rolls, truncation and deletes hold the log's lock. Readers take no
 lock: the segment list is an immutable tuple replaced whole (copy-on-write), and a segment's
@@ -44,11 +43,7 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from pathlib import Path
 
-from ..protocol.errors import (
-    InvalidMessageError,
-    NotLeaderForPartitionError,
-    OffsetOutOfRangeError,
-)
+from ..protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from ..protocol.message_set import Buffer, Validation, validate
 from ..protocol.requests import EARLIEST_TIME, LATEST_TIME
 from .open_files import OpenFiles
@@ -64,7 +59,6 @@ _MESSAGES = attrgetter("messages")
 
 
 Clock = Callable[[], int]  # milliseconds since the epoch
-REPLICA_MARKER = "leader-epoch-checkpoint"  # in a replicated partition's directory only
 MARKS = 4096  # append ends remembered (between MARKS and 2 * MARKS): see "Append marks"
 
 
@@ -106,10 +100,6 @@ class Log:
         self.last_flush_ms = clock()
         self.recovery: RecoveryResult | None = None
         directory.mkdir(parents=True, exist_ok=True)
-        # A replica takes produces only while it leads; 0.7's logs always do.
-        self.replicated = (directory / REPLICA_MARKER).exists()
-        self.leading = not self.replicated
-        self.replica: object | None = None  # the replication package's Replica, once adopted
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self._load(recover, modified_after_ns)
@@ -151,7 +141,7 @@ class Log:
             if cut is not None:
                 self.recovery = cut
                 why = "after an unclean shutdown" if recover else "of files changed while down"
-                later = ", ".join(p.name for p in cut.set_aside)
+                set_aside = ", ".join(p.name for p in cut.set_aside)
                 log.warning(
                     "%s: recovery %s cut %d bytes (%d messages by their size fields) at offset "
                     "%d: %s; the cut bytes are kept in %s%s",
@@ -162,7 +152,7 @@ class Log:
                     segments[-1].end_offset,
                     cut.reason,
                     cut.kept_in,
-                    f", the later segments set aside whole ({later})" if later else "",
+                    f", the later segments set aside whole ({set_aside})" if set_aside else "",
                 )
             elif recover:
                 self.recovery = RecoveryResult(segments[-1].end_offset, 0, "")
@@ -288,8 +278,6 @@ class Log:
             )
         data = memoryview(message_set)[: check.valid_bytes]
         with self._lock:
-            if not self.leading:  # a replica whose leadership ended after the caller looked
-                raise NotLeaderForPartitionError(f"{self.name}: this broker no longer leads it")
             now = self.clock()
             segment = self._maybe_roll(len(data), now)
             offset = segment.end_offset
@@ -353,8 +341,6 @@ class Log:
         """
         flush_now = False
         with self._lock:
-            if not self.leading:  # a replica whose leadership ended after the caller looked
-                raise NotLeaderForPartitionError(f"{self.name}: this broker no longer leads it")
             now = self.clock()
             buffers: list[Buffer] = []
             size = messages = written = nbytes = 0

@@ -17,10 +17,13 @@ created on their first produce with `num.partitions` partitions, or the count th
 `log.cleanup.interval.mins`, by age `log.retention.hours` and by size `log.retention.size`).
 Both call `flush_due`/`cleanup`, which tests call directly with an injected clock.
 
-Replicated partitions (docs/replication.md) live here too, as `<topic>-<p>` with the global
-partition number p and a REPLICA_MARKER file; they are created by the replication package
-(`create_replica`), never by a produce, and are not 0.7 topics: `topics()` leaves them out
-(they are not registered under /brokers/topics), `replicated_topics()` names them.
+Replicas of replicated partitions (docs/replication.md) live here too, as `<topic>-<p>` with
+the global partition number p. What makes a directory a replica's is a file that the
+replication package writes into it before it opens the log (`replica_marker`, its epoch file;
+the broker names it): this module only looks for the name. Replica logs are kept apart from
+0.7 topics' logs: `lookup`, `get_log`, `get_or_create_log` and `topics()` are 0.7's (a produce
+never creates a replica), `replica_log`, `open_replica` and `replicated_topics()` the
+replicas'; flushing, retention and shutdown cover both.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from pathlib import Path
 from ..config import BrokerConfig
 from ..protocol.errors import WrongPartitionError
 from ..protocol.topics import parse_partition_dir_name, partition_dir_name, validate_topic
-from .log import REPLICA_MARKER, Clock, Log, LogConfig
+from .log import Clock, Log, LogConfig
 from .open_files import OpenFiles
 from .segment import LogSegment
 
@@ -72,8 +75,12 @@ class LogManager:
         clock: Clock = system_clock,
         on_new_topic: Callable[[str, int], None] | None = None,
         log_dir: Path | None = None,
+        replica_marker: str | None = None,
     ) -> None:
+        """`replica_marker`: the file that marks a replica's directory (see the module doc);
+        None: this broker holds no replicas."""
         self.config = config
+        self.replica_marker = replica_marker
         self.clock = clock
         self.log_dir = Path(log_dir) if log_dir is not None else config.log_path
         self.on_new_topic = on_new_topic
@@ -84,7 +91,8 @@ class LogManager:
             flush_interval_ms=config.log_default_flush_interval_ms,
         )
         self.files = OpenFiles(open_files_capacity(config.max_open_segment_files))
-        self._logs: dict[tuple[str, int], Log] = {}
+        self._logs: dict[tuple[str, int], Log] = {}  # 0.7 topics' partitions
+        self._replicas: dict[tuple[str, int], Log] = {}  # replicas' logs
         self._create_lock = threading.Lock()
         self._flush_wanted: set[Log] = set()
         self._wake = threading.Condition()
@@ -111,16 +119,20 @@ class LogManager:
                 self.skipped[path.name] = str(exc)
                 log.warning("skipped directory %s in log.dir: %s; it is not served", path, exc)
                 continue
-            part_log = self._open_log(topic, partition, recover=not clean, checked_ns=marked_ns)
+            replica = self.replica_marker is not None and (path / self.replica_marker).exists()
+            part_log = self._open_log(
+                topic, partition, recover=not clean, checked_ns=marked_ns, replica=replica
+            )
             if part_log.recovery is not None and part_log.recovery.truncated:
                 self.recovered.append(part_log)
         # Remove the marker only now: a crash during loading must recover again next time.
         if clean:
             marker.unlink()
-        if clean or not self._logs:  # a new, empty log.dir has nothing to recover
+        loaded = len(self._logs) + len(self._replicas)
+        if clean or not loaded:  # a new, empty log.dir has nothing to recover
             log.info(
                 "loaded %d logs from %s (%s); at most %d segment files open at once",
-                len(self._logs),
+                loaded,
                 self.log_dir,
                 "clean shutdown" if clean else "no logs yet",
                 self.files.capacity,
@@ -129,14 +141,19 @@ class LogManager:
             log.warning(
                 "loaded %d logs from %s after an unclean shutdown (no %s): every segment of "
                 "each was validated; %d were cut",
-                len(self._logs),
+                loaded,
                 self.log_dir,
                 CLEAN_SHUTDOWN_MARKER,
                 len(self.recovered),
             )
 
     def _open_log(
-        self, topic: str, partition: int, recover: bool, checked_ns: int | None = None
+        self,
+        topic: str,
+        partition: int,
+        recover: bool,
+        checked_ns: int | None = None,
+        replica: bool = False,
     ) -> Log:
         """`recover`: check every segment; `checked_ns`: those modified after then."""
         part_log = Log(
@@ -150,7 +167,7 @@ class LogManager:
             request_flush=self._want_flush,
             files=self.files,
         )
-        self._logs[(topic, partition)] = part_log
+        (self._replicas if replica else self._logs)[(topic, partition)] = part_log
         return part_log
 
     def start_background(self) -> None:
@@ -171,41 +188,46 @@ class LogManager:
             part_log.flush()
             part_log.close()
         (self.log_dir / CLEAN_SHUTDOWN_MARKER).touch()
-        log.info("flushed and closed %d logs; clean shutdown marked", len(self._logs))
+        log.info("flushed and closed %d logs; clean shutdown marked", len(self.logs()))
 
     # -- finding and creating logs ----------------------------------------------------
 
     def logs(self) -> list[Log]:
-        return list(self._logs.values())
+        """Every log here: 0.7 topics' partitions and replicas."""
+        return [*self._logs.values(), *self._replicas.values()]
 
     def topics(self) -> list[str]:
         """0.7's topics here (replicated ones are not: replicated_topics)."""
-        return sorted(
-            {topic for (topic, _), part_log in self._logs.items() if not part_log.replicated}
-        )
+        return sorted({topic for topic, _ in self._logs})
 
     def replicated_topics(self) -> list[str]:
-        return sorted({topic for (topic, _), part_log in self._logs.items() if part_log.replicated})
+        return sorted({topic for topic, _ in self._replicas})
 
-    def create_replica(self, topic: str, partition: int) -> Log:
-        """This broker's replica of partition `partition` of replicated `topic`: its log,
-        created (with its marker) if new. Never registered as a 0.7 topic."""
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        """Where a partition's log lives (validated name)."""
         validate_topic(topic)
+        return self.log_dir / partition_dir_name(topic, partition)
+
+    def replica_log(self, topic: str, partition: int) -> Log | None:
+        return self._replicas.get((topic, partition))
+
+    def open_replica(self, topic: str, partition: int) -> Log:
+        """The log of this broker's replica of `topic`'s `partition`, opened if it is not. Its
+        directory must hold the replica marker already (the replication package writes it
+        first); a 0.7 topic's partition of that name is refused."""
+        directory = self.partition_dir(topic, partition)
+        if self.replica_marker is None or not (directory / self.replica_marker).exists():
+            raise WrongPartitionError(f"{directory} is not marked as a replica's")
         with self._create_lock:
-            found = self._logs.get((topic, partition))
+            if (topic, partition) in self._logs:
+                raise WrongPartitionError(
+                    f"{topic}-{partition} is a 0.7 topic's partition here, not a replica"
+                )
+            found = self._replicas.get((topic, partition))
             if found is not None:
-                if not found.replicated:
-                    raise WrongPartitionError(
-                        f"{found.name} is a 0.7 topic's partition here, not a replica"
-                    )
                 return found
-            directory = self.log_dir / partition_dir_name(topic, partition)
-            directory.mkdir(parents=True, exist_ok=True)
-            marker = directory / REPLICA_MARKER
-            if not marker.exists():
-                marker.write_text("0\n0\n")  # an epoch file with no epochs (replication/epochs.py)
-            part_log = self._open_log(topic, partition, recover=False)
-        log.info("created replica %s", part_log.name)
+            part_log = self._open_log(topic, partition, recover=False, replica=True)
+        log.info("opened replica %s", part_log.name)
         return part_log
 
     def partition_count(self, topic: str) -> int:

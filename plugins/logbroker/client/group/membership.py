@@ -33,6 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ...coordination import paths
+from ...coordination import replication_state as replication
 from ...coordination.rebalance import (
     Subscription,
     consumers_per_topic,
@@ -40,9 +41,8 @@ from ...coordination.rebalance import (
     replicated_partitions,
     topic_partitions,
 )
+from ...coordination.replication_state import Assignment, StateFormatError
 from ...protocol.errors import LogbrokerError
-from ...replication import state as replication
-from ...replication.state import Assignment, StateFormatError
 from ..brokers import BrokerEndpoint
 from .context import ConsumerContext
 from .stream import OwnedPartition

@@ -18,8 +18,8 @@ import threading
 from typing import Any, NamedTuple
 
 from ...coordination import paths
+from ...coordination.replication_state import REPLICATED
 from ...protocol.message_set import iter_stored_messages
-from ...replication.state import REPLICATED
 from .context import ConsumerContext
 
 

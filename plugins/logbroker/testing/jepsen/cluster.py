@@ -40,8 +40,8 @@ from kazoo.protocol.states import ZnodeStat
 
 from ...client.cluster import Cluster
 from ...coordination import paths
-from ...replication import state as zk
-from ...replication.state import ControllerInfo, PartitionState
+from ...coordination import replication_state as zk
+from ...coordination.replication_state import ControllerInfo, PartitionState
 from ..broker import BrokerProcess
 from ..hosts import Host, Network
 from ..zookeeper import ZkTarget
