@@ -145,6 +145,7 @@ def test_every_segment_is_checked_after_a_crash_and_a_cut_sets_the_later_ones_as
     assert [s.path for s in log.segments] == [segments[0].path, second.path]
     assert all_payloads(log) == PAYLOADS[: len(all_payloads(log))]
     cut = log.recovery
+    assert f"at offset {second.base_offset}:" in cut.reason  # a partition offset, not a file's
     assert cut.set_aside == tuple(p.with_name(f"{p.name}.truncated-{int(p.stem)}") for p in later)
     assert [p.read_bytes() for p in cut.set_aside] == later_bytes  # kept, never served
     assert cut.truncated_bytes == sum(map(len, later_bytes)) + second.size

@@ -71,15 +71,18 @@ class EntryScan:
     overhead = 4  # bytes of an entry before its message: the size field's end
     min_size = _MIN_ENTRY  # the least size field a whole entry can have
 
+    def __init__(self, base_offset: int = 0) -> None:
+        self.base_offset = base_offset  # the segment's: reasons name partition offsets
+
     def check(self, chunk: bytes, position: int) -> tuple[int, InvalidMessageError | None]:
         """(bytes of whole valid entries at the start of `chunk`, the damage that stopped
         them or None); `chunk` starts at byte `position` of the segment, at an entry."""
-        result = validate(chunk, position)
+        result = validate(chunk, self.base_offset + position)
         return result.valid_bytes, result.error
 
     def where(self, position: int) -> str:
-        """Names byte `position` of the segment in a reason."""
-        return f"offset {position}"
+        """Names byte `position` of the segment in a reason: its partition offset."""
+        return f"offset {self.base_offset + position}"
 
     def offset_at(self, segment: LogSegment, position: int) -> int:
         """The partition offset of the entry at `position` (where the scan stopped)."""
@@ -191,7 +194,7 @@ def recover_segments(
 def recover_segment(segment: LogSegment, scan: EntryScan | None = None) -> RecoveryResult:
     """Validate the whole segment and cut it after its last whole valid entry, keeping what
     is cut in a `.truncated-<offset>` file beside it."""
-    scan = EntryScan() if scan is None else scan
+    scan = EntryScan(segment.base_offset) if scan is None else scan
     file = segment.file  # held until recovery is done
     fd = file.fileno()
     size = segment.size
