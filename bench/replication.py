@@ -50,23 +50,37 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import report
 import run
-from common import BENCH_DIR, REPO_DIR, BenchError, median, percentile
+from common import BENCH_DIR, REPO_DIR, BenchError, percentile
+from outputs import (
+    COLORS,
+    Run,
+    cdf_axes,
+    cell,
+    errors_section,
+    fmt,
+    md_table,
+    plot_cdf,
+    pyplot,
+    run_line,
+    save,
+    spread,
+    start_py_spy,
+    stop_py_spy,
+    text_table,
+    value_label,
+)
 
 SYSTEM = "replicated"  # bench/systems/replicated.py: the workers' client
 BASELINE = "baseline:"  # the workloads run on --baseline's brokers: "baseline:rf1", ...
@@ -228,7 +242,7 @@ class Cluster:
     def create(self, topic: str, layout: str) -> None:
         """The workload's topic: six partitions in `layout`, every one with its leader."""
         from logbroker.client.cluster import Cluster as Admin
-        from logbroker.coordination import replication_state as state
+        from logbroker.replication import state
 
         with Admin(self.connect) as admin:
             if layout == "rf1":  # 0.7's layout: N partitions on every live broker
@@ -373,7 +387,7 @@ class Bench:
             )
         finally:
             for spy in spies:
-                run._stop_spy(spy)
+                stop_py_spy(spy)
         end = cluster.cpu()
         return results, {b: end[b] - start[b] for b in start}
 
@@ -446,15 +460,11 @@ class Bench:
         """With --profile: py-spy on every broker while the workload runs."""
         if self.profile_dir is None:
             return []
-        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         spies = []
         for b, pid in cluster.pids().items():
-            out = self.profile_dir / f"broker-{tag}-b{b}.txt"
-            argv = [exe, "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
-            argv += ["--output", str(out), "--nonblocking", "--threads"]
-            spies.append(
-                subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
+            spy = start_py_spy(pid, self.profile_dir / f"broker-{tag}-b{b}.txt", threads=True)
+            if spy is not None:
+                spies.append(spy)
         time.sleep(0.5)  # attached before the workload starts
         return spies
 
@@ -475,9 +485,7 @@ class Bench:
                     "brokers": "baseline" if workload.startswith(BASELINE) else "current",
                     "metric": metric,
                     "unit": self.units[metric],
-                    "median": run._round(median(vals)),
-                    "min": run._round(min(vals)),
-                    "max": run._round(max(vals)),
+                    **spread(vals),
                     "reps": len(vals),
                     "run_id": self.run_id,
                 }
@@ -502,14 +510,6 @@ class _Server:
 def _get(idx: dict[tuple[str, str], dict[str, Any]], w: str, m: str) -> float | None:
     r = idx.get((w, m))
     return None if r is None else float(r["median"])
-
-
-def _cell(r: dict[str, Any] | None) -> str:
-    if r is None:
-        return "–"
-    if r["min"] == r["max"]:
-        return report._fmt(r["median"])
-    return f"{report._fmt(r['median'])} ({report._fmt(r['min'])}–{report._fmt(r['max'])})"
 
 
 def rep_ratios(info: dict[str, Any], workload: str, base: str) -> list[float]:
@@ -586,10 +586,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
     parts = [
         "# Replication benchmark: the 2014 post's table on one machine",
         "",
-        f"Run `{info['run_id']}`, {info['started']} to {info['finished']} "
-        f"({info['duration_s'] / 60:.1f} min), command `{info['command'].strip()}`"
-        + (" (**quick mode: tiny counts, not a measurement**)" if info.get("quick") else "")
-        + ".",
+        run_line(info),
         "",
         f"Machine: {m['nproc']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['filesystem']}, "
         f"Linux {m['kernel']}, Python {m['python']}, logbroker at {m.get('git', '?')}. Three "
@@ -617,8 +614,8 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
         ratio = f"{r['median'] / base:.2f}×" if base else ""
         reps = rep_ratios(info, w.name, w.base)
         spread = f"{min(reps):.2f}–{max(reps):.2f}" if len(reps) > 1 else ""
-        rows.append([f"`{w.name}` ({w.label})", _cell(r), ratio, spread, POST.get(w.name, "")])
-    parts += [report._md_table(rows), ""]
+        rows.append([f"`{w.name}` ({w.label})", cell(r), ratio, spread, POST.get(w.name, "")])
+    parts += [md_table(rows), ""]
 
     lrows = [["workload", "p50 ms", "p99 ms", "p99.9 ms", "the post"]]
     for w in ("latency_rf3_acks_all", "latency_rf1"):
@@ -626,7 +623,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
             lrows.append(
                 [
                     f"`{w}` ({BY_NAME[w].label})",
-                    *(_cell(idx.get((w, q))) for q in ("p50", "p99", "p999")),
+                    *(cell(idx.get((w, q))) for q in ("p50", "p99", "p999")),
                     POST.get(w, ""),
                 ]
             )
@@ -637,11 +634,11 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
         f"{info['parameters']['latency']:,} messages after {info['parameters']['latency_warmup']} "
         "warm-up; CLOCK_MONOTONIC in both.",
         "",
-        report._md_table(lrows),
+        md_table(lrows),
         "",
         "## Goals (issue 30)",
         "",
-        report._md_table([["goal", "measured", "target", "met"], *goals(idx)]),
+        md_table([["goal", "measured", "target", "met"], *goals(idx)]),
         "",
         "## CPU seconds per million messages",
         "",
@@ -663,20 +660,20 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
                 f"`{w.name}`",
                 *(
                     (f"{names[b]}: " if names[b] else "")
-                    + _cell(idx.get((w.name, f"cpu_broker{b}")))
+                    + cell(idx.get((w.name, f"cpu_broker{b}")))
                     for b in BROKERS
                 ),
-                _cell(idx.get((w.name, "cpu_brokers"))),
+                cell(idx.get((w.name, "cpu_brokers"))),
             ]
         )
-    parts += [report._md_table(crows), ""]
+    parts += [md_table(crows), ""]
     frows = [["workload", "follower 1 / leader", "follower 2 / leader"]]
     for w in (x.name for x in WORKLOADS if x.layout == "one_leader"):
         if (w, "follower1_vs_leader_cpu_per_byte") in idx:
             frows.append(
                 [
                     f"`{w}`",
-                    *(_cell(idx.get((w, f"follower{b}_vs_leader_cpu_per_byte"))) for b in (1, 2)),
+                    *(cell(idx.get((w, f"follower{b}_vs_leader_cpu_per_byte"))) for b in (1, 2)),
                 ]
             )
     if len(frows) > 1:
@@ -684,7 +681,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
             "A follower's CPU per byte it copied against the leader's per byte produced (one "
             "leader: both figures are over the same bytes):",
             "",
-            report._md_table(frows),
+            md_table(frows),
             "",
         ]
     if info.get("baseline"):
@@ -711,8 +708,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
     ]
     if info.get("notes"):
         parts += ["## Notes", "", *(f"- {n}" for n in info["notes"]), ""]
-    if info.get("errors"):
-        parts += ["## Errors", "", *(f"- {e.splitlines()[0]}" for e in info["errors"]), ""]
+    parts += errors_section(info)
     return "\n".join(parts) + "\n"
 
 
@@ -736,7 +732,7 @@ def before_after(idx: dict[tuple[str, str], dict[str, Any]], info: dict[str, Any
             if before is None or after is None:
                 continue
             change = f"{after['median'] / before['median']:.2f}×" if before["median"] else ""
-            rows.append([f"`{w.name}`", label, _cell(before), _cell(after), change])
+            rows.append([f"`{w.name}`", label, cell(before), cell(after), change])
     base = info["baseline"]
     return "\n".join(
         [
@@ -747,7 +743,7 @@ def before_after(idx: dict[tuple[str, str], dict[str, Any]], info: dict[str, Any
             "repetition), with the same clients; only the broker processes' code differs "
             f"(the baseline's plugins/ from `git archive {base['ref']}`).",
             "",
-            report._md_table(rows),
+            md_table(rows),
         ]
     )
 
@@ -760,31 +756,20 @@ def table(records: list[dict[str, Any]]) -> str:
                 r["workload"],
                 r["metric"],
                 r["unit"],
-                *(report._fmt(r[k]) for k in ("median", "min", "max")),
+                *(fmt(r[k]) for k in ("median", "min", "max")),
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(
-            c.rjust(wd) if i > 2 else c.ljust(wd)
-            for i, (c, wd) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    )
+    return text_table(rows, left=3)
 
 
 def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     idx = {(r["workload"], r["metric"]): r for r in records}
     stamp = (
         f"run {info['run_id']}, {info['machine']['nproc']} cores shared by three brokers, "
         "ZooKeeper and the clients"
     )
-    blue = report.COLORS["logbroker"]
+    blue = COLORS["logbroker"]
 
     def bars(ax: Any, names: list[str], metric: str, color: Any, ratios: bool) -> None:
         found = [w for w in names if (w, metric) in idx]
@@ -803,16 +788,8 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
         )
         for b, v, w in zip(drawn, med, found, strict=True):
             base = _get(idx, BY_NAME[w].base, metric) if ratios else None
-            label = report._fmt(v) + (f"\n{v / base:.2f}×" if base else "")
-            ax.annotate(
-                label,
-                (b.get_x() + b.get_width() / 2, v),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                xytext=(0, 3),
-                textcoords="offset points",
-            )
+            label = fmt(v) + (f"\n{v / base:.2f}×" if base else "")
+            value_label(ax, b.get_x() + b.get_width() / 2, v, label, 7, 3)
         ax.set_xticks(
             range(len(found)), [BY_NAME[w].label.replace(", ", "\n") for w in found], fontsize=7
         )
@@ -841,10 +818,7 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
     axes[2].set_ylabel("messages/s")
     axes[2].set_title("One consumer", fontsize=9)
     fig.suptitle(f"Throughput, {SIZE}-byte messages, 6 partitions, three brokers on 2 cores")
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "replication_throughput.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "replication_throughput", stamp)
 
     cpu = [w.name for w in WORKLOADS if (w.name, "cpu_brokers") in idx]
     fig, ax = plt.subplots(figsize=(12, 5.5))
@@ -863,15 +837,7 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
             label=f"broker {b}",
         )
         for x, v in zip(xs, vals, strict=True):
-            ax.annotate(
-                report._fmt(v),
-                (x, v),
-                ha="center",
-                va="bottom",
-                fontsize=6,
-                xytext=(0, 2),
-                textcoords="offset points",
-            )
+            value_label(ax, x, v, fmt(v), 6, 2)
     ax.set_xticks(range(len(cpu)), [BY_NAME[w].label.replace(", ", "\n") for w in cpu], fontsize=7)
     ax.set_ylabel("CPU seconds per million messages")
     ax.set_title(
@@ -879,10 +845,7 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
     )
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "replication_cpu.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "replication_cpu", stamp)
 
     if info.get("baseline"):
         fig, axes = plt.subplots(1, 3, figsize=(16, 5.5))
@@ -905,25 +868,14 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
                 ax.bar(xs, vals, 0.36, color=blue, alpha=shade, edgecolor="black", linewidth=0.5)
                 ax.bar([], [], color=blue, alpha=shade, label=label)
                 for x, v in zip(xs, vals, strict=True):
-                    ax.annotate(
-                        report._fmt(v),
-                        (x, v),
-                        ha="center",
-                        va="bottom",
-                        fontsize=6,
-                        xytext=(0, 2),
-                        textcoords="offset points",
-                    )
+                    value_label(ax, x, v, fmt(v), 6, 2)
             labels = [BY_NAME[w].label.replace(", ", "\n") for w in names]
             ax.set_xticks(range(len(names)), labels, fontsize=6)
             ax.set_title(title, fontsize=9)
             ax.grid(axis="y", alpha=0.3)
             ax.legend(fontsize=7)
         fig.suptitle("The same workloads on the baseline's brokers and on this checkout's")
-        fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-        fig.tight_layout()
-        fig.savefig(outdir / "replication_before_after.png", dpi=110)
-        plt.close(fig)
+        save(fig, outdir, "replication_before_after", stamp)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     names = [w for w in ("latency_rf3_acks_all", "latency_rf1") if (w, "p50") in idx]
@@ -941,15 +893,7 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
             label=label,
         )
         for x, v in zip(xs, vals, strict=True):
-            ax1.annotate(
-                report._fmt(v),
-                (x, v),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                xytext=(0, 2),
-                textcoords="offset points",
-            )
+            value_label(ax1, x, v, fmt(v), 7, 2)
     ax1.set_xticks(range(len(names)), [BY_NAME[w].label for w in names], fontsize=8)
     ax1.set_yscale("log")
     ax1.set_ylabel("ms (log)")
@@ -958,17 +902,9 @@ def plots(records: list[dict[str, Any]], info: dict[str, Any], outdir: Path) -> 
     ax1.legend(fontsize=8)
     for w, style in zip(names, ("-", ":"), strict=False):
         samples = [x for rep in info.get("latencies", {}).get(w, []) for x in rep]
-        report.plot_cdf(ax2, samples, style, BY_NAME[w].label, blue)
-    ax2.set_xscale("log")
-    ax2.set_xlabel("ms (log)")
-    ax2.set_ylabel("fraction of messages")
-    ax2.set_title("Latency distribution (all repetitions)")
-    ax2.grid(alpha=0.3, which="both")
-    ax2.legend(fontsize=8)
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "replication_latency.png", dpi=110)
-    plt.close(fig)
+        plot_cdf(ax2, samples, style, BY_NAME[w].label, blue)
+    cdf_axes(ax2)
+    save(fig, outdir, "replication_latency", stamp)
 
 
 # -- main ----------------------------------------------------------------------------------
@@ -1050,41 +986,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
     chosen = [w for w in WORKLOADS if not args.only or w.name in args.only.split(",")]
-    own_workdir = args.workdir is None
-    if own_workdir:
-        args.workdir = Path(tempfile.mkdtemp(prefix="logbroker-repl-bench-"))
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    if args.output_dir is None:
-        args.output_dir = (
-            Path(tempfile.mkdtemp(prefix="logbroker-repl-bench-results-"))
-            if args.quick
-            else BENCH_DIR / "results" / "replication"
-        )
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    now = datetime.now(UTC)
-    run_id = now.strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    invocation = Run(
+        "bench/replication.py",
+        args,
+        argv,
+        results=BENCH_DIR / "results" / "replication",
+        prefix="logbroker-repl-bench",
+    )
+    run_id = invocation.id
     bench = Bench(args, cfg, run_id)
     baseline = None
     if args.baseline:
         baseline = checkout(args.baseline, args.workdir / "baseline")
         bench.variants.append((BASELINE, baseline["plugins"]))
-    if args.profile:
-        bench.profile_dir = args.output_dir / "profile"
-        bench.profile_dir.mkdir(parents=True, exist_ok=True)
-    info: dict[str, Any] = {
-        "run_id": run_id,
-        "command": "python bench/replication.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "started": now.isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "machine": run.machine_info(),
-        "versions": run.systems.load(SYSTEM).versions(),
-        "workloads": [w.__dict__ for w in chosen],
-        "settings": BROKER_SETTINGS,
-        "baseline": None
+    bench.profile_dir = invocation.profile_dir
+    info = invocation.header(
+        versions=run.systems.load(SYSTEM).versions(),
+        workloads=[w.__dict__ for w in chosen],
+        settings=BROKER_SETTINGS,
+        baseline=None
         if baseline is None
         else {"ref": baseline["ref"], "commit": baseline["commit"]},
-        "parameters": {
+        parameters={
             "message_bytes": SIZE,
             "partitions": PARTITIONS,
             "batch": BATCH,
@@ -1097,20 +1020,17 @@ def main(argv: list[str] | None = None) -> int:
             "latency": cfg["latency"],
             "latency_warmup": cfg["latency_warmup"],
         },
-    }
+    )
     print(
         f"run {run_id}: {len(chosen)} workloads, {args.reps} repetitions; work dir "
         f"{args.workdir}; load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    t0 = time.monotonic()
     for rep in range(args.reps):
         order = chosen[rep % len(chosen) :] + chosen[: rep % len(chosen)]
         print(f"repetition {rep + 1} of {args.reps}: {' '.join(w.name for w in order)}", flush=True)
         bench.repetition(rep, order)
-    info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    info["duration_s"] = round(time.monotonic() - t0)
-    info["machine"]["loadavg_end"] = list(os.getloadavg())
+    invocation.ended(info)
     info["loads"] = bench.loads
     info["notes"] = bench.notes
     info["errors"] = bench.errors
@@ -1118,19 +1038,10 @@ def main(argv: list[str] | None = None) -> int:
     info["latencies"] = bench.latencies
 
     records = bench.records()
-    if bench.profile_dir is not None:
-        (bench.profile_dir / "summary.md").write_text(run.profile_summary(bench.profile_dir))
-        print(f"profile: {bench.profile_dir / 'summary.md'}")
-    report.write_run(
-        args.output_dir, records, info, markdown=markdown, table_text=table(records),
-        plots=None if args.no_plots else plots,
+    return invocation.finish(
+        records, info, bench.errors, markdown=markdown, plots=plots, table_text=table(records),
         no_plots_hint="pip install -r bench/requirements.txt installs matplotlib",
     )  # fmt: skip
-    if bench.errors:
-        print(f"{len(bench.errors)} errors:\n  " + "\n  ".join(bench.errors), flush=True)
-    if own_workdir and not args.keep:
-        shutil.rmtree(args.workdir, ignore_errors=True)
-    return 1 if bench.errors else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The benchmark's report: a text table, summary.md and the PNG plots, from the records.
+"""bench/run.py's report: a text table, summary.md and the PNG plots, from the records
+(the pieces every benchmark's report shares, and the writing of the files: outputs.py).
 
 Also runnable on its own, to redraw from a run's files without measuring again:
 
@@ -9,20 +10,27 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from outputs import (
+    COLORS,
+    cdf_axes,
+    cell,
+    errors_section,
+    fmt,
+    md_table,
+    plot_cdf,
+    pyplot,
+    run_line,
+    save,
+    text_table,
+    value_label,
+)
+
 PEERS = ("rabbitmq", "activemq", "redis")
 SYSTEM_ORDER = ("logbroker", "rabbitmq", "activemq", "redis", "redis_c", "tcp")
-COLORS = {
-    "logbroker": "#1f77b4",
-    "rabbitmq": "#ff7f0e",
-    "activemq": "#2ca02c",
-    "redis": "#d62728",
-    "redis_c": "#e377c2",
-    "tcp": "#7f7f7f",
-}
 WORKLOADS = (
     "produce_batch1",
     "produce_batch50",
@@ -64,43 +72,6 @@ LOWER_IS_BETTER = {"ms", "bytes"}
 PLACEMENTS = (("latency", "apart"), ("latency_unpinned", "unpinned"))
 
 
-def write_run(
-    outdir: Path,
-    records: Sequence[dict[str, Any]],
-    info: dict[str, Any],
-    *,
-    markdown: Callable[[Any, dict[str, Any]], str],
-    plots: Callable[[Any, dict[str, Any], Path], None] | None,
-    table_text: str,
-    no_plots_hint: str,
-) -> None:
-    """What every benchmark run leaves in `outdir`: summary.json (the records), run.json (how
-    it ran), summary.md and the PNGs (`plots`, None for none), then the table on stdout."""
-    (outdir / "summary.json").write_text(json.dumps(records, indent=1) + "\n")
-    (outdir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
-    (outdir / "summary.md").write_text(markdown(records, info))
-    if plots is not None:
-        try:
-            plots(records, info, outdir)
-        except ImportError as exc:
-            print(f"no plots: {exc} ({no_plots_hint})")
-    print(f"\n{table_text}\n", flush=True)
-    print(
-        f"wrote {outdir}/summary.json, summary.md, run.json"
-        + ("" if plots is None else ", *.png")
-        + f" in {info['duration_s']} s",
-        flush=True,
-    )
-
-
-def plot_cdf(ax: Any, samples: Sequence[float], style: str, label: str, color: Any = None) -> None:
-    """One latency distribution: the fraction of messages at or under each latency."""
-    ordered = sorted(samples)
-    if ordered:
-        ys = [(i + 1) / len(ordered) for i in range(len(ordered))]
-        ax.plot(ordered, ys, style, label=label, color=color)
-
-
 def _index(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["system"], r["workload"]): r for r in records}
 
@@ -135,16 +106,6 @@ def _workloads(records: Sequence[dict[str, Any]]) -> list[str]:
     sizes = sorted((w for w in present if _size_row(w)), key=lambda w: _size_row(w) or (0, 0))
     rest = sorted(present - set(WORKLOADS) - set(sizes))
     return [w for w in WORKLOADS if w in present] + sizes + rest
-
-
-def _fmt(x: float) -> str:
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    if abs(x) >= 1:
-        return f"{x:.2f}"
-    return f"{x:.3f}"
 
 
 def best_peer(
@@ -188,18 +149,11 @@ def table(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
             [
                 w,
                 unit,
-                *(_fmt(idx[(s, w)]["median"]) if (s, w) in idx else "-" for s in systems),
+                *(fmt(idx[(s, w)]["median"]) if (s, w) in idx else "-" for s in systems),
                 ratio_to_best(idx, w),
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(
-            c.rjust(wd) if i > 1 else c.ljust(wd)
-            for i, (c, wd) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    )
+    return text_table(rows, left=2)
 
 
 def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
@@ -318,13 +272,6 @@ def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
     return out
 
 
-def _md_table(rows: list[list[str]]) -> str:
-    head, *body = rows
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in body]
-    return "\n".join(lines)
-
-
 def _cpus(info: dict[str, Any], key: str) -> str:
     placement = info.get("parameters", {}).get("latency_placement") or {}
     return ",".join(str(c) for c in placement.get(key, [])) or "?"
@@ -337,10 +284,7 @@ def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
     parts = [
         "# Broker benchmark: logbroker and its peers on one machine",
         "",
-        f"Run `{info['run_id']}`, {info['started']} to {info['finished']} "
-        f"({info['duration_s'] / 60:.1f} min), command `{info['command'].strip()}`"
-        + (" (**quick mode: tiny counts, not a measurement**)" if info.get("quick") else "")
-        + ".",
+        run_line(info),
         "",
         f"Machine: {m['nproc']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['filesystem']}, "
         f"Linux {m['kernel']}, Debian {m['debian']}, Python {m['python']}, logbroker at "
@@ -365,21 +309,13 @@ def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
     rows = [["workload", "unit", *systems, "logbroker / best peer"]]
     for w in _workloads(records):
         unit = next(r["unit"] for r in records if r["workload"] == w)
-        cells = []
-        for s in systems:
-            r = idx.get((s, w))
-            if r is None:
-                cells.append("–")
-            elif r["min"] == r["max"]:
-                cells.append(_fmt(r["median"]))
-            else:
-                cells.append(f"{_fmt(r['median'])} ({_fmt(r['min'])}–{_fmt(r['max'])})")
+        cells = [cell(idx.get((s, w))) for s in systems]
         rows.append([f"`{w}`", unit, *cells, ratio_to_best(idx, w)])
-    parts += [_md_table(rows), ""]
+    parts += [md_table(rows), ""]
     parts += [
         "## Goals (logbroker)",
         "",
-        _md_table([["goal", "measured", "target", "met"], *goals(idx)]),
+        md_table([["goal", "measured", "target", "met"], *goals(idx)]),
         "",
     ]
     parts += ["## Plots", ""]
@@ -407,7 +343,7 @@ def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
                 info["consuming"].get(s, ""),
             ]
         )
-    parts += [_md_table(vrows), ""]
+    parts += [md_table(vrows), ""]
     for s in systems:
         settings = info["settings"].get(s) or {}
         if settings:
@@ -443,8 +379,7 @@ def markdown(records: Sequence[dict[str, Any]], info: dict[str, Any]) -> str:
             "Not measured: " + "; ".join(f"{k} ({v})" for k, v in info["skipped"].items()),
             "",
         ]
-    if info.get("errors"):
-        parts += ["## Errors", "", *(f"- {e.splitlines()[0]}" for e in info["errors"]), ""]
+    parts += errors_section(info)
     return "\n".join(parts) + "\n"
 
 
@@ -489,16 +424,7 @@ def _bars(
             label=label,
         )
         for b, v in zip(bars, med, strict=True):
-            ax.annotate(
-                _fmt(v),
-                (b.get_x() + b.get_width() / 2, v),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                rotation=90,
-                xytext=(0, 3),
-                textcoords="offset points",
-            )
+            value_label(ax, b.get_x() + b.get_width() / 2, v, fmt(v), 7, 3, rotation=90)
     ax.set_xticks(x, systems)
     if log:
         ax.set_yscale("log")
@@ -506,11 +432,7 @@ def _bars(
 
 
 def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     idx = _index(records)
     systems = _systems(records)
     stamp = f"run {info['run_id']}, {info['machine']['nproc']} cores shared by clients and servers"
@@ -520,10 +442,7 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
     ax.set_ylabel("messages/s (log)")
     ax.set_title("Producer throughput, 200-byte messages (cf. the paper's Figure 4)")
     ax.legend(title="batch (light = 50)")
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "producer_throughput.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "producer_throughput", stamp)
 
     fig, ax = plt.subplots(figsize=(10, 5))
     _bars(
@@ -540,10 +459,7 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
     ax.set_ylabel("messages/s (log)")
     ax.set_title("Consumer throughput, ~1000 messages / 200 KB per pull (cf. Figure 5)")
     ax.legend(fontsize=8)
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "consumer_throughput.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "consumer_throughput", stamp)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
     _bars(
@@ -564,16 +480,8 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
         for s, reps in info.get("series", {}).get(w, {}).items():
             samples = [x for rep in reps for x in rep]
             plot_cdf(ax2, samples, style, f"{s}, {name}", COLORS.get(s))
-    ax2.set_xscale("log")
-    ax2.set_xlabel("ms (log)")
-    ax2.set_ylabel("fraction of messages")
-    ax2.set_title("Latency distribution (all repetitions)")
-    ax2.grid(alpha=0.3, which="both")
-    ax2.legend(fontsize=8)
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "latency.png", dpi=110)
-    plt.close(fig)
+    cdf_axes(ax2)
+    save(fig, outdir, "latency", stamp)
 
     fig, ax = plt.subplots(figsize=(10, 5))
     for s, windows in info.get("series", {}).get("growth", {}).items():
@@ -591,10 +499,7 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
     ax.set_title("Producer throughput as stored data grows (cf. the 2014 post)")
     ax.grid(alpha=0.3, which="both")
     ax.legend()
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "growth.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "growth", stamp)
 
     intake_plot(info, outdir, stamp)
     sizes_plot(records, outdir, stamp)
@@ -607,8 +512,7 @@ def _label(system: str) -> str:
 def intake_plot(info: dict[str, Any], outdir: Path, stamp: str) -> None:
     """intake.png: MB/s of frames per window against the bytes stored, every repetition
     (the first drawn solid, the others faint)."""
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     series = info.get("series", {}).get("intake", {})
     if not series:
         return
@@ -631,16 +535,12 @@ def intake_plot(info: dict[str, Any], outdir: Path, stamp: str) -> None:
     ax.set_title("Intake: prebuilt frames of 50 × 200 B over one socket, broker and relay")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "intake.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "intake", stamp)
 
 
 def sizes_plot(records: Sequence[dict[str, Any]], outdir: Path, stamp: str) -> None:
     """sizes.png: records/s and MB/s against the message size, medians with min-max bars."""
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     sweep = _sweep(records)
     if not sweep:
         return
@@ -674,10 +574,7 @@ def sizes_plot(records: Sequence[dict[str, Any]], outdir: Path, stamp: str) -> N
         ax.legend()
     axes[0].set_title("Records/s by message size, batch 50 (cf. the 2014 post)")
     axes[1].set_title("MB/s by message size, batch 50")
-    fig.text(0.01, 0.01, stamp, fontsize=7, color="gray")
-    fig.tight_layout()
-    fig.savefig(outdir / "sizes.png", dpi=110)
-    plt.close(fig)
+    save(fig, outdir, "sizes", stamp)
 
 
 if __name__ == "__main__":

@@ -73,10 +73,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -84,7 +81,6 @@ import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +96,7 @@ from common import (
     place,
     settled_disk_bytes,
 )
+from outputs import Run, spread, start_py_spy, stop_py_spy
 
 SIZE = 200
 ALL_CPUS = frozenset(os.sched_getaffinity(0))  # what the servers get back after a placement
@@ -302,7 +299,7 @@ class Engine:
                 proc.stdin.flush()
             return [self._finish(p, f"{system} {tag}") for p in procs]
         finally:
-            _stop_spy(spy)
+            stop_py_spy(spy)
             for p in procs:
                 if p.poll() is None:
                     p.kill()
@@ -348,7 +345,7 @@ class Engine:
             self._finish(producer, f"{system} {tag} producer")
             return self._finish(consumer, f"{system} {tag} consumer")
         finally:
-            _stop_spy(spy)
+            stop_py_spy(spy)
             for p in (consumer, producer):
                 if p is not None and p.poll() is None:
                     p.kill()
@@ -365,33 +362,15 @@ class Engine:
             proc = self._spawn(system, action, endpoint, params, False, tag)
             return self._finish(proc, f"{system} {tag}")
         finally:
-            _stop_spy(spy)
+            stop_py_spy(spy)
 
     def _spy(self, system: str, tag: str) -> subprocess.Popen[bytes] | None:
         """With --profile: py-spy samples the logbroker broker while a workload runs."""
         if self.profile_dir is None or system != "logbroker" or not self.broker_pid:
             return None
-        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        if not Path(exe).exists():
+        spy = start_py_spy(self.broker_pid, self.profile_dir / f"broker-{tag}.txt")
+        if spy is None:
             return None
-        out = self.profile_dir / f"broker-{tag}.txt"
-        spy = subprocess.Popen(
-            [
-                exe,
-                "record",
-                "--pid",
-                str(self.broker_pid),
-                "--rate",
-                "250",
-                "--format",
-                "raw",
-                "--output",
-                str(out),
-                "--nonblocking",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         time.sleep(0.3)  # attached before the workload starts
         return spy
 
@@ -877,9 +856,7 @@ class Engine:
                 "system": system,
                 "workload": workload,
                 "unit": self.units[workload],
-                "median": _round(median(vals)),
-                "min": _round(min(vals)),
-                "max": _round(max(vals)),
+                **spread(vals),
                 "reps": 1 if growth else len(vals),
                 "run_id": self.run_id,
             }
@@ -888,117 +865,6 @@ class Engine:
             rec.update(self.extra.get((system, workload), {}))
             out.append(rec)
         return out
-
-
-def _stop_spy(spy: subprocess.Popen[bytes] | None) -> None:
-    if spy is not None and spy.poll() is None:
-        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-        try:
-            spy.wait(30)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-            spy.wait()
-
-
-def profile_summary(profile_dir: Path, top: int = 15) -> str:
-    """Where the time goes: the clients' cProfile (own time) and the broker's py-spy
-    samples (own and inclusive), per workload."""
-    import pstats
-    from collections import Counter
-
-    out = ["# Where the time goes (bench/run.py --profile)", ""]
-    for stats_file in sorted(profile_dir.glob("client-*.pstats")):
-        stats = pstats.Stats(str(stats_file))
-        total = stats.total_tt  # type: ignore[attr-defined]
-        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
-        out += [
-            f"## client {stats_file.stem[7:]} (cProfile, {total:.2f} s)",
-            "",
-            "| own s | % | calls | function |",
-            "|---:|---:|---:|---|",
-        ]
-        for (file, line, func), (_cc, nc, tt, _ct, _callers) in rows:
-            where = f"{Path(file).name}:{line}" if line else file
-            out.append(f"| {tt:.3f} | {100 * tt / total:.1f} | {nc:,} | `{func}` ({where}) |")
-        out.append("")
-    for raw in sorted(profile_dir.glob("broker-*.txt")):
-        own: Counter[str] = Counter()
-        incl: Counter[str] = Counter()
-        samples = 0
-        for line in raw.read_text().splitlines():
-            stack, _, count = line.rpartition(" ")
-            if not stack or not count.isdigit():
-                continue
-            n = int(count)
-            frames = stack.split(";")
-            samples += n
-            own[frames[-1]] += n
-            for frame in set(frames):
-                incl[frame] += n
-        if not samples:
-            continue
-        out += [
-            f"## broker during {raw.stem[7:]} (py-spy, {samples:,} samples, idle included)",
-            "",
-            "| own % | inclusive % | frame |",
-            "|---:|---:|---|",
-        ]
-        for frame, n in own.most_common(top):
-            out.append(
-                f"| {100 * n / samples:.1f} | {100 * incl[frame] / samples:.1f} | `{frame}` |"
-            )
-        out.append("")
-    return "\n".join(out) + "\n"
-
-
-def _round(x: float) -> float:
-    if abs(x) >= 1000:
-        return round(x)
-    if abs(x) >= 1:
-        return round(x, 2)
-    return round(x, 4)
-
-
-# -- machine and versions ----------------------------------------------------------------
-
-
-def machine_info() -> dict[str, Any]:
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_kb = 0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
-    debian = (
-        Path("/etc/debian_version").read_text().strip()
-        if Path("/etc/debian_version").exists()
-        else "?"
-    )
-    disk = subprocess.run(["df", "-hT", str(BENCH_DIR)], capture_output=True, text=True).stdout
-    git = subprocess.run(
-        ["git", "-C", str(BENCH_DIR), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(BENCH_DIR), "status", "--porcelain"], capture_output=True, text=True
-    ).stdout.splitlines()
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "ram_gib": round(mem_kb / 2**20, 1),
-        "kernel": platform.release(),
-        "debian": debian,
-        "python": platform.python_version(),
-        "filesystem": " ".join(disk.splitlines()[-1].split()[:2]) if disk else "?",
-        "loadavg_start": list(os.getloadavg()),
-        "git": f"{git}" + (f" + {len(dirty)} uncommitted files" if dirty else ""),
-    }
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -1100,17 +966,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.intake_gb = cfg["intake_gb"] if args.intake_gb is None else args.intake_gb
     args.sweep_seconds = cfg["sweep_seconds"] if args.sweep_seconds is None else args.sweep_seconds
-    own_workdir = args.workdir is None
-    if own_workdir:
-        args.workdir = Path(tempfile.mkdtemp(prefix="logbroker-bench-"))
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    if args.output_dir is None:
-        args.output_dir = (
-            Path(tempfile.mkdtemp(prefix="logbroker-bench-results-"))
-            if args.quick
-            else BENCH_DIR / "results"
-        )
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+    invocation = Run(
+        "bench/run.py",
+        args,
+        argv,
+        results=BENCH_DIR / "results",
+        prefix="logbroker-bench",
+    )
 
     wanted = [s for s in args.systems.split(",") if s] or list(systems.NAMES)
     chosen, skipped = [], {}
@@ -1130,25 +992,17 @@ def main(argv: list[str] | None = None) -> int:
             "clients; latency_unpinned is measured"
         )
 
-    now = datetime.now(UTC)
-    run_id = now.strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+    run_id = invocation.id
     engine = Engine(args, cfg, run_id)
-    if args.profile:
-        engine.profile_dir = args.output_dir / "profile"
-        engine.profile_dir.mkdir(parents=True, exist_ok=True)
-    info = {
-        "run_id": run_id,
-        "command": "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "started": now.isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "machine": machine_info(),
-        "systems": chosen,
-        "skipped": skipped,
-        "versions": {s: systems.load(s).versions() for s in chosen},
-        "settings": {s: getattr(systems.load(s), "SETTINGS", {}) for s in chosen},
-        "batching": {s: {str(k): v for k, v in systems.load(s).BATCHING.items()} for s in chosen},
-        "consuming": {s: systems.load(s).CONSUMING for s in chosen},
-        "parameters": {
+    engine.profile_dir = invocation.profile_dir
+    info = invocation.header(
+        systems=chosen,
+        skipped=skipped,
+        versions={s: systems.load(s).versions() for s in chosen},
+        settings={s: getattr(systems.load(s), "SETTINGS", {}) for s in chosen},
+        batching={s: {str(k): v for k, v in systems.load(s).BATCHING.items()} for s in chosen},
+        consuming={s: systems.load(s).CONSUMING for s in chosen},
+        parameters={
             "message_bytes": SIZE,
             "fetch_bytes": FETCH_BYTES,
             "latency_placement": {
@@ -1169,12 +1023,11 @@ def main(argv: list[str] | None = None) -> int:
                 if k not in ("reps", "growth_gb", "growth_peer_gb", "intake_gb", "sweep_seconds")
             },
         },
-    }
+    )
     print(
         f"run {run_id}: {', '.join(chosen)}; {args.reps} repetitions; work dir {args.workdir}",
         flush=True,
     )
-    t0 = time.monotonic()
     try:
         for rep in range(args.reps):
             order = chosen[rep % len(chosen) :] + chosen[: rep % len(chosen)]
@@ -1218,9 +1071,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  [{system}] growth FAILED: {exc}", flush=True)
     finally:
         engine.stop_all()
-    info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    info["duration_s"] = round(time.monotonic() - t0)
-    info["machine"]["loadavg_end"] = list(os.getloadavg())
+    invocation.ended(info)
     info["errors"] = engine.errors
     info["values"] = {f"{s}/{w}": v for (s, w), v in engine.values.items()}
     info["series"] = engine.series
@@ -1228,19 +1079,11 @@ def main(argv: list[str] | None = None) -> int:
     records = engine.records()
     import report
 
-    if engine.profile_dir is not None:
-        (engine.profile_dir / "summary.md").write_text(profile_summary(engine.profile_dir))
-        print(f"profile: {engine.profile_dir / 'summary.md'}")
-    report.write_run(
-        args.output_dir, records, info, markdown=report.markdown,
-        table_text=report.table(records, info), plots=None if args.no_plots else report.plots,
+    return invocation.finish(
+        records, info, engine.errors, markdown=report.markdown, plots=report.plots,
+        table_text=report.table(records, info),
         no_plots_hint="bash bench/install-peers.sh installs matplotlib",
     )  # fmt: skip
-    if engine.errors:
-        print(f"{len(engine.errors)} errors:\n  " + "\n  ".join(engine.errors), flush=True)
-    if own_workdir and not args.keep:
-        shutil.rmtree(args.workdir, ignore_errors=True)
-    return 1 if engine.errors else 0
 
 
 if __name__ == "__main__":
