@@ -242,7 +242,7 @@ class Cluster:
     def create(self, topic: str, layout: str) -> None:
         """The workload's topic: six partitions in `layout`, every one with its leader."""
         from logbroker.client.cluster import Cluster as Admin
-        from logbroker.replication import state
+        from logbroker.coordination import replication_state as state
 
         with Admin(self.connect) as admin:
             if layout == "rf1":  # 0.7's layout: N partitions on every live broker
