@@ -69,7 +69,7 @@ def test_a_quick_run_writes_its_files_and_removes_only_its_own_work_directory(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where --quick's directories go
     args = _args()
     run = outputs.Run(
-        "bench/x.py", args, ["--quick"], results=tmp_path / "unused", prefix="logbroker-x"
+        "bench/NAME.py", args, ["--quick"], results=tmp_path / "unused", prefix="logbroker-x"
     )
     assert args.workdir.parent == tmp_path and args.workdir.name.startswith("logbroker-x-")
     assert args.output_dir.name.startswith("logbroker-x-results-") and args.output_dir.is_dir()
@@ -78,7 +78,7 @@ def test_a_quick_run_writes_its_files_and_removes_only_its_own_work_directory(
 
     info = run.header(parameters={"n": 5})
     assert list(info)[:6] == ["run_id", "command", "started", "quick", "machine", "parameters"]
-    assert info["command"] == "python bench/x.py --quick" and info["run_id"] == run.id
+    assert info["command"] == "python bench/NAME.py --quick" and info["run_id"] == run.id
     run.ended(info)
     assert info["duration_s"] >= 0 and len(info["machine"]["loadavg_end"]) == 3
     info["errors"] = []
@@ -97,7 +97,7 @@ def test_errors_make_the_exit_status_1_and_a_given_work_directory_stays(
     outputs: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = _args(quick=False, workdir=tmp_path / "work", output_dir=tmp_path / "out")
-    run = outputs.Run("bench/x.py", args, [], results=tmp_path / "results", prefix="x")
+    run = outputs.Run("bench/NAME.py", args, [], results=tmp_path / "results", prefix="x")
     info = run.header()
     run.ended(info)
     info["errors"] = ["rf1 rep 1: a broker did not start\nTraceback ..."]
@@ -119,7 +119,7 @@ def test_plots_that_cannot_be_drawn_leave_the_other_files_and_say_why(
         raise ImportError("No module named 'matplotlib'")
 
     args = _args(quick=False, output_dir=tmp_path / "out", workdir=tmp_path / "w", no_plots=False)
-    run = outputs.Run("bench/x.py", args, [], results=tmp_path, prefix="x")
+    run = outputs.Run("bench/NAME.py", args, [], results=tmp_path, prefix="x")
     info = run.header()
     run.ended(info)
     assert _finish(run, info, [], plots) == 0
@@ -135,7 +135,7 @@ def test_profile_summary_ranks_the_clients_functions_and_the_brokers_frames(
     outputs: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = _args(quick=False, output_dir=tmp_path / "out", workdir=tmp_path / "w", profile=True)
-    run = outputs.Run("bench/x.py", args, [], results=tmp_path, prefix="x")
+    run = outputs.Run("bench/NAME.py", args, [], results=tmp_path, prefix="x")
     assert run.profile_dir == tmp_path / "out" / "profile" and run.profile_dir.is_dir()
     profiler = cProfile.Profile()
     profiler.runcall(sorted, range(1000))
