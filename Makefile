@@ -114,7 +114,7 @@ SEEDS ?= 1 2 3
 DURATION ?= 120
 .PHONY: chaos-replication
 chaos-replication: setup
-	$(BIN)/python -m logbroker.testing.jepsen.run --seeds "$(SEEDS)" --duration $(DURATION) \
+	$(BIN)/python -m harness.jepsen.run --seeds "$(SEEDS)" --duration $(DURATION) \
 		--results var/chaos-replication
 
 down:

@@ -67,8 +67,8 @@ def run(events: int, reps: int, acks: str, work: Path) -> dict[str, Any]:
     from logbroker.audit.producer import AuditedProducer
     from logbroker.client.producer import Producer
     from logbroker.serde import SchemaRegistry, load_schema_file
-    from logbroker.testing.broker import BrokerProcess
-    from logbroker.testing.zookeeper import ZooKeeperServer
+    from logbroker.stack.broker import BrokerProcess
+    from logbroker.stack.zookeeper import ZooKeeperServer
 
     with ZooKeeperServer(work / "zk") as zk:
         cluster = zk.create_chroot("/bench")

@@ -1,10 +1,12 @@
 """Long fuzz run against a live broker: mutated requests, then a check of the stored data.
 
-    .venv/bin/python bench/fuzz_broker.py --requests 100000 --seed 1
+    .venv/bin/python -m bench.fuzz_broker --requests 100000 --seed 1
+
+(as a module, from the checkout's root: the fuzzer is the tests' harness/, not installed).
 
 Starts its own standalone broker (a `logbroker broker` subprocess, enable.zookeeper=false,
 two partitions per topic, small segments so that rolls happen) in a temporary directory,
-runs `logbroker.testing.fuzz.run_fuzz` with a progress bar, stops the broker with SIGTERM
+runs `harness.fuzz.run_fuzz` with a progress bar, stops the broker with SIGTERM
 (it must exit 0), prints the report and writes bench/results/fuzz.json. Exit status 1 if
 the run found a crash, changed or invalid stored data, a failed valid request, or an
 unexpected traceback in the broker's log (kept with --keep, or printed at the end).
@@ -22,8 +24,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.fuzz import BROKER_OVERRIDES, run_fuzz
+from harness.fuzz import BROKER_OVERRIDES, run_fuzz
+from logbroker.stack.broker import BrokerProcess
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

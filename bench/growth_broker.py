@@ -37,7 +37,7 @@ from intake import connect, produce_frames, rates, set_bytes, stream, tail
 from systems import tcp
 
 from logbroker.client.simple_consumer import SimpleConsumer
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE, BATCH, WINDOW = 200, 50, 100 * 10**6

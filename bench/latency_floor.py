@@ -164,7 +164,7 @@ def _producer(path: str, port: int, total: int, ack_path: str) -> None:
 def measure(path: str, total: int, workdir: Path) -> list[float]:
     """One path's one-way latencies (ms) after the warm-up."""
     from logbroker.client.producer import Producer
-    from logbroker.testing.broker import BrokerProcess
+    from logbroker.stack.broker import BrokerProcess
 
     ctx = multiprocessing.get_context("spawn")
     port, server, broker = free_port(), None, None

@@ -146,7 +146,7 @@ def _producer(port: int, total: int, ack_path: str, out: str) -> None:
 def measure(total: int, workdir: Path, apart: bool = False) -> dict[str, list[int]]:
     """Per message: the time of every hop (ns), in HOPS order. `apart`: the broker on
     SERVER_CPUS, producer and consumer on CLIENT_CPUS (bench/run.py's `latency` rows)."""
-    from logbroker.testing.broker import BrokerProcess
+    from logbroker.stack.broker import BrokerProcess
 
     launcher = workdir / "launcher.py"
     launcher.write_text(_LAUNCHER)

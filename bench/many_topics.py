@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from hooks.pipeline import DEFAULT_TOPICS_PER_LOAD
-from logbroker.testing.pipeline_stack import PipelineStack, wait_for
-from logbroker.testing.spark_standalone import SparkStandalone
-from logbroker.testing.traffic import TOPICS
-from logbroker.testing.zookeeper import find_free_port, find_free_ports
+from logbroker.stack.pipeline_stack import PipelineStack, wait_for
+from logbroker.stack.spark_standalone import SparkStandalone
+from logbroker.stack.traffic import TOPICS
+from logbroker.stack.zookeeper import find_free_port, find_free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "many_topics"

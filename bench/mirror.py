@@ -52,8 +52,8 @@ from logbroker.mirror.events import AuditedEvents
 from logbroker.mirror.metrics import MirrorMetrics
 from logbroker.mirror.settings import TargetSettings
 from logbroker.serde.framing import prefix
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZooKeeperServer
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZooKeeperServer
 
 SIZE, PER_SET = 200, 50
 _STAMP = struct.Struct(">qq")  # produce time (ns since the epoch), sequence number

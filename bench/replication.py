@@ -198,7 +198,7 @@ class Cluster:
         self.brokers: dict[int, Any] = {}
 
     def start(self) -> None:
-        from logbroker.testing.broker import BrokerProcess
+        from logbroker.stack.broker import BrokerProcess
 
         self.target = self.zk.create_chroot(f"/{self.name}")
         self.brokers = {
@@ -311,7 +311,7 @@ class Bench:
         print(f"    {workload:26} {metric:30} {shown:>12} {unit}", flush=True)
 
     def repetition(self, rep: int, order: list[Workload]) -> None:
-        from logbroker.testing.zookeeper import ZooKeeperServer
+        from logbroker.stack.zookeeper import ZooKeeperServer
 
         zk = ZooKeeperServer(self.args.workdir / f"rep{rep}" / "zookeeper").start()
         # with --baseline, each workload on the baseline's brokers too, right after (or
@@ -699,7 +699,7 @@ def markdown(records: list[dict[str, Any]], info: dict[str, Any]) -> str:
         "",
         "## Settings",
         "",
-        "Brokers: `logbroker broker` (logbroker.testing.BrokerProcess) with 0.7's sample flush "
+        "Brokers: `logbroker broker` (logbroker.stack.broker.BrokerProcess) with 0.7's sample flush "
         "settings (every 10,000 messages or 1,000 ms) and "
         + ", ".join(f"`{k}={v}`" for k, v in BROKER_SETTINGS.items())
         + "; a standalone ZooKeeper per repetition (tickTime 500, forceSync=no), a fresh "

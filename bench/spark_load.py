@@ -60,7 +60,7 @@ from typing import Any
 import psutil
 import suite
 
-from logbroker.testing.zookeeper import ZooKeeperServer
+from logbroker.stack.zookeeper import ZooKeeperServer
 from spark_apps.load.event_names import NameKeys
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
@@ -585,7 +585,7 @@ def standalone_load(cluster: Any, n: int, work: Path) -> dict[str, Any]:
 
 
 def _free_port() -> int:
-    from logbroker.testing.zookeeper import find_free_port
+    from logbroker.stack.zookeeper import find_free_port
 
     return find_free_port()
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 from spark_apps.source.ranges import PartitionRange, entries_end, read_range
 
 FETCH = 1024 * 1024

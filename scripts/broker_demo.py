@@ -73,8 +73,8 @@ def run_demo(args: argparse.Namespace) -> int:
     from logbroker.client.producer import Producer
     from logbroker.commands import print_table
     from logbroker.commands.progress import progress_bar
-    from logbroker.testing.broker import BrokerProcess
-    from logbroker.testing.zookeeper import ZooKeeperServer
+    from logbroker.stack.broker import BrokerProcess
+    from logbroker.stack.zookeeper import ZooKeeperServer
 
     workdir = Path(args.workdir).resolve()
     if workdir.exists():

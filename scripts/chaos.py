@@ -8,7 +8,7 @@ registry, Airflow's four processes, Spark local) for --hours simulated hours, wi
 and `ad_clicks` replicated (replication factor 2, docs/replication.md) and `page_views` and
 `_audit` in 0.7's layout. Audited producers send each hour's events at a steady rate with
 fsynced produce acknowledged by every in-sync replica (acks=-1), and a seeded plan
-(logbroker.testing.faults) injects each kind of fault --per-kind times at random moments:
+(harness.faults) injects each kind of fault --per-kind times at random moments:
 
     live_broker        kill -9 a live broker, the leader of a replicated partition, while
                        producers send (restarted)
@@ -49,9 +49,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from logbroker.testing.faults import KINDS, FaultPlan, Faults
-from logbroker.testing.pipeline_stack import PipelineStack
-from logbroker.testing.traffic import TOPICS
+from harness.faults import KINDS, FaultPlan, Faults
+from logbroker.stack.pipeline_stack import PipelineStack
+from logbroker.stack.traffic import TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -34,8 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from logbroker.testing.pipeline_stack import PipelineStack, wait_for
-from logbroker.testing.traffic import TOPICS
+from logbroker.stack.pipeline_stack import PipelineStack, wait_for
+from logbroker.stack.traffic import TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@
 # and gcc with zlib's and Python's headers (`pip install -e .` compiles the message-set walks,
 # plugins/logbroker/protocol/_native.pyx; without them they run in pure Python), and
 # PostgreSQL's server binaries (`make up` runs Airflow's database on a cluster of its own,
-# logbroker.testing.postgres; Debian's own `main` cluster is not used), and kcat (librdkafka's
+# logbroker.stack.postgres; Debian's own `main` cluster is not used), and kcat (librdkafka's
 # command-line client: the tests speak Kafka 0.8's protocol to the broker through it).
 # Idempotent: a machine that has both returns at once. Needs root (or sudo) to install.
 set -euo pipefail

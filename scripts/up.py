@@ -43,12 +43,12 @@ from pathlib import Path
 
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.topics import AUDIT_TOPIC
-from logbroker.testing.airflow_stack import AirflowStackError
-from logbroker.testing.pipeline_stack import PipelineStack, stop_recorded
-from logbroker.testing.postgres import PostgresError, PostgresServer
-from logbroker.testing.spark_standalone import SparkClusterError, SparkStandalone
-from logbroker.testing.traffic import TOPICS
-from logbroker.testing.zookeeper import taken_port
+from logbroker.stack.airflow_stack import AirflowStackError
+from logbroker.stack.pipeline_stack import PipelineStack, stop_recorded
+from logbroker.stack.postgres import PostgresError, PostgresServer
+from logbroker.stack.spark_standalone import SparkClusterError, SparkStandalone
+from logbroker.stack.traffic import TOPICS
+from logbroker.stack.zookeeper import taken_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_UI_PORT = 8080  # Airflow's own default; UI_PORT (make up UI_PORT=8090) sets another
@@ -187,7 +187,7 @@ def traffic(args: argparse.Namespace) -> int:
     from logbroker.audit import AuditedProducer
     from logbroker.client.producer import Producer
     from logbroker.serde import SchemaRegistry
-    from logbroker.testing.traffic import activity
+    from logbroker.stack.traffic import activity
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # acks=-1: an acknowledged event is on every in-sync replica (a 0.7 topic's broker is its

@@ -5,7 +5,7 @@
                     .connect is the connect string with the chroot, .chroot the path
     zk_client       a started KazooClient inside that chroot, stopped afterwards
     expire_session  expire_session(client) -> new session id: expires the session on the server,
-                    the real way (see logbroker.testing.zookeeper.expire_session)
+                    the real way (harness.sessions.expire_session)
 
 More fixtures (brokers, ...) live in tests/fixtures_*.py, registered through ``pytest_plugins``.
 """
@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from logbroker.testing import zookeeper as zk
+from harness import sessions
+from logbroker.stack import zookeeper as zk
 
 pytest_plugins = ["fixtures_brokers", "fixtures_hosts", "fixtures_spark"]
 
@@ -83,6 +84,6 @@ def zk_client(zk_chroot: zk.ZkTarget) -> Iterator[KazooClient]:
 @pytest.fixture
 def expire_session(zookeeper: zk.ZooKeeperServer) -> Callable[[KazooClient], int]:
     def expire(client: KazooClient, timeout: float = 30.0) -> int:
-        return zk.expire_session(client, zookeeper, timeout)
+        return sessions.expire_session(client, zookeeper, timeout)
 
     return expire

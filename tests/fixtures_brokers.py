@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZkTarget
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZkTarget
 
 BrokerFactory = Callable[..., BrokerProcess]
 

@@ -1,4 +1,4 @@
-"""Network fixtures: hosts in network namespaces of their own (logbroker.testing.hosts).
+"""Network fixtures: hosts in network namespaces of their own (harness.hosts).
 
 network_factory(hosts=3 or ["zk", "b1", ...]) -> a started Network, its files under tmp_path;
                 closed after the test, failed or not: every process it started is stopped by PID,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from logbroker.testing.hosts import HostsUnavailableError, Network, our_names
+from harness.hosts import HostsUnavailableError, Network, our_names
 
 NetworkFactory = Callable[..., Network]
 

@@ -4,6 +4,7 @@ the project's packages, and between the library's own packages (LIBRARY).
     logbroker (the library)   <- spark_apps.warehouse <- spark_apps.source <- spark_apps.load
                                                       <- spark_apps.audit  <- spark_apps.jobs
     logbroker, spark_apps.warehouse <- hooks <- pipeline_ui <- dags
+    logbroker (its stacks included)  <- harness (the tests' tools, in the checkout only)
 
 The library imports neither Airflow nor Spark; the warehouse package (read by the Airflow
 pages and hooks) imports no Spark at module level; no module imports a layer above its own.
@@ -43,8 +44,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "hooks": ("logbroker", "spark_apps.warehouse", "spark_apps.pyfiles", "hooks"),
     "pipeline_ui": ("logbroker", "spark_apps.warehouse", "hooks", "pipeline_ui"),
     "dags": ("logbroker", "spark_apps.warehouse", "hooks"),
+    # the tests' tools (not installed): on the library and its stacks, never the other way
+    "harness": ("logbroker", "harness"),
 }
-FIRST_PARTY = ("logbroker", "spark_apps", "hooks", "pipeline_ui")
+FIRST_PARTY = ("logbroker", "spark_apps", "hooks", "pipeline_ui", "harness")
 # Third-party packages a layer must not import at module level (lazily, inside a function,
 # is how the warehouse package reaches Spark when a caller hands it a session).
 FORBIDDEN_AT_TOP = {
@@ -67,6 +70,9 @@ def _modules() -> list[tuple[str, Path]]:
                 dotted = ".".join(path.relative_to(base).with_suffix("").parts)
                 found.append((prefix + dotted.removesuffix(".__init__"), path))
     found += [(f"dags.{p.stem}", p) for p in sorted((ROOT / "dags").glob("*.py"))]
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        found.append((dotted.removesuffix(".__init__"), path))
     return found
 
 
@@ -134,18 +140,8 @@ LIBRARY: dict[str, tuple[str, ...]] = {
     "server": ("protocol", "coordination", "config", "storage", "replication", "client"),
     "audit": ("protocol", "client", "serde"),
     "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
-    "testing": (
-        "protocol",
-        "coordination",
-        "config",
-        "storage",
-        "serde",
-        "client",
-        "replication",
-        "server",
-        "audit",
-        "mirror",
-    ),
+    # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no storage
+    "stack": ("protocol", "coordination", "config", "client", "serde", "audit"),
     "logging_setup": (),
     "commands": (
         "protocol",
@@ -158,7 +154,7 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "server",
         "audit",
         "mirror",
-        "testing",
+        "stack",
         "logging_setup",
     ),
     "cli": ("commands", "logging_setup", "protocol"),
@@ -189,7 +185,7 @@ def test_the_librarys_packages_import_down(module: str, path: Path) -> None:
 # imports resolve against, from the DAGs, the benchmarks, the scripts and the tests alike.
 SOURCES = sorted(
     path
-    for folder in ("plugins", "spark_apps", "dags", "bench", "scripts", "tests")
+    for folder in ("plugins", "spark_apps", "dags", "harness", "bench", "scripts", "tests")
     for path in (ROOT / folder).rglob("*.py")
 )
 _PATH_METHODS = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__"}

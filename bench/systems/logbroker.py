@@ -89,8 +89,8 @@ class Server:
         return self.workdir / "broker" / "logs"
 
     def start(self) -> None:
-        from logbroker.testing.broker import BrokerProcess
-        from logbroker.testing.zookeeper import ZooKeeperServer
+        from logbroker.stack.broker import BrokerProcess
+        from logbroker.stack.zookeeper import ZooKeeperServer
 
         self.zk = ZooKeeperServer(self.workdir / "zookeeper").start()
         target = self.zk.create_chroot("/bench")

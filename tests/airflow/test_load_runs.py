@@ -30,8 +30,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from logbroker.testing.airflow_stack import AirflowStackError, process_running
-from logbroker.testing.pipeline_stack import PipelineStack, wait_for
+from logbroker.stack.airflow_stack import AirflowStackError, process_running
+from logbroker.stack.pipeline_stack import PipelineStack, wait_for
 from scripts.demo import Progress, demo_hours, hour_name, mirror
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]

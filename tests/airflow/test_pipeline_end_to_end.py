@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from logbroker.testing.pipeline_stack import PipelineStack
+from logbroker.stack.pipeline_stack import PipelineStack
 from scripts.demo import EVENTS, LOADED, Progress, demo_hours, hour_name, load_and_audit, mirror
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture runs ~10 min

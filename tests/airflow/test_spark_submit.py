@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from logbroker.testing.airflow_stack import process_running
+from logbroker.stack.airflow_stack import process_running
 
 pytestmark = pytest.mark.timeout(300)
 

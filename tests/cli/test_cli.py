@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from logbroker.cli import SUBCOMMANDS
-from logbroker.testing.zookeeper import find_free_port
+from logbroker.stack.zookeeper import find_free_port
 
 
 def logbroker(

@@ -49,7 +49,7 @@ REASONS = {
 SERVER_FLAGS = ("--zookeeper", "--broker", "--broker-list", "--consumer.config", "--warehouse")
 RECURSIVE_TARGETS = {"test", "test-pure"}
 MAKE_UP_TARGETS = {"down"}
-LONG_RUNS = ("bench/fuzz_broker.py", "tests/storage/test_log_state_machine.py")
+LONG_RUNS = ("bench.fuzz_broker", "tests/storage/test_log_state_machine.py")
 # Options of spark-submit itself that take a value (before the application's file).
 SPARK_SUBMIT_VALUES = {"--master", "--deploy-mode", "--conf", "--py-files", "--name", "--jars"}
 

@@ -51,8 +51,8 @@ from support.readme import (
     shell_commands,
 )
 
-from logbroker.testing import quickstart
-from logbroker.testing.pipeline_stack import SMALL_JOB_CONF
+from logbroker.stack import quickstart
+from logbroker.stack.pipeline_stack import SMALL_JOB_CONF
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -28,8 +28,8 @@ from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.coordination import paths, rebalance
 from logbroker.protocol.message_set import iter_entries, iter_messages
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZkTarget
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZkTarget
 
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 TOPIC = "events"

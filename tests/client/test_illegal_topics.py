@@ -12,7 +12,7 @@ from logbroker.client.producer import AsyncProducer, Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import InvalidTopicError
 from logbroker.protocol.requests import FetchRequest
-from logbroker.testing.zookeeper import ZkTarget
+from logbroker.stack.zookeeper import ZkTarget
 
 EMOJI = "emoji😀"
 WHAT = r"topic name 'emoji😀' contains the illegal character '😀' at position 5"

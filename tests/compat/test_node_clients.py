@@ -39,7 +39,7 @@ import pytest
 from logbroker.protocol import compression
 from logbroker.protocol.message_set import build_message_set, iter_messages
 from logbroker.protocol.requests import EARLIEST_TIME, LATEST_TIME
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 NODE_DIR = Path(__file__).parent / "node"
 NODE = shutil.which("node")

@@ -18,7 +18,7 @@ import cramjam
 from logbroker.protocol import compression
 from logbroker.protocol.message import encode_message
 from logbroker.protocol.message_set import build_message_set, iter_messages
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 
 def raw_snappy_wrapper(payloads: list[bytes]) -> tuple[bytes, bytes]:

@@ -3,7 +3,7 @@
 One stack for the module, shaped like `make up`: Airflow on its own PostgreSQL (LocalExecutor),
 the loads and audits submitted to a Spark standalone master with two workers, the live and
 analysis clusters, and Airflow's login form (no all-admins mode). Headless Chromium
-(logbroker.testing.browser, the DevTools protocol) logs in with the stack's admin password and
+(harness.browser, the DevTools protocol) logs in with the stack's admin password and
 clicks through:
 
 1. schedule: the three DAGs listed; `logbroker_hourly_load` unpaused (its schedule and next run
@@ -43,10 +43,10 @@ from typing import Any
 
 import pytest
 
-from logbroker.testing.browser import Browser, BrowserError
-from logbroker.testing.pipeline_stack import PipelineStack, wait_for
-from logbroker.testing.spark_standalone import SparkStandalone
-from logbroker.testing.zookeeper import find_free_port, find_free_ports
+from harness.browser import Browser, BrowserError
+from logbroker.stack.pipeline_stack import PipelineStack, wait_for
+from logbroker.stack.spark_standalone import SparkStandalone
+from logbroker.stack.zookeeper import find_free_port, find_free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 # `make screenshots` (UPDATE_SCREENSHOTS=1) refreshes the README's pictures; a plain test run

@@ -38,11 +38,11 @@ import psutil
 import pytest
 
 from logbroker.client.cluster import Cluster
-from logbroker.testing.airflow_stack import AirflowStack, process_running
-from logbroker.testing.pipeline_stack import wait_for
-from logbroker.testing.postgres import PostgresServer
-from logbroker.testing.traffic import TOPICS
-from logbroker.testing.zookeeper import find_free_ports
+from logbroker.stack.airflow_stack import AirflowStack, process_running
+from logbroker.stack.pipeline_stack import wait_for
+from logbroker.stack.postgres import PostgresServer
+from logbroker.stack.traffic import TOPICS
+from logbroker.stack.zookeeper import find_free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 UP = REPO / "scripts" / "up.py"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from logbroker.testing.airflow_stack import AirflowStack, AirflowStackError
+from logbroker.stack.airflow_stack import AirflowStack, AirflowStackError
 
 LOCKED = b'{"detail":"Database is locked. Backfill creation is not supported on SQLite"}'
 

@@ -9,7 +9,7 @@ import subprocess
 from types import SimpleNamespace
 from typing import Any, cast
 
-from logbroker.testing.faults import Faults
+from harness.faults import Faults
 
 
 def test_a_session_fault_on_a_process_that_is_gone_is_skipped_not_fatal() -> None:

@@ -1,4 +1,4 @@
-"""Separate hosts on one machine (logbroker.testing.hosts), with real namespaces, a real
+"""Separate hosts on one machine (harness.hosts), with real namespaces, a real
 ZooKeeper and real broker processes: what the replication tests will rely on.
 
 The cluster of most tests: ZooKeeper on host `zk`, broker 1 on `b1`, broker 2 on `b2`, each
@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from harness import hosts
+from harness.hosts import Host, Network
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
-from logbroker.testing import hosts
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.hosts import Host, Network
+from logbroker.stack.broker import BrokerProcess
 
 NetworkFactory = Callable[..., Network]  # the network_factory fixture (tests/fixtures_hosts.py)
 
@@ -312,7 +312,7 @@ def test_sweep_removes_what_a_killed_run_left_and_nothing_alive(
         """
         import json, sys, time
         from pathlib import Path
-        from logbroker.testing.hosts import Network
+        from harness.hosts import Network
         net = Network(Path(sys.argv[1]), 2).start()
         child = net.hosts[0].run(["sleep", "600"], name="orphan")
         print(json.dumps({"names": [net.bridge, *net.namespaces, *net.veths], "pid": child.pid}))

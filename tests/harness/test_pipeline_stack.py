@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from logbroker.client.cluster import Cluster
-from logbroker.testing.airflow_stack import STACK_MARKER, AirflowStack, process_running
-from logbroker.testing.pipeline_stack import REPO_ROOT, PipelineStack, stop_recorded
-from logbroker.testing.traffic import TOPICS
+from logbroker.stack.airflow_stack import STACK_MARKER, AirflowStack, process_running
+from logbroker.stack.pipeline_stack import REPO_ROOT, PipelineStack, stop_recorded
+from logbroker.stack.traffic import TOPICS
 
 # A task as the stack's tasks run: in a process group of its own (Airflow's supervisor does
 # setpgid), starting a child in a session of its own (as StreamedProcess and pyspark do).

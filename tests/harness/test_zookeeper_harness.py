@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from logbroker.testing import zookeeper as zk
+from harness.sessions import expire_session as expire
+from logbroker.stack import zookeeper as zk
 
 
 def java_processes_using(path: Path) -> list[int]:
@@ -139,7 +140,7 @@ def test_expire_session_accepts_a_connect_string(
 ) -> None:
     zk_client.create("/eph", ephemeral=True)
     old_session = zk_client.client_id[0]
-    new_session = zk.expire_session(zk_client, zookeeper.connect_string, timeout=20)
+    new_session = expire(zk_client, zookeeper.connect_string, timeout=20)
     assert new_session != old_session
     assert zk_client.exists("/eph") is None
 
@@ -153,7 +154,7 @@ def test_expire_session_twice(zk_client: KazooClient, expire_session: Callable[.
 
 def test_expire_session_needs_a_connected_client(zk_chroot: zk.ZkTarget) -> None:
     with pytest.raises(RuntimeError, match="connected client"):
-        zk.expire_session(zk_chroot.client(), zk_chroot.server)
+        expire(zk_chroot.client(), zk_chroot.server)
 
 
 # -- start and stop ------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ from logbroker.client.cluster import Cluster
 from logbroker.client.producer import Producer
 from logbroker.coordination import paths
 from logbroker.protocol.message_set import iter_messages
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZkTarget, ZooKeeperServer
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
 
 GROUP = "mirror-analysis"
 

@@ -157,7 +157,7 @@ def test_bad_arguments_and_configs_are_refused_with_exit_2(two_clusters, tmp_pat
 def test_payloads_that_are_not_events_are_forwarded_untouched_and_counted(two_clusters):
     import urllib.request
 
-    from logbroker.testing.zookeeper import find_free_port
+    from logbroker.stack.zookeeper import find_free_port
 
     c = two_clusters
     c.create_topic("raw", 1)

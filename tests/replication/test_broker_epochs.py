@@ -20,7 +20,7 @@ from logbroker.coordination import paths
 from logbroker.coordination import replication_state as zk
 from logbroker.coordination.replication_state import Assignment, PartitionState
 from logbroker.replication.controller import Controller
-from logbroker.testing.zookeeper import ZkTarget
+from logbroker.stack.zookeeper import ZkTarget
 
 TOPIC = "orders"
 

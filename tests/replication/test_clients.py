@@ -36,7 +36,7 @@ from logbroker.coordination import paths
 from logbroker.coordination.replication_state import NO_LEADER
 from logbroker.protocol.errors import LeaderNotAvailableError, RequestTimedOutError
 from logbroker.protocol.message_set import build_message_set
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from logbroker.protocol.errors import (
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import AckedProduceRequest, FetchRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response, decode_fetch_response
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 SESSION_MS = 2000  # brokers' zk.sessiontimeout.ms: a killed broker's node goes within ~2 s
 

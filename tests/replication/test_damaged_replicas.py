@@ -18,7 +18,7 @@ from pathlib import Path
 from three_brokers import produce, wait_until
 
 from logbroker.client.cluster import Cluster
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 TOPIC = "damaged"
 PAYLOADS = [f"message {i:04d} ".encode() + b"x" * 60 for i in range(400)]

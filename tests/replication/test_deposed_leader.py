@@ -28,8 +28,8 @@ from logbroker.protocol.errors import NotLeaderForPartitionError
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZooKeeperServer
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZooKeeperServer
 
 
 def acks_1(topic: str, payload: bytes) -> AckedProduceRequest:

@@ -1,6 +1,6 @@
 """Replicated topics under partitions, pauses and kills, on separate hosts (issue 30).
 
-One short fault run of logbroker.testing.jepsen (seed 1, one round: every kind of fault once):
+One short fault run of harness.jepsen (seed 1, one round: every kind of fault once):
 ZooKeeper and three brokers each on a network namespace of its own, two producers with
 acks=-1 and one with acks=1 (three threads each) and a reader on hosts of their own; the
 nemesis kills the leader of a partition and the controller (each started again), pauses a
@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from logbroker.testing.hosts import HostsUnavailableError, Network
-from logbroker.testing.jepsen import checker
-from logbroker.testing.jepsen.checker import log_bytes
-from logbroker.testing.jepsen.nemesis import DISK_KINDS, KINDS, Schedule
-from logbroker.testing.jepsen.run import Outcome, Settings, run
+from harness.hosts import HostsUnavailableError, Network
+from harness.jepsen import checker
+from harness.jepsen.checker import log_bytes
+from harness.jepsen.nemesis import DISK_KINDS, KINDS, Schedule
+from harness.jepsen.run import Outcome, Settings, run
 
 pytestmark = pytest.mark.slow  # ~45 s: one run of the cluster, shared by the module
 

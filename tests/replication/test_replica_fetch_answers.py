@@ -1,5 +1,5 @@
 """A leader answers each of a follower's fetches once, and a follower appends a leader's bytes
-only where they were read (found by a fault run of logbroker.testing.jepsen, seed 1 for 120 s:
+only where they were read (found by a fault run of harness.jepsen, seed 1 for 120 s:
 docs/chaos.md, "Replication under faults").
 
 The fault run's history: while a killed broker was out, its leader shrank the ISR of two

@@ -36,7 +36,7 @@ from logbroker.protocol.message_set import build_message_set, iter_messages
 from logbroker.protocol.requests import AckedProduceRequest, FetchRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response, decode_fetch_response
 from logbroker.replication.epochs import LeaderEpochs
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 SESSION_MS = 2000
 LAG_MS = 1500

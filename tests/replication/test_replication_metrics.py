@@ -10,8 +10,8 @@ import urllib.request
 from three_brokers import SESSION_MS, leads, produce, wait_until
 
 from logbroker.client.cluster import Cluster
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import find_free_port
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import find_free_port
 
 SAMPLE = re.compile(r'^(logbroker_\w+)\{broker="\d+",?(.*)\} (\S+)$')
 

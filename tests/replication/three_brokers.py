@@ -16,7 +16,7 @@ from logbroker.protocol.errors import LogbrokerError, error_for_code
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 SESSION_MS = 2000  # a killed broker's registration goes within ~2 s
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = 0, 1, 2, 3, 4
 PRODUCE_ACK, FETCH_WAIT, METADATA = 5, 6, 7

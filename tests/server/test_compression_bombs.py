@@ -31,7 +31,7 @@ from logbroker.protocol.requests import (
     encode_request,
 )
 from logbroker.protocol.responses import decode_acked_produce_response
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 MiB = 1 << 20
 

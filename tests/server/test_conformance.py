@@ -27,7 +27,7 @@ import cramjam
 import pytest
 
 from logbroker.protocol.message_set import build_message_set, iter_messages
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 # Request type ids (api/RequestKeys.scala, then our extensions).
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = 0, 1, 2, 3, 4

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from logbroker.protocol.message_set import iter_messages
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 PRODUCE, FETCH, OFFSETS, PRODUCE_ACK, FETCH_WAIT = 0, 1, 4, 5, 6
 LATEST = -1

@@ -33,8 +33,8 @@ from logbroker.protocol.responses import (
     decode_create_topic_response,
     decode_metadata_response,
 )
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZkTarget
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZkTarget
 
 LIMIT = 256
 TOPICS = [f"flood-{i}" for i in range(12)]

@@ -25,8 +25,8 @@ from logbroker.protocol.errors import StorageError
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import AckedProduceRequest, ProduceRequest, encode_request
 from logbroker.protocol.responses import decode_acked_produce_response
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import find_free_port
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import find_free_port
 
 TOPIC = "full"
 DISK_BYTES = 1 << 20

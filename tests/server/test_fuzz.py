@@ -1,7 +1,7 @@
 """Fuzzing the broker side: mutated frames through the decoder into the handlers, and a live run.
 
 In process (hypothesis): frames of valid requests are damaged by the fuzzer's mutators
-(logbroker.testing.fuzz: field-aware ones among them, which set length and count fields to
+(harness.fuzz: field-aware ones among them, which set length and count fields to
 edge values, change type ids, or fix a CRC over a changed payload) and decoded the way the
 broker decodes them; what decodes goes to RequestHandlers over a LogManager in tmp_path. The
 decoder may only raise InvalidRequestError/InvalidTopicError, the handlers only
@@ -34,6 +34,17 @@ from fixtures_brokers import BrokerFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.fuzz import (
+    PARTITIONS,
+    TOPICS,
+    FuzzReport,
+    RequestGenerator,
+    SegmentSnapshot,
+    mutate,
+    run_fuzz,
+    snapshot_segments,
+    verify_segments,
+)
 from logbroker.config import BrokerConfig
 from logbroker.protocol import compression
 from logbroker.protocol.errors import InvalidRequestError, InvalidTopicError, LogbrokerError
@@ -64,17 +75,6 @@ from logbroker.server.metrics import BrokerMetrics
 from logbroker.server.waiters import AppendWaiters
 from logbroker.storage.log_manager import LogManager
 from logbroker.storage.segment import FileRegion
-from logbroker.testing.fuzz import (
-    PARTITIONS,
-    TOPICS,
-    FuzzReport,
-    RequestGenerator,
-    SegmentSnapshot,
-    mutate,
-    run_fuzz,
-    snapshot_segments,
-    verify_segments,
-)
 
 MAX_MESSAGE_SIZE = 2000  # small, so that "too large" is cheap to reach
 

@@ -21,7 +21,7 @@ import pytest
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.requests import FetchRequest, ProduceRequest, encode_request
 from logbroker.server.connection import _GROWTH, _MIN_READ, _RECV_FIRST, _Received
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 
 MAX = 100 * 1024 * 1024
 

@@ -22,7 +22,7 @@ from logbroker.server.registration import (
     ZooKeeperRegistrationError,
     ZooKeeperUnavailableError,
 )
-from logbroker.testing import zookeeper as zk
+from logbroker.stack import zookeeper as zk
 
 T0 = 1_700_000_000_123
 LOGGER = "logbroker.server.registration"

@@ -45,8 +45,8 @@ from logbroker.protocol.responses import (
     decode_create_topic_response,
     decode_fetch_response,
 )
-from logbroker.testing.broker import BrokerProcess, BrokerStartError
-from logbroker.testing.zookeeper import ZkTarget
+from logbroker.stack.broker import BrokerProcess, BrokerStartError
+from logbroker.stack.zookeeper import ZkTarget
 
 EMOJI = "emoji😀"  # U+1F600: Java holds it as two surrogates, which ZooKeeper refuses
 INVALID_TOPIC = 6

@@ -20,8 +20,8 @@ from logbroker.client.cluster import Cluster
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.serde import EventCodec, SchemaRegistry
-from logbroker.testing.broker import BrokerProcess
-from logbroker.testing.zookeeper import ZkTarget, ZooKeeperServer
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
 
 HEADER = {
     "type": "record",

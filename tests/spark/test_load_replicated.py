@@ -28,7 +28,7 @@ import pytest
 
 from logbroker.client.cluster import Cluster
 from logbroker.protocol.message_set import iter_messages
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify

@@ -26,7 +26,7 @@ import pytest
 
 from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
-from logbroker.testing.broker import BrokerProcess
+from logbroker.stack.broker import BrokerProcess
 from spark_apps.source.discovery import DiscoveryError, discover
 from spark_apps.source.options import parse_options
 from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range

@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..testing import quickstart
+    from ..stack import quickstart
 
     def say(line: str) -> None:
         print(line, flush=True)

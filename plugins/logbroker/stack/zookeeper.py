@@ -1,4 +1,4 @@
-"""A real ZooKeeper server in a subprocess, for tests and for the one-machine demo.
+"""A real ZooKeeper server in a subprocess: `make up`, the demo, `logbroker quickstart`, the tests.
 
 It runs Debian's ZooKeeper (package ``zookeeper``, ``/usr/share/java/zookeeper.jar``) directly as
 
@@ -8,8 +8,8 @@ It runs Debian's ZooKeeper (package ``zookeeper``, ``/usr/share/java/zookeeper.j
 (not through ``zkServer.sh``, which hard-codes /etc/zookeeper and /var/log/zookeeper), standalone,
 listening on 127.0.0.1 only (or on ``host``), on a free port unless one is given. The server is
 ready in well under a second. ``command_prefix`` runs it under another command, e.g.
-``["ip", "netns", "exec", NAME]`` for a host of ``logbroker.testing.hosts`` (which then gives the
-host's address as ``host`` and a port). Everything lives in the given directory:
+``["ip", "netns", "exec", NAME]`` for a host of the tests' ``harness.hosts`` (which then gives
+the host's address as ``host`` and a port). Everything lives in the given directory:
 
     <data_dir>/zoo.cfg          generated configuration (tickTime 500 ms: sessions 1 s .. 10 s)
     <data_dir>/zookeeper.log    the server's stdout and stderr (INFO), appended to on restart
@@ -22,11 +22,10 @@ Use it as a context manager, or call ``start()`` and ``stop()``::
         ...
 
     target = zk.create_chroot("/t/my-test")      # a ZkTarget: target.connect is "127.0.0.1:PORT/t/my-test"
-    new_session_id = expire_session(client, zk)  # the old session's ephemeral nodes are gone on return
 
 ``stop()`` ends the Java process by its PID (SIGTERM, then SIGKILL) and is idempotent; a server
 that is never stopped is killed when the Python interpreter exits. Run one from a shell (demo) with
-``python -m logbroker.testing.zookeeper --data-dir DIR [--port 2181]``; Ctrl-C stops it.
+``python -m logbroker.stack.zookeeper --data-dir DIR [--port 2181]``; Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 
 JAVA_DIR = Path("/usr/share/java")
 ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"
@@ -389,91 +388,6 @@ class ZkTarget:
     def client(self, timeout: float = 10.0) -> KazooClient:
         """A new, not yet started KazooClient inside the chroot."""
         return KazooClient(hosts=self.connect, timeout=timeout)
-
-
-def expire_session(
-    client: KazooClient, server: ZooKeeperServer | str, timeout: float = 30.0
-) -> int:
-    """Expire ``client``'s ZooKeeper session on the server, on purpose; return the new session id.
-
-    The standard way: a second client attaches to the same session (id and password) and closes
-    it, so the server ends the session and deletes its ephemeral nodes. Returns once ``client`` has
-    seen KazooState.LOST and is CONNECTED again with a new session, and the old session is gone
-    from the server (checked with ``dump`` when the server answers it). ``server`` is a
-    ZooKeeperServer or a connect string without chroot.
-
-    (kazoo's own test harness only pretends: it makes the client believe that its session expired,
-    while the server keeps the old session, and its ephemeral nodes, until the session times out.)
-    """
-    if not client.connected or client.client_id is None:
-        raise RuntimeError("expire_session needs a connected client")
-    hosts = server.connect_string if isinstance(server, ZooKeeperServer) else server
-    old_id, password = client.client_id
-    deadline = time.monotonic() + timeout
-    lost = threading.Event()
-    reconnected = threading.Event()
-
-    def listener(state: str) -> bool:
-        if state == KazooState.LOST:
-            lost.set()
-        elif state == KazooState.CONNECTED and lost.is_set():
-            reconnected.set()
-        return False  # stay registered
-
-    client.add_listener(listener)
-    try:
-        # If the client re-attached to the session in the instant between the twin's connect and
-        # its close, the session survives: try again.
-        while not lost.is_set():
-            _close_session(hosts, old_id, password, _remaining(deadline, "close the session"))
-            lost.wait(min(2.0, _remaining(deadline, "see KazooState.LOST")))
-        if not reconnected.wait(_remaining(deadline, "reconnect after KazooState.LOST")):
-            raise TimeoutError(f"the client did not reconnect within {timeout:g} s after LOST")
-    finally:
-        client.remove_listener(listener)
-    new_id = client.client_id[0] if client.client_id else None
-    if new_id is None or new_id == old_id:
-        raise RuntimeError(f"expected a new session after expiring 0x{old_id:x}, got {new_id!r}")
-    _wait_session_gone(hosts, old_id, deadline)
-    return int(new_id)
-
-
-def _close_session(hosts: str, session_id: int, password: bytes, timeout: float) -> None:
-    twin = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=10)
-    try:
-        twin.start(timeout=timeout)
-        if twin.client_id is None or twin.client_id[0] != session_id:
-            raise RuntimeError(f"session 0x{session_id:x} is already gone from the server")
-    finally:
-        twin.stop()  # sends closeSession and waits for the reply
-        twin.close()
-
-
-def _wait_session_gone(hosts: str, session_id: int, deadline: float) -> None:
-    """Poll ``dump`` (sessions with their ephemerals) until the session is not listed."""
-    first = hosts.split("/", 1)[0].split(",")[0]
-    host, _, port = first.rpartition(":")
-    marker = f"0x{session_id:x}"
-    while True:
-        try:
-            dump = four_letter_word(host or "127.0.0.1", int(port or 2181), "dump", timeout=2.0)
-        except (OSError, ValueError):
-            return  # cannot check here; on a single server the LOST already implies it
-        if "SessionTracker dump" not in dump:
-            return  # dump not whitelisted, or not the leader of an ensemble
-        # Only the session list counts: "Connections dump" can name a closed session's last
-        # connection until it times out.
-        if marker not in dump.split("Connections dump:", 1)[0]:
-            return
-        _remaining(deadline, f"see session {marker} disappear from the server's dump")
-        time.sleep(0.02)
-
-
-def _remaining(deadline: float, doing: str) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError(f"expire_session: timed out waiting to {doing}")
-    return left
 
 
 def _find_java() -> str:

@@ -32,9 +32,10 @@ import struct
 import zlib
 from collections.abc import Callable
 
-from ...protocol import compression
-from ...protocol.message_set import build_message_set
-from ...protocol.requests import DEFAULT_MAX_SOCKET_REQUEST_BYTES
+from logbroker.protocol import compression
+from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.requests import DEFAULT_MAX_SOCKET_REQUEST_BYTES
+
 from .frames import LENGTH_KINDS, NUMERIC_SIZES, Field, frame_fields, interesting_values
 from .requests import Rng
 

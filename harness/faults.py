@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client.cluster import Cluster
-from .airflow_stack import process_running
-from .broker import BrokerProcess
-from .pipeline_stack import PipelineStack
+from logbroker.client.cluster import Cluster
+from logbroker.stack.airflow_stack import process_running
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.pipeline_stack import PipelineStack
 
 KINDS = (
     "live_broker",  # kill -9 a live broker while producers send
@@ -46,7 +46,7 @@ KINDS = (
     "load_leader",  # kill -9 a replicated partition's analysis leader while its topic loads
 )
 SESSION_TIMEOUT_S = (
-    6.0  # at least the brokers' (4 s, testing.broker) and the mirror's zk.sessiontimeout.ms
+    6.0  # at least the brokers' (4 s, logbroker.stack.broker) and the mirror's zk.sessiontimeout.ms
 )
 
 

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ...protocol.requests import DEFAULT_MAX_SOCKET_REQUEST_BYTES
+from logbroker.protocol.requests import DEFAULT_MAX_SOCKET_REQUEST_BYTES
+
 from .fuzzer import Fuzzer
 from .report import FuzzReport
 from .requests import PARTITIONS, TOPICS

@@ -45,9 +45,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...protocol.errors import CorruptMessageError, describe_exception
-from ...protocol.message_set import iter_entries
-from ...storage.segment import parse_segment_file_name
+from logbroker.protocol.errors import CorruptMessageError, describe_exception
+from logbroker.protocol.message_set import iter_entries
+from logbroker.storage.segment import parse_segment_file_name
+
 from .cluster import ReplCluster
 
 DISK_KINDS = ("flip_byte", "torn_end")

@@ -13,9 +13,9 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 
-from ...protocol.errors import LogbrokerError
-from ...protocol.message_set import build_message_set
-from ...protocol.requests import (
+from logbroker.protocol.errors import LogbrokerError
+from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.requests import (
     AckedProduceRequest,
     FetchRequest,
     MetadataRequest,
@@ -24,11 +24,12 @@ from ...protocol.requests import (
     Request,
     encode_request,
 )
-from ...protocol.responses import (
+from logbroker.protocol.responses import (
     decode_acked_produce_response,
     decode_fetch_response,
     decode_metadata_response,
 )
+
 from .answers import check_response
 from .connection import BadResponse, Closed, Connection
 from .frames import split_frames

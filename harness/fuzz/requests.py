@@ -13,9 +13,9 @@ import random
 import time
 from collections.abc import Callable, Iterable
 
-from ...protocol import compression
-from ...protocol.message_set import build_message_set
-from ...protocol.requests import (
+from logbroker.protocol import compression
+from logbroker.protocol.message_set import build_message_set
+from logbroker.protocol.requests import (
     EARLIEST_TIME,
     LATEST_TIME,
     RANDOM_PARTITION,

@@ -153,7 +153,7 @@ class AirflowStack:
             env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = self.sql_alchemy_conn
         else:  # SQLite: wait for another component's write lock instead of failing at 5 s
             env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = (
-                "logbroker.testing.airflow_sqlite.CONNECT_ARGS"
+                "logbroker.stack.airflow_sqlite.CONNECT_ARGS"
             )
         env.update(self.extra_env)
         return env
@@ -200,7 +200,7 @@ class AirflowStack:
             for key, value in sorted(self.env().items())
             if key.startswith(("AIRFLOW", "LOGBROKER_")) and key != STACK_MARKER
         ]
-        write_private(path, "# written by logbroker.testing.airflow_stack\n" + "".join(lines))
+        write_private(path, "# written by logbroker.stack.airflow_stack\n" + "".join(lines))
         return path
 
     def start(self, components: tuple[str, ...] = COMPONENTS, timeout: float = 180) -> AirflowStack:

@@ -46,7 +46,7 @@ from .zookeeper import find_free_port
 DEBIAN_BINARIES = Path("/usr/lib/postgresql")
 ROLE = "airflow"
 DATABASE = "airflow"
-_SETTINGS_MARK = "# logbroker.testing.postgres"
+_SETTINGS_MARK = "# logbroker.stack.postgres"
 
 
 class PostgresError(RuntimeError):

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...protocol.message_set import validate
+from logbroker.protocol.message_set import validate
+
 from .report import FuzzReport
 
 SEGMENT_SUFFIX = ".kafka"

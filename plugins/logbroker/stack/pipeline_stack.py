@@ -14,7 +14,7 @@ Layout under `workdir`:
     live-<id>/ analysis-<id>/  the brokers' log.dirs and logs (broker.log)
     airflow/                   AIRFLOW_HOME: SQLite database (unless on PostgreSQL),
                                logs/<component>.out, task logs
-    postgres/                  with `postgres`: Airflow's database (logbroker.testing.postgres)
+    postgres/                  with `postgres`: Airflow's database (logbroker.stack.postgres)
     spark/                     with `spark_cluster`: the standalone master's and workers' logs
     warehouse/                 the warehouse (a file:// URI), its _reports/ (Data Docs)
     pipeline.json              what the DAGs run (LOGBROKER_PIPELINE)

@@ -1,4 +1,4 @@
-"""A Jepsen-style fault suite for replicated topics, on separate hosts (testing/hosts.py).
+"""A Jepsen-style fault suite for replicated topics, on separate hosts (harness/hosts.py).
 
     cluster    ZooKeeper and three brokers, each on a host of its own, their settings, and a
                watcher of ZooKeeper's states (who led what, in which epoch, when)
@@ -15,7 +15,7 @@
                byte-identical, one leader per epoch, no unexplained copies), the verdict,
                and the acks=1 acknowledged writes lost (counted, not checked)
     timeline   a PNG of faults, leaders and throughput (with matplotlib)
-    run        a run from start to verdict; `python -m logbroker.testing.jepsen.run`
+    run        a run from start to verdict; `python -m harness.jepsen.run`
 
 docs/chaos.md ("Replication under faults") says how to run it and read its verdict. Library
 code: no pytest here (tests/replication/test_jepsen_faults.py runs it).

@@ -61,7 +61,7 @@ whatever else is left on its hosts, deletes the veths, the namespaces and the br
 state file; nothing of it is left when it returns. At interpreter exit a network not closed is removed the same
 way (without the graceful stop). A run that died before either (SIGKILL, a crash) leaves its state
 file, with a dead owner: `sweep()` (run by every `Network.start()`, or
-`python -m logbroker.testing.hosts sweep`) removes what such files name, and never touches a
+`python -m harness.hosts sweep` from the checkout) removes what such files name, and never touches a
 network whose owner lives, nor any name that no state file of ours lists.
 
 Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2's `ip`; `start()` raises
@@ -93,8 +93,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from .broker import BrokerProcess
-from .zookeeper import ZooKeeperServer
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZooKeeperServer
 
 log = logging.getLogger(__name__)
 

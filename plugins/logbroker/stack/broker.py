@@ -9,7 +9,7 @@
 The process runs in its own process group with its log in `<directory>/broker.log`;
 `stop()` sends SIGTERM and waits for exit code 0, `kill()` sends SIGKILL. Ports are picked
 free on 127.0.0.1 unless given. `host` is the address it binds and registers in ZooKeeper, and
-`command_prefix` a launcher it runs under: a host of `logbroker.testing.hosts` passes its
+`command_prefix` a launcher it runs under: a host of the tests' `harness.hosts` passes its
 address and `["ip", "netns", "exec", NAME]` (see `Host.broker`). `rlimits` starts it under resource limits (a descriptor
 limit, a file size limit), set by a small launcher that then execs the broker, so the
 limits hold from its first instruction and `pid` is the broker's own:

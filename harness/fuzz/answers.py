@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...protocol.errors import LogbrokerError
-from ...protocol.message_set import validate
-from ...protocol.requests import (
+from logbroker.protocol.errors import LogbrokerError
+from logbroker.protocol.message_set import validate
+from logbroker.protocol.requests import (
     AckedProduceRequest,
     FetchRequest,
     MetadataRequest,
@@ -20,13 +20,14 @@ from ...protocol.requests import (
     Request,
     WaitingFetchRequest,
 )
-from ...protocol.responses import (
+from logbroker.protocol.responses import (
     decode_acked_produce_response,
     decode_fetch_response,
     decode_metadata_response,
     decode_multifetch_response,
     decode_offsets_response,
 )
+
 from .requests import RequestGenerator
 
 

@@ -1,10 +1,10 @@
-"""A fault run from the first broker to the verdict; `python -m logbroker.testing.jepsen.run`.
+"""A fault run from the first broker to the verdict; `python -m harness.jepsen.run`.
 
     with Network(directory, host_names(3, 2, 1)) as net:
         outcome = run(net, Settings(seed=1), results_dir)
     outcome.verdict["valid"]
 
-    python -m logbroker.testing.jepsen.run --seeds 1,2,3 --duration 120 --results DIR
+    python -m harness.jepsen.run --seeds 1,2,3 --duration 120 --results DIR
 
 What a run does, in order:
 
@@ -52,15 +52,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...client.leaders import Leaders
-from ...client.partition_reader import PartitionReader
-from ...protocol.errors import LogbrokerError, describe_exception
+from logbroker.client.leaders import Leaders
+from logbroker.client.partition_reader import PartitionReader
+from logbroker.protocol.errors import LogbrokerError, describe_exception
+
 from ..hosts import HostProcess, Network
 from . import checker, timeline
 from .cluster import BROKER_SETTINGS, ReplCluster, host_names, is_running
 from .history import VERSION, History, merge_client_history, save
 from .nemesis import Nemesis, Schedule
 
+# The clients run `-m harness.jepsen.workload` from the checkout's root: harness/ is imported
+# from there (as `make chaos-replication` does), never installed.
+CHECKOUT = Path(__file__).resolve().parents[2]
 READERS_CATCH_UP_S = 15.0
 CLIENT_STOP_S = 30.0  # a producer finishes its send in flight (retries included) by then
 
@@ -213,7 +217,7 @@ def _start_client(
     host = net.host(name)
     path = host.directory / f"{name}.jsonl"
     argv = [
-        sys.executable, "-m", "logbroker.testing.jepsen.workload", role,
+        sys.executable, "-m", "harness.jepsen.workload", role,
         "--zookeeper", cluster.connect, "--topic", settings.topic,
         "--partitions", str(settings.partitions), "--name", name, "--out", str(path),
         "--threads", str(settings.threads), "--rate", str(settings.rate),
@@ -222,7 +226,7 @@ def _start_client(
     ]  # fmt: skip
     if role == "produce":
         argv += ["--acks", str(acks)]
-    return _Client(name, host.run(argv, name=f"{role}-{name}"), path)
+    return _Client(name, host.run(argv, name=f"{role}-{name}", cwd=CHECKOUT), path)
 
 
 def _acknowledged(client: _Client) -> bool:

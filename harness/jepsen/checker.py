@@ -45,7 +45,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from ...protocol.message import encode_message
+from logbroker.protocol.message import encode_message
+
 from .history import History
 
 EXAMPLES = 20

@@ -10,7 +10,7 @@ Everything is relative to `root`, the checkout's root (the README runs from ther
 sample configs' log.dirs are relative to it):
 
     var/quickstart/quickstart.json    the PIDs, addresses, commands and logs; `stop` reads it
-    var/quickstart/zookeeper/         zoo.cfg, data/, zookeeper.log (logbroker.testing.zookeeper)
+    var/quickstart/zookeeper/         zoo.cfg, data/, zookeeper.log (logbroker.stack.zookeeper)
     var/quickstart/<cluster>-<id>/    a broker: broker.log (its output) and logs/ (its log.dir)
 
 The ports are the README's, fixed: a taken one stops `start` before anything runs, with one

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ...protocol.requests import DEFAULT_MAX_SOCKET_REQUEST_BYTES, RequestType
+from logbroker.protocol.requests import DEFAULT_MAX_SOCKET_REQUEST_BYTES, RequestType
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

@@ -1,8 +1,8 @@
 """The clients of a fault run: processes on hosts of their own (hosts.py), each writing a history.
 
-    python -m logbroker.testing.jepsen.workload produce --zookeeper ZK --topic T --name p1 \\
+    python -m harness.jepsen.workload produce --zookeeper ZK --topic T --name p1 \\
         --out p1.jsonl [--threads 3] [--rate 20] [--acks -1]
-    python -m logbroker.testing.jepsen.workload read --zookeeper ZK --topic T --name c1 \\
+    python -m harness.jepsen.workload read --zookeeper ZK --topic T --name c1 \\
         --out c1.jsonl
 
 Both run until SIGTERM (then finish the operation in flight, write it down and exit 0).
@@ -55,9 +55,9 @@ from typing import IO, Any
 
 from kazoo.exceptions import KazooException
 
-from ...client.partition_reader import PartitionReader
-from ...client.producer import Producer
-from ...protocol.errors import LogbrokerError, describe_exception
+from logbroker.client.partition_reader import PartitionReader
+from logbroker.client.producer import Producer
+from logbroker.protocol.errors import LogbrokerError, describe_exception
 
 log = logging.getLogger(__name__)
 

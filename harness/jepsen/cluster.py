@@ -38,13 +38,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
-from ...client.cluster import Cluster
-from ...coordination import paths
-from ...coordination import replication_state as zk
-from ...coordination.replication_state import ControllerInfo, PartitionState
-from ..broker import BrokerProcess
+from logbroker.client.cluster import Cluster
+from logbroker.coordination import paths
+from logbroker.coordination import replication_state as zk
+from logbroker.coordination.replication_state import ControllerInfo, PartitionState
+from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.zookeeper import ZkTarget
+
 from ..hosts import Host, Network
-from ..zookeeper import ZkTarget
 
 SESSION_MS = 2000
 LAG_MS = 1500
@@ -276,7 +277,7 @@ class ReplCluster:
         return b"".join(p.read_bytes() for p in self.segments(broker_id, partition))
 
     def replica_epochs(self, broker_id: int, partition: int) -> list[tuple[int, int]]:
-        from ...replication.epochs import LeaderEpochs
+        from logbroker.replication.epochs import LeaderEpochs
 
         return LeaderEpochs(self.partition_dir(broker_id, partition)).entries
 
