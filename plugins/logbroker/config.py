@@ -184,6 +184,15 @@ class BrokerConfig:
     zk_connectiontimeout_ms: int = field(
         default=6000, metadata=_key("zk.connectiontimeout.ms", "ZooKeeper connect timeout", 1)
     )
+    port_08: int = field(
+        default=-1,
+        metadata=_key(
+            "port.08",
+            "port of the Kafka 0.8 listener (0.8-format topics, 0.8's protocol); -1 = off, 0 = any",
+            -1,
+            65535,
+        ),
+    )
     metrics_port: int = field(
         default=-1,
         metadata=_key(

@@ -9,7 +9,7 @@ from logbroker.protocol import compression
 from logbroker.protocol.errors import InvalidMessageError, OffsetOutOfRangeError
 from logbroker.protocol.message_set import build_message_set, iter_messages, validate
 from logbroker.protocol.requests import EARLIEST_TIME, LATEST_TIME
-from logbroker.storage import log as log_module
+from logbroker.storage import append_marks
 from logbroker.storage.log import Log, LogConfig
 
 HOUR = 3600 * 1000
@@ -261,7 +261,7 @@ def test_a_reopened_log_counts_from_its_end_and_marks_stay_bounded(tmp_path, mon
     log.append(build_message_set([b"new"] * 2))
     assert log.read_whole(0, 10_000)[1] == -1
     assert log.read_whole(end, 10_000)[1] == 2
-    monkeypatch.setattr(log_module, "MARKS", 4)
+    monkeypatch.setattr(append_marks, "MARKS", 4)
     starts = []
     for _ in range(20):
         starts.append(log.end_offset)

@@ -238,12 +238,23 @@ class Cluster:
         ]
 
     def create_replicated_topic(
-        self, topic: str, partitions: int, replication_factor: int, wait: float = 30.0
+        self,
+        topic: str,
+        partitions: int,
+        replication_factor: int,
+        wait: float = 30.0,
+        message_format: str = "0.7",
     ) -> list[ReplicatedPartition]:
         """Assign `partitions` partitions of `topic`, `replication_factor` replicas each, over
-        the live brokers (replica_assignment.py), and wait up to `wait` seconds for the controller to
-        give each a leader. Raises LogbrokerError naming what is in the way."""
+        the live brokers (replica_assignment.py), in `message_format` ("0.7": byte offsets,
+        0.7's messages; "0.8": logical offsets, 0.8's messages with keys, served by the brokers'
+        Kafka 0.8 listener), and wait up to `wait` seconds for the controller to give each a
+        leader. Raises LogbrokerError naming what is in the way."""
         validate_topic(topic)
+        if message_format not in replication.MESSAGE_FORMATS:
+            raise LogbrokerError(
+                f"message format {message_format!r} is not one of {replication.MESSAGE_FORMATS}"
+            )
         if self.zk.exists(paths.broker_topic_path(topic)):
             raise LogbrokerError(
                 f"topic {topic!r} exists with 0.7's layout (replication factor 1) on brokers "
@@ -255,7 +266,9 @@ class Cluster:
             replicas = assign(brokers, partitions, replication_factor)
         except ValueError as exc:
             raise LogbrokerError(f"topic {topic!r}: {exc}") from None
-        assignment = Assignment(topic, replication_factor, tuple(tuple(r) for r in replicas))
+        assignment = Assignment(
+            topic, replication_factor, tuple(tuple(r) for r in replicas), message_format
+        )
         try:
             self.zk.create(replication.topic_path(topic), assignment.encode(), makepath=True)
         except NodeExistsError:

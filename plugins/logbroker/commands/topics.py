@@ -18,6 +18,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "  logbroker topics --zookeeper 127.0.0.1:2181/live create page-views --partitions 4\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live create orders --partitions 6 \\\n"
         "      --replication-factor 3 --if-not-exists\n"
+        "  logbroker topics --zookeeper 127.0.0.1:2181/live create clicks --partitions 3 \\\n"
+        "      --replication-factor 3 --message-format 0.8   # for Kafka 0.8's clients\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live list\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live describe page-views\n"
         "  logbroker topics --zookeeper 127.0.0.1:2181/live describe --under-replicated-partitions\n\n"
@@ -27,7 +29,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and bytes on disk. A factor of 2 or more makes a replicated topic: N partitions in\n"
         "all, each on that many brokers, one of them its leader (docs/replication.md), and\n"
         "'describe' prints kafka-topics' lines: Topic, Partition, Leader, Replicas, Isr.\n"
-        "Without --replication-factor, the cluster's default.replication.factor applies.",
+        "Without --replication-factor, the cluster's default.replication.factor applies.\n"
+        "--message-format 0.8 (any factor, 1 included) makes a topic for Kafka 0.8's clients\n"
+        "(kcat, librdkafka, kafka-python ...: the brokers' port.08 listener): logical offsets\n"
+        "and keyed messages; 0.7-format topics are the 0.7 port's (docs/protocol.md).",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -44,6 +49,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=int_at_least(1),
         metavar="R",
         help="replicas of each partition (default: the cluster's default.replication.factor)",
+    )
+    create.add_argument(
+        "--message-format",
+        choices=("0.7", "0.8"),
+        default="0.7",
+        help="0.7: byte offsets, the 0.7 port's clients; 0.8: logical offsets and keys, "
+        "Kafka 0.8's clients on port.08 (default 0.7)",
     )
     create.add_argument(
         "--if-not-exists",
@@ -77,10 +89,13 @@ def run(args: argparse.Namespace) -> int:
                         f"{existing.replication_factor} replicas each"
                     )
                     return 0
-                if factor > 1:
-                    described = cluster.create_replicated_topic(args.topic, args.partitions, factor)
+                if factor > 1 or args.message_format != "0.7":
+                    described = cluster.create_replicated_topic(
+                        args.topic, args.partitions, factor, message_format=args.message_format
+                    )
                     print(
-                        f"created {args.topic}: {len(described)} partitions, {factor} replicas each"
+                        f"created {args.topic}: {len(described)} partitions, {factor} replicas "
+                        f"each, message format {args.message_format}"
                     )
                     for row in described:
                         print(row.line())
@@ -95,7 +110,12 @@ def run(args: argparse.Namespace) -> int:
                 for topic in cluster.replicated_topics():
                     described = cluster.describe_replicated(topic)
                     factor = len(described[0].replicas) if described else 0
-                    print(f"{topic}  ({len(described)} partitions, replication factor {factor})")
+                    found = cluster.assignment(topic)
+                    fmt = found.message_format if found is not None else "?"
+                    print(
+                        f"{topic}  ({len(described)} partitions, replication factor {factor}, "
+                        f"message format {fmt})"
+                    )
             elif args.topic is None or args.under_replicated_partitions:
                 names = [args.topic] if args.topic else cluster.replicated_topics()
                 for topic in names:

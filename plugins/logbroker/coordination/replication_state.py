@@ -13,6 +13,7 @@ which no 0.7 reader looks past (docs/replication.md, "ZooKeeper layout"):
 | `/replication/topics/<topic>/partitions/<p>`     | persistent | the partition's state: `{"leader": 1, "leader_epoch": 4, "isr": [1, 2, 3], "controller_epoch": 7}`; `"leader": -1` when no replica may lead (controller; the leader for ISR changes) |
 | `/replication/admin/preferred_replica_election`  | persistent | `{"partitions": [["T", 0], ...]}` (the CLI; the controller deletes it when done) |
 | `/replication/admin/shutdown/<brokerId>`         | ephemeral  | empty: the broker asks to lose its leaderships |
+| `/replication/endpoints/<brokerId>`              | ephemeral  | the broker's listeners other than the 0.7 port, in Kafka's listener syntax: `{"version": 1, "endpoints": ["KAFKA08://127.0.0.1:9192"]}` (the broker, beside `/brokers/ids/<id>`, in the same session) |
 
 Every value is compact JSON in UTF-8. A state is written with a conditional set (the znode's
 version): a deposed controller's or a stale leader's write fails (BadVersionError) instead of
@@ -35,7 +36,10 @@ TOPICS = f"{ROOT}/topics"
 ADMIN = f"{ROOT}/admin"
 PREFERRED_REPLICA_ELECTION = f"{ADMIN}/preferred_replica_election"
 SHUTDOWN = f"{ADMIN}/shutdown"
+ENDPOINTS = f"{ROOT}/endpoints"
+KAFKA08 = "KAFKA08"  # the listener name of the Kafka 0.8 protocol's port (port.08)
 
+MESSAGE_FORMATS = ("0.7", "0.8")  # a topic's, chosen at creation (docs/protocol.md)
 NO_LEADER = -1  # a partition whose replicas are all out of the ISR, or dead
 REPLICATED = -1  # the broker id a replicated partition is named with (it lives on several)
 
@@ -110,19 +114,21 @@ class Assignment:
     topic: str
     replication_factor: int
     replicas: tuple[tuple[int, ...], ...]  # replicas[p]: broker ids, preferred leader first
+    message_format: str = "0.7"  # "0.8": logical offsets and 0.8's message (keys)
 
     @property
     def partitions(self) -> int:
         return len(self.replicas)
 
     def encode(self) -> bytes:
-        return _dump(
-            {
-                "version": 1,
-                "replication_factor": self.replication_factor,
-                "partitions": {str(p): list(r) for p, r in enumerate(self.replicas)},
-            }
-        )
+        doc: dict[str, Any] = {
+            "version": 1,
+            "replication_factor": self.replication_factor,
+            "partitions": {str(p): list(r) for p, r in enumerate(self.replicas)},
+        }
+        if self.message_format != "0.7":  # an older topic's value stays as it was
+            doc["message_format"] = self.message_format
+        return _dump(doc)
 
     @classmethod
     def decode(cls, topic: str, data: bytes | str) -> Assignment:
@@ -145,7 +151,12 @@ class Assignment:
                     f"{what}: partition {p} has replicas {list(brokers)}, not "
                     f"{factor} distinct brokers"
                 )
-        return cls(topic, factor, replicas)
+        message_format = doc.get("message_format", "0.7")
+        if message_format not in MESSAGE_FORMATS:
+            raise StateFormatError(
+                f"{what}: message_format {message_format!r} is not one of {MESSAGE_FORMATS}"
+            )
+        return cls(topic, factor, replicas, message_format)
 
 
 @dataclass(frozen=True)
@@ -246,4 +257,38 @@ def decode_election(data: bytes | str) -> list[tuple[str, int]]:
         ):
             raise StateFormatError(f"{PREFERRED_REPLICA_ELECTION}: {item!r} is not [topic, p]")
         out.append((validate_topic(item[0]), _partition(item[1])))
+    return out
+
+
+def endpoints_path(broker_id: int) -> str:
+    if broker_id < 0:
+        raise ValueError(f"a broker id is 0 or more, not {broker_id}")
+    return f"{ENDPOINTS}/{broker_id}"
+
+
+def encode_endpoints(endpoints: dict[str, tuple[str, int]]) -> bytes:
+    """`{"KAFKA08": ("127.0.0.1", 9192)}` -> the znode's value (see the table above)."""
+    return _dump(
+        {
+            "version": 1,
+            "endpoints": [
+                f"{name}://{host}:{port}" for name, (host, port) in sorted(endpoints.items())
+            ],
+        }
+    )
+
+
+def decode_endpoints(data: bytes | str, broker_id: int) -> dict[str, tuple[str, int]]:
+    what = f"the endpoints of broker {broker_id} ({endpoints_path(broker_id)})"
+    doc = _load(data, what)
+    found = doc.get("endpoints")
+    if not isinstance(found, list):
+        raise StateFormatError(f"{what}: 'endpoints' is not a list")
+    out: dict[str, tuple[str, int]] = {}
+    for item in found:
+        name, sep, rest = str(item).partition("://")
+        host, colon, port = rest.rpartition(":")
+        if not sep or not colon or not host or not port.isdigit():
+            raise StateFormatError(f"{what}: {item!r} is not NAME://host:port")
+        out[name] = (host, int(port))
     return out

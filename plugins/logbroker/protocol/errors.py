@@ -159,6 +159,11 @@ class FencedLeaderEpochError(LogbrokerError):
     code = 13
 
 
+class WrongMessageFormatError(WrongPartitionError):
+    """A topic of the message format the listener does not serve (docs/protocol.md, "Message
+    formats"): UnknownTopicOrPartition on both ports (3), the message saying which it is."""
+
+
 # Codes after which a client should look up the partition's leader again and retry.
 RETRIABLE_LEADER_CODES = (8, 9)
 

@@ -37,7 +37,6 @@ from typing import Protocol
 
 from ..coordination.replication_state import PartitionState
 from ..protocol.errors import LogbrokerError, describe_exception
-from ..protocol.message_set import first_entry_size, validate, whole_entries
 from ..protocol.replication import (
     EpochQuery,
     OffsetsForLeaderEpochRequest,
@@ -47,7 +46,7 @@ from ..protocol.replication import (
     decode_offsets_for_leader_epoch_response,
     decode_replica_fetch_response,
 )
-from ..storage.log import Log
+from ..storage.log_manager import PartitionLog
 from .epochs import UNDEFINED, EpochFileError, LeaderEpochs
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,7 @@ class Follower(Protocol):
 
     topic: str
     partition: int
-    log: Log
+    log: PartitionLog
     epochs: LeaderEpochs
     state: PartitionState | None
     high_watermark: int
@@ -310,20 +309,21 @@ class ReplicaFetcher(threading.Thread):
                 f"ending at {r.log.end_offset}: not this fetch's answer, not appended"
             )
         data = answer.data
+        entries = r.log.message_format  # how this topic's entries are framed and checked
         if answer.messages >= 0:  # whole messages, counted by the leader
             end, count = len(data), answer.messages
         else:
-            end, count = whole_entries(data)
+            end, count = entries.whole_entries(data)
         if end == 0 and len(data):
-            needed = first_entry_size(data) or self.max_bytes
+            needed = entries.first_entry_size(data) or self.max_bytes
             self._fetch_size[key] = max(self._fetch_size.get(key, self.max_bytes), needed)
             return
         self._fetch_size.pop(key, None)
         if end:  # most answers of a fetch of several partitions bring nothing: no work
             start = r.log.end_offset
-            check = validate(data[:end], start, inflate=False)
-            if check.error is not None or check.valid_bytes != end:
-                self._refuse_damaged(r, start, str(check.error or "entries cut short"))
+            damage = entries.check(data[:end], start)
+            if damage is not None:
+                self._refuse_damaged(r, start, str(damage))
                 return
             self._damaged_at.pop(key, None)
             for epoch, epoch_start in answer.epochs:

@@ -83,11 +83,10 @@ from ..protocol.errors import (
     RequestTimedOutError,
     WrongPartitionError,
 )
-from ..protocol.message_set import Buffer, Validation
+from ..protocol.message_set import Buffer
 from ..protocol.replication import EpochEnd, EpochQuery, ReplicaFetch, ReplicaSet
 from ..protocol.requests import RANDOM_PARTITION
-from ..storage.log import Log
-from ..storage.log_manager import LogManager
+from ..storage.log_manager import LogManager, PartitionLog
 from ..storage.segment import FileRegion
 from .epochs import LeaderEpochs
 from .fetcher import Connect, ReplicaFetcher
@@ -112,7 +111,7 @@ class Replica:
         topic: str,
         partition: int,
         replicas: tuple[int, ...],
-        part_log: Log,
+        part_log: PartitionLog,
         broker_id: int,
         high_watermark: int = 0,
         min_insync_replicas: int = 1,
@@ -183,14 +182,16 @@ class Replica:
 
     # -- the leader's appends and bookkeeping (the event loop) ---------------------------
 
-    def append(self, message_set: Buffer, validation: Validation) -> tuple[int, int]:
-        """A produce's set, appended while this broker leads (Log.append's answer)."""
+    def append(self, message_set: Buffer, validation: Any) -> tuple[int, int]:
+        """A produce's set, appended while this broker leads (the log's `append`: first
+        offset and new end; `validation` is the check of the topic's format's walks)."""
         if not self.leading:  # the role may change between a check and an inflated append
             raise self.not_leader()
         return self.log.append(message_set, validation)
 
-    def append_many(self, sets: list[tuple[Buffer, Validation]]) -> tuple[int, int]:
-        """Produces that get no answer, appended while this broker leads (Log.append_many)."""
+    def append_many(self, sets: list[tuple[Buffer, Any]]) -> tuple[int, int]:
+        """Produces that get no answer, appended while this broker leads (the log's
+        `append_many`: messages and bytes)."""
         if not self.leading:
             raise self.not_leader()
         return self.log.append_many(sets)
@@ -332,13 +333,16 @@ class Replica:
         self.fail_waiting(NotLeaderForPartitionError.code)
 
 
-def open_replica_log(logs: LogManager, topic: str, partition: int) -> Log:
-    """The log of this broker's replica of a partition: its epoch file written first (it is
-    what marks the directory as a replica's), then the log opened."""
+def open_replica_log(
+    logs: LogManager, topic: str, partition: int, message_format: str = "0.7"
+) -> PartitionLog:
+    """The log of this broker's replica of a partition, in its topic's message format: its
+    epoch file written first (it is what marks the directory as a replica's), then the log
+    opened."""
     directory = logs.partition_dir(topic, partition)
     directory.mkdir(parents=True, exist_ok=True)
     LeaderEpochs.create(directory)
-    return logs.open_replica(topic, partition)
+    return logs.open_replica(topic, partition, message_format)
 
 
 def _settle(future: asyncio.Future[int], code: int) -> None:
@@ -669,7 +673,7 @@ class ReplicaManager:
                     topic,
                     partition,
                     replicas,
-                    open_replica_log(self.logs, topic, partition),
+                    open_replica_log(self.logs, topic, partition, assignment.message_format),
                     self.broker_id,
                     self._checkpointed.get((topic, partition), 0),
                     self.min_insync_replicas,

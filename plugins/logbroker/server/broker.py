@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..client.connection import BrokerConnection
 from ..config import BrokerConfig
+from ..coordination.replication_state import KAFKA08
 from ..protocol.errors import LogbrokerError, describe_exception
 from ..replication.epochs import FILE_NAME as EPOCH_FILE
 from ..storage.log import Clock
@@ -37,7 +38,9 @@ from .waiters import AppendWaiters
 
 if TYPE_CHECKING:
     from ..replication.controller import Controller
+    from ..replication.metadata_cache import MetadataCache
     from ..replication.replicas import ReplicaManager
+    from .kafka08_apis import Kafka08Apis
     from .registration import BrokerRegistration
 
 log = logging.getLogger(__name__)
@@ -56,10 +59,13 @@ class BrokerServer:
         self.replicas: ReplicaManager | None = None
         self.controller: Controller | None = None
         self.server: SocketServer | None = None
+        self.server08: SocketServer | None = None  # the Kafka 0.8 listener (port.08)
+        self.metadata08: MetadataCache | None = None
         self.metrics = BrokerMetrics(config.brokerid)
         self.waiters = AppendWaiters()
         self.replica_waiters = AppendWaiters()  # followers' REPLICA_FETCHes (handlers.py)
         self.address: tuple[str, int] | None = None
+        self.address08: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
         self._step = "starting"  # what start() is doing, for its error message
         self._metrics_server: MetricsServer | None = None
@@ -78,9 +84,10 @@ class BrokerServer:
             ) from exc
         assert self.address is not None and self.logs is not None
         log.info(
-            "broker %d listening on %s:%d (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
+            "broker %d listening on %s:%d%s (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
             config.brokerid,
             *self.address,
+            f", Kafka 0.8 on {self.address08[0]}:{self.address08[1]}" if self.address08 else "",
             self.logs.log_dir,
             len(self.logs.logs()),
             f"zookeeper {config.zk_connect}" if config.enable_zookeeper else "no zookeeper",
@@ -142,6 +149,12 @@ class BrokerServer:
             self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
             self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()
+            apis08 = None
+            if config.port_08 >= 0 and self.replicas is not None:
+                self._step = f"listening on {config.hostname}:{config.port_08} (port.08)"
+                apis08, self.server08 = self._kafka08_listener(handlers, warnings, loop)
+                self.address08 = await self.server08.start()
+                apis08.advertised = (config.hostname, self.address08[1])
             if config.enable_zookeeper:
                 self._step = f"registering in ZooKeeper {config.zk_connect} (zk.connect)"
                 from .registration import BrokerRegistration  # kazoo only when needed
@@ -154,6 +167,9 @@ class BrokerServer:
                     session_timeout_ms=config.zk_sessiontimeout_ms,
                     connection_timeout_ms=config.zk_connectiontimeout_ms,
                     topics=self._topic_partitions,
+                    endpoints={KAFKA08: (config.hostname, self.address08[1])}
+                    if self.address08
+                    else None,
                 )
                 await loop.run_in_executor(None, self.registration.start)
                 self._step = "taking the roles of this broker's replicas (replication)"
@@ -172,6 +188,11 @@ class BrokerServer:
                     ),
                 )
                 await loop.run_in_executor(None, self.controller.start)
+                if apis08 is not None:
+                    self._step = "reading the cluster's metadata (the 0.8 listener)"
+                    apis08.group_offsets.client = client
+                    self.metadata08 = apis08.metadata_cache
+                    await loop.run_in_executor(None, self.metadata08.start, client)
             if config.metrics_port >= 0:
                 self._step = f"serving metrics on {config.hostname}:{config.metrics_port}"
                 self._metrics_server = await serve_metrics(
@@ -181,6 +202,43 @@ class BrokerServer:
         except BaseException:
             await self._stop_parts()
             raise
+
+    def _kafka08_listener(
+        self,
+        handlers: RequestHandlers,
+        warnings: RateLimitedLog,
+        loop: asyncio.AbstractEventLoop,
+    ) -> tuple[Kafka08Apis, SocketServer]:
+        """The Kafka 0.8 listener's APIs and socket server (their ZooKeeper parts are given
+        their client once the registration has one: until then they answer as a broker that
+        is starting does)."""
+        from ..replication.metadata_cache import MetadataCache
+        from .group_offsets import GroupOffsets
+        from .kafka08_apis import Kafka08Apis
+        from .kafka08_connection import Kafka08Connection
+
+        assert self.replicas is not None
+        apis = Kafka08Apis(
+            self.config,
+            self.replicas,
+            MetadataCache(),
+            GroupOffsets(),
+            self.metrics,
+            self.waiters,
+            handlers.appended,
+            advertised=(self.config.hostname, self.config.port_08),
+            warnings=warnings,
+        )
+        server = SocketServer(
+            self.config,
+            handlers,
+            self.metrics,
+            loop,
+            warnings,
+            port=self.config.port_08,
+            connection=lambda s: Kafka08Connection(s, apis),
+        )
+        return apis, server
 
     def _topic_partitions(self) -> dict[str, int]:
         assert self.logs is not None
@@ -256,6 +314,10 @@ class BrokerServer:
 
     async def _stop_parts(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.server08 is not None:
+            await self.server08.stop()
+        if self.metadata08 is not None:
+            self.metadata08.stop()
         if self.server is not None:
             await self.server.stop()
             self.server.handlers.close()

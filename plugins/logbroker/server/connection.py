@@ -370,6 +370,12 @@ class ClientConnection(asyncio.BufferedProtocol):
             return False
         if outcome is None:
             return False
+        return self._deliver(outcome)
+
+    def _deliver(self, outcome: object) -> bool:
+        """Send a request's outcome (parts, an awaitable of parts, a WaitingFetch); True if
+        it is still on its way (this connection reads on once it has gone)."""
+        server = self.server
         assert self.transport is not None
         if isinstance(outcome, WaitingFetch):
             # Only a waiting fetch is given up when its client goes: a produce whose sets

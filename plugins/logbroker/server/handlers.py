@@ -53,10 +53,12 @@ from ..protocol.errors import (
     NotLeaderForPartitionError,
     StorageError,
     UnknownError,
+    WrongMessageFormatError,
     WrongPartitionError,
     error_code,
     error_for_code,
 )
+from ..protocol.message_formats import FORMAT_07
 from ..protocol.message_set import (
     PRODUCE_MAX_NESTING,
     Buffer,
@@ -103,10 +105,10 @@ from ..protocol.responses import (
 from ..protocol.topics import is_legal_topic, validate_topic
 from ..replication.replicas import Replica, ReplicaManager
 from ..storage.log import Log
-from ..storage.log_manager import LogManager
+from ..storage.log_manager import LogManager, PartitionLog
 from ..storage.segment import FileRegion, empty_region
 from .log_limiter import RateLimitedLog
-from .metrics import BrokerMetrics
+from .metrics import BrokerMetrics, error_kind
 from .waiters import AppendWaiters, WaitingFetch
 
 log = logging.getLogger(__name__)
@@ -200,10 +202,10 @@ class RequestHandlers:
             except StorageError as exc:
                 self.metrics.error("storage", target.topic)
                 failed.append(exc)
-                self._appended(target)  # a roll may have kept some
+                self.appended(target)  # a roll may have kept some
                 continue
             # A waiting fetch is answered first: counting is not on its way.
-            self._appended(target)
+            self.appended(target)
             self.metrics.produced(target.topic, messages, nbytes)
         if failed:
             more = f" (and {len(failed) - 1} more logs)" if len(failed) > 1 else ""
@@ -242,7 +244,13 @@ class RequestHandlers:
         producer's "any": one it leads); else the refusal that says who does."""
         if self.replicas is None:
             raise LeaderNotAvailableError(f"{topic} is replicated and replication is not running")
-        return self.replicas.leader(topic, partition)
+        replica = self.replicas.leader(topic, partition)
+        if replica.log.message_format is not FORMAT_07:
+            raise WrongMessageFormatError(
+                f"{topic} is a {replica.log.message_format.name}-format topic: the Kafka 0.8 "
+                "listener (port.08) serves it, not the 0.7 port"
+            )
+        return replica
 
     @staticmethod
     def _checked(req: ProduceRequest, partition: int, check: Validation) -> Validation:
@@ -444,7 +452,7 @@ class RequestHandlers:
         if self.replicas is not None:
             self.replicas.check_pause()  # a leader paused for long holds back its logs
         results: list[ProduceResult] = []
-        touched: dict[int, Log] = {}
+        touched: dict[int, PartitionLog] = {}
         in_sync: list[tuple[int, Replica, int]] = []  # acks=-1: (result, replica, its end)
         for p, (partition, check) in zip(req.produces, checks, strict=True):
             try:
@@ -456,14 +464,14 @@ class RequestHandlers:
                     self.replicas.check_enough_replicas(replica)  # type: ignore[union-attr]
                 offset, next_offset = target.append(p.messages, check)
                 self.metrics.produced(p.topic, check.messages, check.valid_bytes)
-                self._appended(target)
+                self.appended(target)
                 part_log = target.log if isinstance(target, Replica) else target
                 touched[id(part_log)] = part_log
                 if req.all_in_sync and replica is not None and next_offset > replica.high_watermark:
                     in_sync.append((len(results), replica, next_offset))
                 results.append(ProduceResult(p.topic, partition, 0, offset, next_offset))
             except LogbrokerError as exc:
-                self.metrics.error(_error_kind(exc), p.topic if is_legal_topic(p.topic) else None)
+                self.metrics.error(error_kind(exc), p.topic if is_legal_topic(p.topic) else None)
                 self.warnings.warning(
                     "produce_ack_refused", "acked produce from %s refused: %s", client, exc
                 )
@@ -475,7 +483,7 @@ class RequestHandlers:
             return response
         return self._after_fsync(list(touched.values()), response)
 
-    async def _after_fsync(self, logs: list[Log], response: Response) -> Response:
+    async def _after_fsync(self, logs: list[PartitionLog], response: Response) -> Response:
         for part_log in logs:
             await self._run_blocking(part_log.flush)
         return response
@@ -485,7 +493,7 @@ class RequestHandlers:
         req: AckedProduceRequest,
         results: list[ProduceResult],
         in_sync: list[tuple[int, Replica, int]],
-        logs: list[Log],
+        logs: list[PartitionLog],
     ) -> Response:
         """acks=-1: the answer once every in-sync replica has the sets (or why not)."""
         assert self.replicas is not None
@@ -496,7 +504,7 @@ class RequestHandlers:
             if code:
                 failed = results[index]
                 results[index] = failed._replace(error=code)
-                self.metrics.error(_error_kind(error_for_code(code)), replica.topic)
+                self.metrics.error(error_kind(error_for_code(code)), replica.topic)
         if req.fsync:
             for part_log in logs:
                 await self._run_blocking(part_log.flush)
@@ -504,7 +512,7 @@ class RequestHandlers:
 
     # -- replication ------------------------------------------------------------------
 
-    def _appended(self, target: Target) -> None:
+    def appended(self, target: Target) -> None:
         """Wake who waits for an append: a 0.7 log's consumers; a replicated log's followers,
         and its consumers only when the high watermark moved (with no follower in the ISR,
         it moves now: the replica manager's hook, `_high_watermark_moved`)."""
@@ -527,7 +535,7 @@ class RequestHandlers:
                 raise self._replica_refusal(fetch.topic, fetch.partition)
             answer = self.replicas.follower_fetch(req.replica_id, fetch)
         except LogbrokerError as exc:
-            self.metrics.error(_error_kind(exc), fetch.topic)
+            self.metrics.error(error_kind(exc), fetch.topic)
             return ReplicaSet(
                 fetch.topic, fetch.partition, error_code(exc), -1, -1, (), 0, empty_region(0)
             )
@@ -606,7 +614,7 @@ class RequestHandlers:
                 else:
                     region = empty_region(req.offset)
         except LogbrokerError as exc:
-            self.metrics.error(_error_kind(exc), req.topic if is_legal_topic(req.topic) else None)
+            self.metrics.error(error_kind(exc), req.topic if is_legal_topic(req.topic) else None)
             code = error_code(exc)
             if not extension and (isinstance(exc, InvalidTopicError) or code > MAX_07_CODE):
                 code = UnknownError.code  # 0.7 answered an illegal name with Unknown
@@ -700,7 +708,7 @@ class RequestHandlers:
                 )
             self.logs.create_topic(req.topic, req.partitions)
         except LogbrokerError as exc:
-            self.metrics.error(_error_kind(exc))
+            self.metrics.error(error_kind(exc))
             self.warnings.warning(
                 "create_topic_refused", "create topic from %s refused: %s", client, exc
             )
@@ -747,12 +755,6 @@ class RequestHandlers:
                         )
             answer.append(TopicMetadata(topic, 0, tuple(partitions)))
         return [encode_metadata_response(self.config.brokerid, answer)]
-
-
-def _error_kind(exc: BaseException) -> str:
-    """snake_case name of an error, for metrics: WrongPartitionError -> wrong_partition."""
-    name = type(exc).__name__.removesuffix("Error")
-    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
 
 
 async def _in_thread(fn: Callable[[], None]) -> None:

@@ -97,6 +97,12 @@ _BUILTIN = {
 }
 
 
+def error_kind(exc: BaseException) -> str:
+    """snake_case name of an error, for metrics: WrongPartitionError -> wrong_partition."""
+    name = type(exc).__name__.removesuffix("Error")
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
 class BrokerMetrics:
     """The counters of one broker. Cheap to call from the hot path; see the module docstring."""
 

@@ -6,6 +6,8 @@ chroot is created if missing, kazoo does not create it), makes sure the persiste
 
     /brokers/ids/<id>               ephemeral  "creatorId:host:port", creatorId = "<host>-<ms>"
     /brokers/topics/<topic>/<id>    ephemeral  partition count, decimal; one per topic it has
+    /replication/endpoints/<id>     ephemeral  its other listeners (the 0.8 port), when it has
+                                               any (coordination/replication_state.py)
 
 (see `logbroker.coordination.paths`). A broker id whose node already exists in another session
 makes `start()` fail with BrokerIdTakenError, naming the other broker's host:port: another broker
@@ -60,6 +62,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
 
 from ..coordination import paths
+from ..coordination import replication_state as zk
 from ..coordination.errors import ZooKeeperUnavailableError
 from ..protocol.errors import LogbrokerError, describe_exception
 
@@ -129,7 +132,10 @@ class BrokerRegistration:
         connection_timeout_ms: int = 6000,
         topics: Callable[[], Mapping[str, int]] = dict,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        endpoints: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
+        """`endpoints`: the broker's listeners besides the 0.7 port ({"KAFKA08": (host,
+        port)}), written to /replication/endpoints/<id> with every registration."""
         self.zk_connect = zk_connect.strip()
         self._hosts, self.chroot = paths.split_connect_string(self.zk_connect)
         self.broker_id = broker_id
@@ -144,6 +150,8 @@ class BrokerRegistration:
         self._op_timeout_s = max(session_timeout_ms, connection_timeout_ms) / 1000
         self._topics_source = topics
         self._clock_ms = clock_ms
+        self.endpoints = dict(endpoints or {})
+        self.endpoints_path = zk.endpoints_path(broker_id)
 
         self._lock = threading.Lock()
         self._state = "new"  # -> "starting" -> "started" -> "stopped"
@@ -371,6 +379,8 @@ class BrokerRegistration:
     def _register_all(self, client: KazooClient, retry: KazooRetry, *, again: bool) -> None:
         value, session = retry(self._create_broker_node, client)
         self._registered_session = session
+        if self.endpoints:
+            retry(self._write_endpoints, client, session)
         with self._lock:
             topics = dict(self._topics)
             self._unregistered.clear()
@@ -422,6 +432,26 @@ class BrokerRegistration:
         with self._lock:
             self._unregistered.pop(topic, None)
         return done
+
+    def _write_endpoints(self, client: KazooClient, session: int) -> None:
+        """Create `/replication/endpoints/<id>`, replacing one another session left."""
+        value = zk.encode_endpoints(self.endpoints)
+        self._call(client.ensure_path_async, zk.ENDPOINTS)
+        try:
+            self._call(client.create_async, self.endpoints_path, value, ephemeral=True)
+            return
+        except NodeExistsError:
+            pass
+        try:
+            data, stat = self._call(client.get_async, self.endpoints_path)
+        except NoNodeError:
+            raise ForceRetryError() from None
+        if stat.ephemeralOwner != session:  # an earlier session's, expiring: ours now
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self._call(client.delete_async, self.endpoints_path, version=stat.version)
+            raise ForceRetryError()
+        if data != value:
+            self._call(client.set_async, self.endpoints_path, value, version=stat.version)
 
     def _create_broker_node(self, client: KazooClient) -> tuple[str, int]:
         """Create `/brokers/ids/<id>`; return its value and owning session (ours)."""
@@ -607,6 +637,8 @@ class BrokerRegistration:
         with self._lock:
             topics = sorted(self._topics)
         node_paths = [paths.broker_topic_broker_path(t, self.broker_id) for t in topics]
+        if self.endpoints:
+            node_paths.append(self.endpoints_path)
         node_paths.append(self.path)
         gets = [(path, client.exists_async(path)) for path in node_paths]
         deletes = []

@@ -1,5 +1,8 @@
 """The listening socket, the set of connections, and the timeouts that guard them.
 
+A broker has one per listener: the 0.7 port (`port`, ClientConnection) and, when
+`port.08` is set, the Kafka 0.8 listener (Kafka08Connection). One event loop serves them all.
+
 One asyncio event loop serves every connection (the handlers only append to page cache and
 hand file regions to sendfile, so they do not block). A sweeper closes connections that
 trickle a request for longer than `request.timeout.ms` or stay idle longer than
@@ -14,6 +17,7 @@ import logging
 import os
 import resource
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from ..config import BrokerConfig
@@ -52,8 +56,15 @@ class SocketServer:
         metrics: BrokerMetrics,
         loop: asyncio.AbstractEventLoop,
         warnings: RateLimitedLog | None = None,
+        *,
+        port: int | None = None,
+        connection: Callable[[SocketServer], ClientConnection] = ClientConnection,
     ) -> None:
+        """`port`: the listener's (config.port by default); `connection`: what serves each
+        accepted connection (its protocol's framing)."""
         self.config = config
+        self.port = config.port if port is None else port
+        self._connection = connection
         # What clients can make the broker log (closed connections, refused requests).
         self.warnings = warnings or RateLimitedLog(
             logging.getLogger("logbroker.server.connection"),
@@ -74,9 +85,9 @@ class SocketServer:
     async def start(self) -> tuple[str, int]:
         self.loop.set_exception_handler(self._loop_error)
         self._server = await self.loop.create_server(
-            lambda: ClientConnection(self),
+            lambda: self._connection(self),
             host=self.config.hostname,
-            port=self.config.port,
+            port=self.port,
             reuse_address=True,
             backlog=1024,
         )

@@ -23,7 +23,10 @@ replication package writes into it before it opens the log (`replica_marker`, it
 the broker names it): this module only looks for the name. Replica logs are kept apart from
 0.7 topics' logs: `lookup`, `get_log`, `get_or_create_log` and `topics()` are 0.7's (a produce
 never creates a replica), `replica_log`, `open_replica` and `replicated_topics()` the
-replicas'; flushing, retention and shutdown cover both.
+replicas'; flushing, retention and shutdown cover both. A replica's log is in its topic's
+message format (docs/protocol.md, "Message formats"): 0.7's `Log` (`*.kafka` segments, byte
+offsets) or 0.8's `LogicalLog` (`*.log` and `*.index`, logical offsets); at start the files
+say which, and `open_replica` is told.
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ from ..config import BrokerConfig
 from ..protocol.errors import WrongPartitionError
 from ..protocol.topics import parse_partition_dir_name, partition_dir_name, validate_topic
 from .log import Clock, Log, LogConfig
+from .logical_log import LogicalLog
 from .open_files import OpenFiles
 from .segment import LogSegment
+
+PartitionLog = Log | LogicalLog  # a replica's, in its topic's format
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +98,13 @@ class LogManager:
         )
         self.files = OpenFiles(open_files_capacity(config.max_open_segment_files))
         self._logs: dict[tuple[str, int], Log] = {}  # 0.7 topics' partitions
-        self._replicas: dict[tuple[str, int], Log] = {}  # replicas' logs
+        self._replicas: dict[tuple[str, int], PartitionLog] = {}  # replicas' logs
         self._create_lock = threading.Lock()
-        self._flush_wanted: set[Log] = set()
+        self._flush_wanted: set[PartitionLog] = set()
         self._wake = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.recovered: list[Log] = []
+        self.recovered: list[PartitionLog] = []
         self.skipped: dict[str, str] = {}  # directory in log.dir that is not a log -> why
         self._load()
 
@@ -121,7 +127,12 @@ class LogManager:
                 continue
             replica = self.replica_marker is not None and (path / self.replica_marker).exists()
             part_log = self._open_log(
-                topic, partition, recover=not clean, checked_ns=marked_ns, replica=replica
+                topic,
+                partition,
+                recover=not clean,
+                checked_ns=marked_ns,
+                replica=replica,
+                message_format="0.8" if replica and any(path.glob("*.log")) else "0.7",
             )
             if part_log.recovery is not None and part_log.recovery.truncated:
                 self.recovered.append(part_log)
@@ -154,9 +165,11 @@ class LogManager:
         recover: bool,
         checked_ns: int | None = None,
         replica: bool = False,
-    ) -> Log:
+        message_format: str = "0.7",
+    ) -> PartitionLog:
         """`recover`: check every segment; `checked_ns`: those modified after then."""
-        part_log = Log(
+        kind = LogicalLog if message_format == "0.8" else Log
+        part_log = kind(
             self.log_dir / partition_dir_name(topic, partition),
             topic,
             partition,
@@ -167,7 +180,11 @@ class LogManager:
             request_flush=self._want_flush,
             files=self.files,
         )
-        (self._replicas if replica else self._logs)[(topic, partition)] = part_log
+        if replica:
+            self._replicas[(topic, partition)] = part_log
+        else:
+            assert isinstance(part_log, Log)
+            self._logs[(topic, partition)] = part_log
         return part_log
 
     def start_background(self) -> None:
@@ -192,7 +209,7 @@ class LogManager:
 
     # -- finding and creating logs ----------------------------------------------------
 
-    def logs(self) -> list[Log]:
+    def logs(self) -> list[PartitionLog]:
         """Every log here: 0.7 topics' partitions and replicas."""
         return [*self._logs.values(), *self._replicas.values()]
 
@@ -208,13 +225,14 @@ class LogManager:
         validate_topic(topic)
         return self.log_dir / partition_dir_name(topic, partition)
 
-    def replica_log(self, topic: str, partition: int) -> Log | None:
+    def replica_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._replicas.get((topic, partition))
 
-    def open_replica(self, topic: str, partition: int) -> Log:
-        """The log of this broker's replica of `topic`'s `partition`, opened if it is not. Its
-        directory must hold the replica marker already (the replication package writes it
-        first); a 0.7 topic's partition of that name is refused."""
+    def open_replica(self, topic: str, partition: int, message_format: str = "0.7") -> PartitionLog:
+        """The log of this broker's replica of `topic`'s `partition`, in `message_format`,
+        opened if it is not. Its directory must hold the replica marker already (the
+        replication package writes it first); a 0.7 topic's partition of that name, or a
+        replica in the other format that holds data, is refused."""
         directory = self.partition_dir(topic, partition)
         if self.replica_marker is None or not (directory / self.replica_marker).exists():
             raise WrongPartitionError(f"{directory} is not marked as a replica's")
@@ -224,9 +242,21 @@ class LogManager:
                     f"{topic}-{partition} is a 0.7 topic's partition here, not a replica"
                 )
             found = self._replicas.get((topic, partition))
-            if found is not None:
+            if found is not None and found.message_format.name == message_format:
                 return found
-            part_log = self._open_log(topic, partition, recover=False, replica=True)
+            if found is not None:  # opened at start from its files: in the other format
+                if found.end_offset or found.size_in_bytes:
+                    raise WrongPartitionError(
+                        f"{directory} holds {found.message_format.name}-format data, but "
+                        f"{topic} is a {message_format}-format topic"
+                    )
+                found.close()  # empty (made, then stopped before its first segment)
+                for stray in directory.iterdir():
+                    if stray.suffix in (".kafka", ".log", ".index"):
+                        stray.unlink()
+            part_log = self._open_log(
+                topic, partition, recover=False, replica=True, message_format=message_format
+            )
         log.info("opened replica %s", part_log.name)
         return part_log
 
@@ -270,6 +300,7 @@ class LogManager:
                 return found
             new_topic = not any(t == topic for t, _ in self._logs)
             part_log = self._open_log(topic, partition, recover=False)
+            assert isinstance(part_log, Log)  # a 0.7 topic's
             log.info("created log %s", part_log.name)
         if new_topic and self.on_new_topic is not None:
             self.on_new_topic(topic, self.partition_count(topic))
@@ -298,7 +329,7 @@ class LogManager:
 
     # -- flushing ---------------------------------------------------------------------
 
-    def _want_flush(self, part_log: Log) -> None:
+    def _want_flush(self, part_log: PartitionLog) -> None:
         if part_log in self._flush_wanted:
             # Asked already and not taken yet (the flusher takes it under the lock, then
             # flushes): that flush covers this append too. While an fsync runs, every
@@ -308,7 +339,7 @@ class LogManager:
             self._flush_wanted.add(part_log)
             self._wake.notify()
 
-    def flush_due(self, now: int | None = None) -> list[Log]:
+    def flush_due(self, now: int | None = None) -> list[PartitionLog]:
         """Flush logs asked for by message count, and those unflushed for too long."""
         now = self.clock() if now is None else now
         with self._wake:
@@ -320,7 +351,7 @@ class LogManager:
                 and now - part_log.last_flush_ms >= self.log_config.flush_interval_ms
             ):
                 due.add(part_log)
-        failed: list[tuple[Log, OSError]] = []
+        failed: list[tuple[PartitionLog, OSError]] = []
         for part_log in due:
             try:
                 part_log.flush()
@@ -364,7 +395,7 @@ class LogManager:
             log.info("retention deleted %s (%d bytes)", segment.path, segment.size)
         return deleted
 
-    def _cleanup_by_size(self, part_log: Log) -> list[LogSegment]:
+    def _cleanup_by_size(self, part_log: PartitionLog) -> list[LogSegment]:
         limit = self.config.log_retention_size
         if limit < 0:
             return []
@@ -377,7 +408,7 @@ class LogManager:
             excess -= segment.size
             return True
 
-        return part_log.delete_segments_while(over)
+        return list(part_log.delete_segments_while(over))
 
     def _cleaner(self) -> None:
         interval = self.config.log_cleanup_interval_mins * 60
