@@ -41,13 +41,13 @@ import numpy as np
 import pyarrow as pa
 import suite
 
+from pipeline_warehouse.filesystem import as_uri
+from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour
+from pipeline_warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES
+from pipeline_warehouse.loads import scan_topic, warehouse_topics
 from spark_apps.audit.reconcile import summarize
 from spark_apps.audit.run import AuditOptions, run_audit
-from spark_apps.warehouse.filesystem import as_uri
-from spark_apps.warehouse.hadoop import HadoopFS
-from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour
-from spark_apps.warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES
-from spark_apps.warehouse.loads import scan_topic, warehouse_topics
+from spark_apps.hadoop_fs import HadoopFS
 
 # the audit tests' warehouse writer: the §3.6 layout without a broker or a load
 _synthetic = suite.load("tests/support/synthetic_warehouse.py")

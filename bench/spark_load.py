@@ -61,13 +61,14 @@ import psutil
 import suite
 
 from logbroker.stack.zookeeper import ZooKeeperServer
+from pipeline_warehouse.checkpoint import Warehouse
+from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load.event_names import NameKeys
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.session import build_session
 from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range
 from spark_apps.source.reads import ClusterReads
-from spark_apps.warehouse.checkpoint import Warehouse
 
 # the Spark tests' two-broker analysis cluster and their event schema
 _helpers = suite.load("tests/spark/helpers.py")
@@ -387,7 +388,7 @@ def run_size(
         "read_side": [],
     }
     for rep in range(reps):
-        wh = Warehouse.open(str(work / f"wh-{n}-{rep}"), spark=spark)  # a first load each time
+        wh = open_warehouse(str(work / f"wh-{n}-{rep}"), spark)  # a first load each time
         secs, peak, report, cpu = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
         assert report.checkpoint.rows == n, report.summary()
         runs["logbroker_load"].append(
@@ -403,7 +404,7 @@ def run_size(
         runs["read_side"].append(
             {"seconds": side["seconds"], "peak": 0, "peaks": {}, "cpu": {}, "phases": side}
         )
-        wh = Warehouse.open(str(work / f"wh-spark-{n}-{rep}"), spark=spark)
+        wh = open_warehouse(str(work / f"wh-spark-{n}-{rep}"), spark)
         secs, peak, report, cpu = timed(
             lambda wh=wh: load_hour(spark, wh, spark_writer, topic, hour)
         )
@@ -507,7 +508,7 @@ def hour_of_topics(
     )
     each = []
     for rep in range(reps):
-        wh = Warehouse.open(str(work / f"wh-hour-{topics}-{rep}"), spark=spark)
+        wh = open_warehouse(str(work / f"wh-hour-{topics}-{rep}"), spark)
         started = time.perf_counter()
         for name in names:
             load_hour(spark, wh, settings, name, "2026-11-22T10")

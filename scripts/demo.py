@@ -133,8 +133,8 @@ def hour_rows(stack: PipelineStack, hours: list[datetime]) -> list[HourRow]:
     """What the warehouse's files say of each hour and topic (states, checkpoints, audit)."""
     import pyarrow.parquet as pq
 
-    from spark_apps.warehouse.filesystem import FsspecFS
-    from spark_apps.warehouse.hour_states import hour_states
+    from pipeline_warehouse.filesystem import FsspecFS
+    from pipeline_warehouse.hour_states import hour_states
 
     wh = stack.warehouse_uri
     states = {

@@ -1,15 +1,18 @@
 """The archive of our Python packages that spark-submit ships to executors (`--py-files`).
 
 Spark pickles the data source's classes and the load's task functions by reference, so every
-Python worker must import `spark_apps` and `logbroker`. Where the project is installed (this
-machine, an image built from the Dockerfile) they already can; executors on other hosts get
-them from this archive, which spark-submit puts on their PYTHONPATH:
+Python worker must import `spark_apps`, `pipeline_warehouse` and `logbroker`. Where the
+project is installed (this machine, an image built from the Dockerfile) they already can;
+executors on other hosts get them from this archive, which spark-submit puts on their
+PYTHONPATH:
 
     <cache>/pyfiles-<sha256 of the sources, 16 hex>.zip
-        logbroker/...       the library (plugins/logbroker), with its compiled module for
-                            this Python (protocol/_native*.so, which logbroker.protocol.native
-                            copies out of the archive to load: the same walks as here)
-        spark_apps/...      the Spark applications
+        logbroker/...           the library (plugins/logbroker), with its compiled module for
+                                this Python (protocol/_native*.so, which
+                                logbroker.protocol.native copies out of the archive to load:
+                                the same walks as here)
+        pipeline_warehouse/...  the warehouse's files (plugins/pipeline_warehouse)
+        spark_apps/...          the Spark applications
 
 The name is a digest of the files' paths and bytes, so an unchanged tree reuses the same
 archive (same path and mtime: numba's cache of the compiled readers, keyed by the archive's
@@ -26,17 +29,19 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("logbroker", "spark_apps")
+PACKAGES = ("logbroker", "pipeline_warehouse", "spark_apps")
 FIXED_TIME = (2026, 1, 1, 0, 0, 0)
 
 
 def package_dirs() -> dict[str, Path]:
     """Where the packages of the archive are imported from here."""
     import logbroker
+    import pipeline_warehouse
     import spark_apps
 
     return {
         "logbroker": Path(logbroker.__file__).resolve().parent,
+        "pipeline_warehouse": Path(pipeline_warehouse.__file__).resolve().parent,
         "spark_apps": Path(spark_apps.__file__).resolve().parent,
     }
 

@@ -72,6 +72,7 @@ EXTERNAL = {
 # Our packages as a dotted name starts (pyproject.toml's [tool.setuptools.packages.find]).
 PACKAGES = {
     "logbroker": "plugins/logbroker",
+    "pipeline_warehouse": "plugins/pipeline_warehouse",
     "hooks": "plugins/hooks",
     "pipeline_ui": "plugins/pipeline_ui",
     "spark_apps": "spark_apps",

@@ -1,13 +1,15 @@
 """Imports point down the layers of docs/design.md §2, checked from the source files: between
 the project's packages, and between the library's own packages (LIBRARY).
 
-    logbroker (the library)   <- spark_apps.warehouse <- spark_apps.source <- spark_apps.load
-                                                      <- spark_apps.audit  <- spark_apps.jobs
-    logbroker, spark_apps.warehouse <- hooks <- pipeline_ui <- dags
+    logbroker (the library)  <- pipeline_warehouse <- spark_apps.hadoop_fs <- spark_apps.load
+                             <- spark_apps.source                          <- spark_apps.audit
+                                                        spark_apps.jobs  -> load, audit
+    logbroker, pipeline_warehouse <- hooks <- pipeline_ui <- dags
     logbroker (its stacks included)  <- harness (the tests' tools, in the checkout only)
 
 The library imports neither Airflow nor Spark; the warehouse package (read by the Airflow
-pages and hooks) imports no Spark at module level; no module imports a layer above its own.
+pages and hooks) imports no Spark at module level: Spark's Hadoop filesystem plugs into it
+from spark_apps.hadoop_fs; no module imports a layer above its own.
 """
 
 from __future__ import annotations
@@ -23,36 +25,40 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED: dict[str, tuple[str, ...]] = {
     "logbroker": ("logbroker",),
     "spark_apps": (),
-    "spark_apps.warehouse": ("logbroker", "spark_apps.warehouse"),
+    "pipeline_warehouse": ("logbroker", "pipeline_warehouse"),
     "spark_apps.source": ("logbroker", "spark_apps.source"),
+    "spark_apps.hadoop_fs": ("pipeline_warehouse", "spark_apps.hadoop_fs"),
     "spark_apps.load": (
         "logbroker",
-        "spark_apps.warehouse",
+        "pipeline_warehouse",
+        "spark_apps.hadoop_fs",
         "spark_apps.source",
         "spark_apps.session",
         "spark_apps.load",
     ),
     "spark_apps.audit": (
         "logbroker",
-        "spark_apps.warehouse",
+        "pipeline_warehouse",
+        "spark_apps.hadoop_fs",
         "spark_apps.session",
         "spark_apps.audit",
     ),
     "spark_apps.session": ("spark_apps.source",),
-    "spark_apps.pyfiles": ("logbroker", "spark_apps"),  # it archives both: imports their roots
+    # it archives the three: imports their roots
+    "spark_apps.pyfiles": ("logbroker", "pipeline_warehouse", "spark_apps"),
     "spark_apps.jobs": ("spark_apps.load", "spark_apps.audit"),
-    "hooks": ("logbroker", "spark_apps.warehouse", "spark_apps.pyfiles", "hooks"),
-    "pipeline_ui": ("logbroker", "spark_apps.warehouse", "hooks", "pipeline_ui"),
-    "dags": ("logbroker", "spark_apps.warehouse", "hooks"),
+    "hooks": ("logbroker", "pipeline_warehouse", "spark_apps.pyfiles", "hooks"),
+    "pipeline_ui": ("logbroker", "pipeline_warehouse", "hooks", "pipeline_ui"),
+    "dags": ("logbroker", "pipeline_warehouse", "hooks"),
     # the tests' tools (not installed): on the library and its stacks, never the other way
     "harness": ("logbroker", "harness"),
 }
-FIRST_PARTY = ("logbroker", "spark_apps", "hooks", "pipeline_ui", "harness")
+FIRST_PARTY = ("logbroker", "pipeline_warehouse", "spark_apps", "hooks", "pipeline_ui", "harness")
 # Third-party packages a layer must not import at module level (lazily, inside a function,
 # is how the warehouse package reaches Spark when a caller hands it a session).
 FORBIDDEN_AT_TOP = {
     "logbroker": ("airflow", "pyspark", "great_expectations", "pandas"),
-    "spark_apps.warehouse": ("airflow", "pyspark", "great_expectations"),
+    "pipeline_warehouse": ("airflow", "pyspark", "great_expectations"),
     "spark_apps.source": ("airflow", "great_expectations"),
     "spark_apps.load": ("airflow", "great_expectations"),
     "spark_apps.audit": ("airflow",),
@@ -62,7 +68,7 @@ FORBIDDEN_AT_TOP = {
 def _modules() -> list[tuple[str, Path]]:
     found = []
     for base, prefix in ((ROOT / "plugins", ""), (ROOT, "")):
-        for package in ("logbroker", "hooks", "pipeline_ui", "spark_apps"):
+        for package in ("logbroker", "pipeline_warehouse", "hooks", "pipeline_ui", "spark_apps"):
             folder = base / package
             if not folder.is_dir():
                 continue

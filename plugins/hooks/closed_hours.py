@@ -4,7 +4,7 @@
         {"topic": ..., "load_hour": ..., "fingerprint": "<hex>", "announced_at": "...Z"}
 
 An hour of a topic is announced (an asset event on `logbroker-complete/<topic>`) when its state
-is `closed` in the one model of hour states (spark_apps.warehouse.hour_states: audited
+is `closed` in the one model of hour states (pipeline_warehouse.hour_states: audited
 complete, lateness grace passed, nothing reopened it; the Pipeline page and the audit's report
 show the same) and what closed differs from what was announced last: the fingerprint covers
 the hour's checkpoint (`committed_at`, `rows_sha256`) and its audit windows' counts, so a
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.hour_view import HourCell, WarehouseView
-from spark_apps.warehouse.hours import format_second
+from pipeline_warehouse import layout
+from pipeline_warehouse.hour_view import HourCell, WarehouseView
+from pipeline_warehouse.hours import format_second
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def committed_by_schedule(
     earlier try of this run that committed and was stopped before it could report (`make
     down`, a lost worker), or from a backfill that came first. Backfills (and manual runs)
     load whatever is committed, from its stored offsets: that is what they are for."""
-    from spark_apps.warehouse.checkpoint import Warehouse
+    from pipeline_warehouse.checkpoint import Warehouse
 
     run = context.get("dag_run")
     if getattr(run, "run_type", None) != "scheduled":  # DagRunType is a str enum
@@ -172,7 +172,7 @@ class HourlyLoadOperator(SparkAppOperator):
         parquet_writer: str = "auto",
         **kwargs: Any,
     ) -> None:
-        from spark_apps.warehouse.filesystem import python_uri
+        from pipeline_warehouse.filesystem import python_uri
 
         from .pipeline import REPO_ROOT
 
@@ -203,7 +203,7 @@ class HourlyLoadOperator(SparkAppOperator):
         ]  # fmt: skip
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
-        from spark_apps.warehouse.topics import check_topics
+        from pipeline_warehouse.topics import check_topics
 
         topics = check_topics(self.topics)
         if not topics:

@@ -5,11 +5,11 @@ another), read when a DAG file is parsed: it is small and has no imports, so par
 cheap. Clusters and Spark are named by Airflow connection ids, so credentials and hosts live
 where Airflow users keep them. The demo and `make up` write their own file.
 
-Every topic is checked as the load and the audit check it (spark_apps.warehouse.topics) when
+Every topic is checked as the load and the audit check it (pipeline_warehouse.topics) when
 the file is read: a bad name fails the DAG file's import with one line naming the file.
 `warehouse` is the URI Spark writes (any Hadoop filesystem); `warehouse_reader` (optional)
 the URI the Airflow pages and hooks read the same files at, with fsspec: by default the same,
-with `hdfs://` read through WebHDFS (spark_apps.warehouse.filesystem.python_uri).
+with `hdfs://` read through WebHDFS (pipeline_warehouse.filesystem.python_uri).
 `topics_per_load` (optional, default 30): how many topics one load task loads, one after the
 other in one Spark application (one JVM); an hour's topics are split into that many or fewer
 a task, in batches of even size (docs/airflow.md, "Many topics").
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from logbroker.protocol.topics import AUDIT_TOPIC
-from spark_apps.warehouse.filesystem import as_uri, python_uri
-from spark_apps.warehouse.topics import check_topics
+from pipeline_warehouse.filesystem import as_uri, python_uri
+from pipeline_warehouse.topics import check_topics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # A JVM, a Spark session and an executor's first job cost far more than one topic's load

@@ -17,7 +17,7 @@ This thin subclass adds what our apps need and what the pipeline relies on:
                      `spark.pyspark.driver.python`: Spark would otherwise run the `python3` on
                      PATH, which may lack pyarrow and our code); on local masters the driver
                      binds 127.0.0.1 only and has no UI
-    --py-files       the archive of `logbroker` and `spark_apps` (spark_apps.pyfiles), for
+    --py-files       the archive of our packages (spark_apps.pyfiles), for
                      executors on hosts where the project is not installed; in cluster deploy
                      mode only when LOGBROKER_PYFILES_DIR (where the archive is built) is a
                      directory the workers see too, since the driver starts on a worker. Not
@@ -140,7 +140,7 @@ class SparkAppOperator(SparkSubmitOperator):
         elif not self.py_files:  # cluster mode: the driver reads --py-files on a worker's disk
             self.log.info(
                 "cluster deploy mode: no --py-files (set LOGBROKER_PYFILES_DIR to a directory "
-                "the Spark workers see to ship the archive of logbroker and spark_apps)"
+                "the Spark workers see to ship the archive of our packages)"
             )
         if settings["master"].startswith("local"):
             # The JVM's other sockets (block manager) bind to loopback too.

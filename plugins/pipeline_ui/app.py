@@ -26,9 +26,9 @@ from fastapi.templating import Jinja2Templates
 
 from hooks.pipeline import Pipeline, load_pipeline
 from logbroker.coordination.replication_state import REPLICATED
-from spark_apps.warehouse.filesystem import FsspecFS, join
-from spark_apps.warehouse.hour_view import WarehouseView
-from spark_apps.warehouse.hours import parse_hour, recent_hours
+from pipeline_warehouse.filesystem import FsspecFS, join
+from pipeline_warehouse.hour_view import WarehouseView
+from pipeline_warehouse.hours import parse_hour, recent_hours
 
 from .cluster_view import read_clusters
 

@@ -14,14 +14,14 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from spark_apps.warehouse.hours import (
+from pipeline_warehouse.hours import (
     argparse_type,
     format_hour,
     parse_duration_ms,
     parse_hour_range,
     parse_instant,
 )
-from spark_apps.warehouse.layout import AUDIT_TOPIC, STATUSES
+from pipeline_warehouse.layout import AUDIT_TOPIC, STATUSES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -179,7 +179,7 @@ def parser() -> argparse.ArgumentParser:
 def _topic_list(text: str) -> list[str]:
     """Checked before anything is read: a name that is not a topic's (`..`, `a/b`, `_x`) never
     becomes a path in the warehouse; `_audit` is the producers' counts, not audited itself."""
-    from spark_apps.warehouse.topics import PipelineTopicError, parse_topic_list
+    from pipeline_warehouse.topics import PipelineTopicError, parse_topic_list
 
     try:
         topics = parse_topic_list(text)
@@ -287,10 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         wanted = _fail_on(args.fail_on)
     except argparse.ArgumentTypeError as err:
         p.error(str(err))
+    from pipeline_warehouse.filesystem import as_uri
+    from pipeline_warehouse.layout import default_reports
     from spark_apps.audit.outcome import AuditOptions, NothingToAuditError
     from spark_apps.audit.run import run_audit
-    from spark_apps.warehouse.filesystem import as_uri
-    from spark_apps.warehouse.layout import default_reports
 
     warehouse = as_uri(args.warehouse)
     now = args.now or datetime.now(UTC)
@@ -360,11 +360,11 @@ def reopened_hours(
     """Hours of the 7 days before `first` whose files say an audit would change them."""
     from datetime import timedelta
 
-    from spark_apps.warehouse.hadoop import HadoopFS
-    from spark_apps.warehouse.hour_states import hour_states
-    from spark_apps.warehouse.hours import hours_between
-    from spark_apps.warehouse.layout import is_event_topic
-    from spark_apps.warehouse.loads import warehouse_topics
+    from pipeline_warehouse.hour_states import hour_states
+    from pipeline_warehouse.hours import hours_between
+    from pipeline_warehouse.layout import is_event_topic
+    from pipeline_warehouse.loads import warehouse_topics
+    from spark_apps.hadoop_fs import HadoopFS
 
     fs = HadoopFS(spark)
     names = topics or [t for t in warehouse_topics(fs, warehouse) if is_event_topic(t)]

@@ -23,7 +23,7 @@ silently dropped:
 - a window that cannot have been counted yet or ever: starting before the epoch, or after the
   end of its load's hour (or after the audit's clock) plus the skew allowed (`--max-skew`);
 - a tier that is not one the audit knows (`producer`, `mirror`);
-- a topic name the pipeline refuses (spark_apps.warehouse.topics: `..`, `a/b`, `_checkpoints`,
+- a topic name the pipeline refuses (pipeline_warehouse.topics: `..`, `a/b`, `_checkpoints`,
   ...), or `_audit` itself (its events are not counted): such a name never becomes a result
   row, an index entry or a path;
 - a count for a topic that has no data in the warehouse (no committed load at all);
@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.filesystem import parquet_files
-from spark_apps.warehouse.hours import HOUR_MS, WINDOW_MS, format_hour, hour_ms, parse_hour
-from spark_apps.warehouse.layout import AUDIT_TOPIC
-from spark_apps.warehouse.load_summary import plain_value
-from spark_apps.warehouse.loads import CommittedLoad
-from spark_apps.warehouse.topics import PipelineTopicError, check_topic
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.filesystem import parquet_files
+from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, format_hour, hour_ms, parse_hour
+from pipeline_warehouse.layout import AUDIT_TOPIC
+from pipeline_warehouse.load_summary import plain_value
+from pipeline_warehouse.loads import CommittedLoad
+from pipeline_warehouse.topics import PipelineTopicError, check_topic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,7 +108,7 @@ def read_audit_events(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from spark_apps.warehouse.hadoop import HadoopFS
+    from spark_apps.hadoop_fs import HadoopFS
 
     bad_counts: dict[str, dict[str, int]] = {}
     bad_examples: dict[str, list[dict[str, Any]]] = {}

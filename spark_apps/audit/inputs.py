@@ -1,4 +1,4 @@
-"""Which committed loads the audit of an hour reads (the layout in spark_apps.warehouse.layout).
+"""Which committed loads the audit of an hour reads (the layout in pipeline_warehouse.layout).
 
 Windows are by event time, so hour H's events can be in any load: mostly in H's own, late ones
 in the loads after it, and (a producer's clock ahead) in the one before. The loads that *can*
@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import WarehouseFS
-from spark_apps.warehouse.hours import format_hour
-from spark_apps.warehouse.loads import (
+from pipeline_warehouse import layout
+from pipeline_warehouse.filesystem import WarehouseFS
+from pipeline_warehouse.hours import format_hour
+from pipeline_warehouse.loads import (
     CommittedLoad,
     TopicLoads,
     can_hold,

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from spark_apps.warehouse.hours import HOUR_MS, format_hour, hour_ms
-from spark_apps.warehouse.loads import CommittedLoad
+from pipeline_warehouse.hours import HOUR_MS, format_hour, hour_ms
+from pipeline_warehouse.loads import CommittedLoad
 
 if TYPE_CHECKING:
     import pandas as pd

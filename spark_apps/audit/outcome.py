@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pipeline_warehouse.hours import HOUR_MS
+from pipeline_warehouse.topics import check_topics
 from spark_apps.audit.inputs import Plan
-from spark_apps.warehouse.hours import HOUR_MS
-from spark_apps.warehouse.topics import check_topics
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -60,11 +60,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline_warehouse.filesystem import is_local, join, local_path
+from pipeline_warehouse.hours import WINDOW_MS, format_hour, parse_hour
+from pipeline_warehouse.loads import committed_hours
 from spark_apps.audit.report_assets import install, rewrite_tree
-from spark_apps.warehouse.filesystem import is_local, join, local_path
-from spark_apps.warehouse.hadoop import HadoopFS
-from spark_apps.warehouse.hours import WINDOW_MS, format_hour, parse_hour
-from spark_apps.warehouse.loads import committed_hours
+from spark_apps.hadoop_fs import HadoopFS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -338,7 +338,7 @@ def topics_with_traffic(
     fs: Any, wh: str, topics: list[str], hour: datetime, cache: dict[tuple[str, str], int]
 ) -> list[str]:
     """The topics among `topics` with rows in any load of the 24 hours before `hour`."""
-    from spark_apps.warehouse.loads import read_checkpoint
+    from pipeline_warehouse.loads import read_checkpoint
 
     out = []
     first = hour - timedelta(hours=24)

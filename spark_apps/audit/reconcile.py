@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
-from spark_apps.warehouse import layout, load_summary
-from spark_apps.warehouse.hours import HOUR_MS, hour_ms, parse_hour
-from spark_apps.warehouse.load_summary import GROUP_COLUMNS, NAME_COLUMNS, LoadSummary
-from spark_apps.warehouse.loads import CommittedLoad
+from pipeline_warehouse import layout, load_summary
+from pipeline_warehouse.hours import HOUR_MS, hour_ms, parse_hour
+from pipeline_warehouse.load_summary import GROUP_COLUMNS, NAME_COLUMNS, LoadSummary
+from pipeline_warehouse.loads import CommittedLoad
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from spark_apps.warehouse.hadoop import HadoopFS
+    from spark_apps.hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
 

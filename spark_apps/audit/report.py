@@ -18,18 +18,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline_warehouse import layout
+from pipeline_warehouse.filesystem import is_local, join, local_path
+from pipeline_warehouse.hours import format_duration_ms, format_hour, parse_hour
 from spark_apps.audit.report_assets import asset_href, install
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import is_local, join, local_path
-from spark_apps.warehouse.hadoop import HadoopFS
-from spark_apps.warehouse.hours import format_duration_ms, format_hour, parse_hour
+from spark_apps.hadoop_fs import HadoopFS
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from pipeline_warehouse.hour_states import HourState
     from spark_apps.audit.outcome import AuditOptions, AuditOutcome
     from spark_apps.audit.quality import Failure, QualityOutcome
-    from spark_apps.warehouse.hour_states import HourState
 
 HOURS_DIR = "hours"
 BADGE = {
@@ -466,7 +466,7 @@ def write_reports(
     """Write the page of every audited hour and the index; return hour -> page URI."""
     import tempfile
 
-    from spark_apps.warehouse.hour_states import hour_states, read_summary
+    from pipeline_warehouse.hour_states import hour_states, read_summary
 
     if is_local(reports):
         return _write_local(

@@ -24,17 +24,17 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pipeline_warehouse import layout
+from pipeline_warehouse.filesystem import join, recover_replaced, replace_dir
+from pipeline_warehouse.hours import format_hour, format_instant, parse_hour
+from pipeline_warehouse.loads import LoadIndex, warehouse_topics
 from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
 from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan, topics_without_data
 from spark_apps.audit.load_profile import event_hours, load_profiles
 from spark_apps.audit.outcome import AuditOptions, AuditOutcome, NothingToAuditError
 from spark_apps.audit.reconcile import WarehouseCounts, count_warehouse
 from spark_apps.audit.results import build_results, parquet_bytes, topic_statuses
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import join, recover_replaced, replace_dir
-from spark_apps.warehouse.hadoop import HadoopFS
-from spark_apps.warehouse.hours import format_hour, format_instant, parse_hour
-from spark_apps.warehouse.loads import LoadIndex, warehouse_topics
+from spark_apps.hadoop_fs import HadoopFS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -20,11 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_apps.warehouse.hours import parse_hour, parse_instant
-from spark_apps.warehouse.topics import PipelineTopicError, is_pipeline_topic, parse_topic_list
+from pipeline_warehouse.hours import parse_hour, parse_instant
+from pipeline_warehouse.topics import PipelineTopicError, is_pipeline_topic, parse_topic_list
 
 if TYPE_CHECKING:
-    from spark_apps.warehouse.checkpoint import Warehouse
+    from pipeline_warehouse.checkpoint import Warehouse
 
 EPILOG = """\
 what it does, per topic:
@@ -259,10 +259,11 @@ def _topics(args: argparse.Namespace) -> list[str]:
 def run_load(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from logbroker.protocol.errors import LogbrokerError
+    from pipeline_warehouse.checkpoint import WarehouseError
+    from spark_apps.hadoop_fs import open_warehouse
     from spark_apps.load.hour import load_hour
     from spark_apps.load.settings import LoadSettings
     from spark_apps.session import build_session
-    from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
 
     topics = _topics(args)
     spark = build_session("logbroker hourly_load", master=args.master)
@@ -276,7 +277,7 @@ def run_load(argv: list[str]) -> int:
         parquet_writer=args.parquet_writer,
         lock_timeout=args.lock_timeout,
     )
-    wh = Warehouse.open(args.warehouse, spark=spark)
+    wh = open_warehouse(args.warehouse, spark)
     failed: list[str] = []
     for topic in topics:
         if args.skip_committed_since is not None:
@@ -322,14 +323,15 @@ def _committed_since(wh: Warehouse, topic: str, hour: str, since: datetime) -> s
 
 def run_verify(argv: list[str]) -> int:
     args = build_verify_parser().parse_args(argv)
+    from pipeline_warehouse.checkpoint import WarehouseError
+    from spark_apps.hadoop_fs import open_warehouse
     from spark_apps.load.verify import verify
     from spark_apps.session import build_session
-    from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
 
     topics = _topics(args)
     spark = build_session("logbroker hourly_load verify", master=args.master)
     spark.sparkContext.setLogLevel("WARN")
-    wh = Warehouse.open(args.warehouse, spark=spark)
+    wh = open_warehouse(args.warehouse, spark)
     bad = 0
     for topic in topics:
         try:

@@ -48,9 +48,9 @@ import json
 import logging
 from collections.abc import Callable
 
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.checkpoint import Checkpoint, Warehouse
-from spark_apps.warehouse.filesystem import basename, join, parquet_files
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
+from pipeline_warehouse.filesystem import basename, join, parquet_files
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from spark_apps.load.event_names import NameKeys
 from spark_apps.load.read import KEY, POSITION
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.checkpoint import Checkpoint, Warehouse
 
 
 def names_proved_distinct(

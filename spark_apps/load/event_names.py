@@ -36,11 +36,11 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+from pipeline_warehouse.hours import WINDOW_MS as _WINDOW_MS
+from pipeline_warehouse.load_summary import PROFILE_COLUMNS
 from spark_apps.load.spark_hash import spark_xxhash64
 from spark_apps.source.avro_compiled import varint
 from spark_apps.source.entry_scan import ENTRY_HEADER, PlainRun
-from spark_apps.warehouse.hours import WINDOW_MS as _WINDOW_MS
-from spark_apps.warehouse.load_summary import PROFILE_COLUMNS
 
 MAX_EVENTS = 16_000_000
 _FNV_OFFSET = 0xCBF29CE484222325

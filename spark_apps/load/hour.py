@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
+from pipeline_warehouse.hours import format_second, parse_hour
+from pipeline_warehouse.layout import AUDIT_TOPIC
+from pipeline_warehouse.topics import PipelineTopicError, check_topic
 from spark_apps.load import parquet_tasks
 from spark_apps.load.commit import Staging, publish, recover
 from spark_apps.load.dedup import duplicates, names_proved_distinct
@@ -41,11 +46,6 @@ from spark_apps.load.read import POSITION, read_ranges, source_options
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.summary import write_summary
 from spark_apps.source.ranges import RangeDigest
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
-from spark_apps.warehouse.hours import format_second, parse_hour
-from spark_apps.warehouse.layout import AUDIT_TOPIC
-from spark_apps.warehouse.topics import PipelineTopicError, check_topic
 
 log = logging.getLogger("logbroker.hourly_load")
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
+from pipeline_warehouse.hours import next_hour, previous_hour
 from spark_apps.load.errors import LoadError, LoadOrderError
 from spark_apps.source.discovery import PartitionState, discover
 from spark_apps.source.options import parse_options
 from spark_apps.source.ranges import PartitionRange
-from spark_apps.warehouse.checkpoint import Checkpoint, Warehouse
-from spark_apps.warehouse.hours import next_hour, previous_hour
 
 log = logging.getLogger("logbroker.hourly_load")
 

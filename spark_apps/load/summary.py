@@ -1,12 +1,12 @@
 """The hour's _load_summary.json, written into its staged rows so that it is published with
-them (the format: spark_apps.warehouse.load_summary; the audit reads it instead of the rows)."""
+them (the format: pipeline_warehouse.load_summary; the audit reads it instead of the rows)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.checkpoint import Checkpoint, Warehouse
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 
 
 def write_summary(

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from logbroker.protocol.errors import LogbrokerError
+from pipeline_warehouse.checkpoint import Warehouse, WarehouseError
 from spark_apps.source.ranges import PartitionRange, digest_ranges
 from spark_apps.source.reads import ClusterReads
-from spark_apps.warehouse.checkpoint import Warehouse, WarehouseError
 
 
 @dataclass(frozen=True)

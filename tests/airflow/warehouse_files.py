@@ -6,7 +6,7 @@ make_warehouse(root)   hours 11-14 of 2026-11-22 for page_views and searches:
                        lets the unaudited load of 14 hold its events), searches closed,
                        13 open (nothing), 14 page_views loaded (not audited)
 
-An audited hour gets what the audit writes (spark_apps.warehouse.layout): its results
+An audited hour gets what the audit writes (pipeline_warehouse.layout): its results
 (Parquet), its _summary.json, whose inputs are the loads of the hour it read, and the index of
 each load it read (all of the load's events are of its own hour).
 """

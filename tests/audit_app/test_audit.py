@@ -18,14 +18,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from pipeline_warehouse.filesystem import FsspecFS, as_uri
+from pipeline_warehouse.hour_states import hour_states
+from pipeline_warehouse.hours import parse_hour
+from pipeline_warehouse.layout import results_dir, summary_file
 from spark_apps.audit import cli as audit_cli
 from spark_apps.audit.events import MAX_COUNT
 from spark_apps.audit.report_assets import external_assets
 from spark_apps.audit.run import AuditOptions, AuditOutcome, run_audit
-from spark_apps.warehouse.filesystem import FsspecFS, as_uri
-from spark_apps.warehouse.hour_states import hour_states
-from spark_apps.warehouse.hours import parse_hour
-from spark_apps.warehouse.layout import results_dir, summary_file
 
 from .scenarios import FAULTS, FORGED, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, faulty, forged
 
@@ -104,7 +104,7 @@ def test_result_files_are_what_spark_reads_as_the_table(
 
 
 def audit_cli_columns() -> tuple[str, ...]:
-    from spark_apps.warehouse.layout import RESULT_COLUMNS
+    from pipeline_warehouse.layout import RESULT_COLUMNS
 
     return RESULT_COLUMNS
 
@@ -138,7 +138,7 @@ def test_lost_events_exact_and_lost_after_grace(faulty_run: tuple[Path, AuditOut
 def test_the_audit_the_pipeline_page_and_the_asset_see_one_state(
     faulty_run: tuple[Path, AuditOutcome],
 ) -> None:
-    """One model of an hour's state (spark_apps.warehouse.hour_states): the audit's report
+    """One model of an hour's state (pipeline_warehouse.hour_states): the audit's report
     page, the Airflow Pipeline page and the completeness assets say the same of every hour."""
     import re
     from datetime import timedelta
@@ -148,8 +148,8 @@ def test_the_audit_the_pipeline_page_and_the_asset_see_one_state(
     from hooks.closed_hours import newly_closed
     from hooks.pipeline import LiveCluster, Pipeline
     from pipeline_ui.app import create_app
-    from spark_apps.warehouse.hour_view import WarehouseView
-    from spark_apps.warehouse.hours import format_hour
+    from pipeline_warehouse.hour_view import WarehouseView
+    from pipeline_warehouse.hours import format_hour
 
     root, out = faulty_run
     names = [format_hour(h) for h in HOURS]
@@ -446,8 +446,8 @@ def test_on_a_moving_clock_hours_go_loaded_audited_closed_and_never_fail(
     was killed before it published its counts: reported once its grace has passed, not before."""
     from support.synthetic_warehouse import Traffic
 
-    from spark_apps.warehouse.hour_view import WarehouseView
-    from spark_apps.warehouse.hours import format_hour
+    from pipeline_warehouse.hour_view import WarehouseView
+    from pipeline_warehouse.hours import format_hour
 
     from .scenarios import LOADS, traffic
 

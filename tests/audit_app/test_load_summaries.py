@@ -17,9 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline_warehouse.filesystem import as_uri
+from pipeline_warehouse.load_summary import SUMMARY_FILE
 from spark_apps.audit.run import AuditOptions, AuditOutcome, run_audit
-from spark_apps.warehouse.filesystem import as_uri
-from spark_apps.warehouse.load_summary import SUMMARY_FILE
 
 from .scenarios import FAULTS, HOURS, LATE, PER_WINDOW, TOPICS, at, clean, faulty
 

@@ -12,6 +12,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pipeline_warehouse.hour_states import HourState
+from pipeline_warehouse.hours import (
+    HOUR_MS,
+    WINDOW_MS,
+    hour_ms,
+    parse_duration_ms,
+    parse_hour,
+    parse_hour_range,
+)
+from pipeline_warehouse.loads import can_hold
 from spark_apps.audit.cli import loads_line
 from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (
@@ -21,16 +31,6 @@ from spark_apps.audit.report_assets import (
     url_map,
 )
 from spark_apps.audit.results import statuses, window_status
-from spark_apps.warehouse.hour_states import HourState
-from spark_apps.warehouse.hours import (
-    HOUR_MS,
-    WINDOW_MS,
-    hour_ms,
-    parse_duration_ms,
-    parse_hour,
-    parse_hour_range,
-)
-from spark_apps.warehouse.loads import can_hold
 
 ROOT = Path(__file__).resolve().parents[2]
 END = 10 * HOUR_MS  # a window's end, ms
@@ -249,9 +249,9 @@ def test_one_header_two_counts_neither_summed() -> None:
 
 
 def test_dropped_duplicates_a_load_did_not_compare_are_reported(tmp_path: Path) -> None:
+    from pipeline_warehouse.filesystem import FsspecFS, as_uri
+    from pipeline_warehouse.loads import CommittedLoad
     from spark_apps.audit.events import _recorded_conflicts
-    from spark_apps.warehouse.filesystem import FsspecFS, as_uri
-    from spark_apps.warehouse.loads import CommittedLoad
 
     ten = parse_hour("2026-11-22T10")
     load = CommittedLoad("_audit", ten, 10, 0, 2, "2026-11-22T11:05:00Z", "ab" * 32)
@@ -265,9 +265,9 @@ def _validate_hours(ctx: object, cps: dict, hours: int) -> list:
     """Run the audit's three checkpoints on small batches for `hours` hours (one failing)."""
     from datetime import UTC, datetime
 
+    from pipeline_warehouse.layout import RESULT_COLUMNS
     from spark_apps.audit.load_profile import PROFILE_COLUMNS
     from spark_apps.audit.quality import _gx
-    from spark_apps.warehouse.layout import RESULT_COLUMNS
 
     gx = _gx()
     keys = []

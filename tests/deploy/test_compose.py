@@ -183,7 +183,7 @@ def _port(address: str) -> int:
 
 
 def test_the_namenode_serves_webhdfs_to_the_airflow_services(compose: dict[str, Any]) -> None:
-    from spark_apps.warehouse.filesystem import WEBHDFS_PORT
+    from pipeline_warehouse.filesystem import WEBHDFS_PORT
 
     services = compose["services"]
     hdfs_site = services["namenode"]["environment"]
@@ -212,7 +212,7 @@ def test_the_pipeline_airflow_runs_reads_the_warehouse_through_webhdfs(
     from fsspec.implementations.webhdfs import WebHDFS
 
     from hooks.pipeline import load_pipeline
-    from spark_apps.warehouse.filesystem import FsspecFS, python_uri
+    from pipeline_warehouse.filesystem import FsspecFS, python_uri
 
     environment = compose["x-airflow"]["environment"]
     mounted = ROOT / environment["LOGBROKER_PIPELINE"].removeprefix("/app/")

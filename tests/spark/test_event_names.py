@@ -104,7 +104,7 @@ def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark, in
     kernel reuses the previous event's hash and group), with equal-length neighbours."""
     from pyspark.sql import functions as F
 
-    from spark_apps.warehouse.load_summary import PROFILE_COLUMNS, header_rows, profile_query
+    from pipeline_warehouse.load_summary import PROFILE_COLUMNS, header_rows, profile_query
 
     rng = random.Random(4)
     producers = ["", "é", "生產者"] + [f"host-{i}." + "x" * rng.randint(0, 70) for i in range(300)]

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from spark_apps.warehouse.filesystem import WarehouseFileSystemError
-from spark_apps.warehouse.hadoop import HadoopFS
+from pipeline_warehouse.filesystem import WarehouseFileSystemError
+from spark_apps.hadoop_fs import HadoopFS
 
 
 def visible_files(folder: Path) -> list[str]:

@@ -13,15 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.checkpoint import Warehouse
+from pipeline_warehouse.loads import parse_checkpoint
 from spark_apps.audit.reconcile import summarize
+from spark_apps.hadoop_fs import HadoopFS, open_warehouse
 from spark_apps.load.errors import LoadOrderError, TooManyBadRecordsError
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.checkpoint import Warehouse
-from spark_apps.warehouse.hadoop import HadoopFS
-from spark_apps.warehouse.loads import parse_checkpoint
 
 from .helpers import (
     EPOCH_MS,
@@ -61,7 +61,7 @@ def listing(directory: Path) -> dict[str, float]:
 def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path):
     topic = "page_views"
     cluster.register(topic, PAGE_VIEW)
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     s = settings(cluster)
 
     first = [cluster.event(topic) for _ in range(300)]
@@ -182,7 +182,7 @@ def test_repeats_in_plain_hours_are_found_by_the_names_read_on_the_way(spark, cl
     repeat inside the hour, or of an event the previous hour loaded, is always dropped."""
     topic = "plain_views"
     cluster.register(topic, PAGE_VIEW)
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     s = settings(cluster)
     first = [cluster.event(topic) for _ in range(120)]
     cluster.produce(topic, first + first[7:9])  # two re-sent inside the hour
@@ -205,7 +205,7 @@ def test_repeats_in_plain_hours_are_found_by_the_names_read_on_the_way(spark, cl
 def test_bad_records_go_to_errors_and_too_many_fail(spark, cluster, tmp_path):
     topic = "searches"
     schema_id = cluster.register(topic, PAGE_VIEW)
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     s = settings(cluster)
     good = [cluster.event(topic) for _ in range(297)]
     truncated = cluster.event(topic)[:-3]
@@ -261,7 +261,7 @@ def test_an_audit_count_resent_with_another_count_is_kept_in_the_summary(spark, 
     an hour later, so the row kept is the previous hour's) is dropped too, and the summary
     keeps every row of that header for the audit (load_summary: conflicts)."""
     cluster.register("_audit", AUDIT_COUNT)
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     window = EPOCH_MS - EPOCH_MS % 600_000
 
     def count(seq: int, n: int) -> bytes:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
-from spark_apps.warehouse.checkpoint import Warehouse
 
 from .helpers import PAGE_VIEW, load_command, load_env, start_cluster
 
@@ -114,7 +114,7 @@ def test_killed_load_leaves_nothing_partial_and_rerun_is_identical(spark, zookee
         assert not list((wh / "_staging" / TOPIC).iterdir())  # the leftovers are gone
 
         # the same hour loaded without interruption, in another warehouse
-        other = Warehouse.open(str(tmp_path / "other"), spark=spark)
+        other = open_warehouse(str(tmp_path / "other"), spark)
         settings = LoadSettings(
             zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
         )

@@ -29,10 +29,10 @@ import pytest
 from logbroker.client.cluster import Cluster
 from logbroker.protocol.message_set import iter_messages
 from logbroker.stack.broker import BrokerProcess
+from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
-from spark_apps.warehouse.checkpoint import Warehouse
 
 from .helpers import PAGE_VIEW, AnalysisCluster, load_command, load_env, start_cluster
 
@@ -102,7 +102,7 @@ def test_an_hour_after_a_leader_kill_loads_from_the_new_leader_and_backfills_ide
     cluster.register(TOPIC, PAGE_VIEW)
     cluster.create_replicated(TOPIC, 3, 3)
     wh_path = tmp_path / "wh"
-    wh = Warehouse.open(str(wh_path), spark=spark)
+    wh = open_warehouse(str(wh_path), spark)
     settings = LoadSettings(zookeeper=zk, schema_registry=cluster.registry.connect)
 
     first = [cluster.event(TOPIC) for _ in range(300)]

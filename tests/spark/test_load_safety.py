@@ -22,14 +22,15 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_warehouse.checkpoint import Warehouse
+from pipeline_warehouse.filesystem import FsspecFS
+from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load import hour as hour_module
 from spark_apps.load.commit import COMMIT_FILE, publish, recover
 from spark_apps.load.errors import LoadLockError
 from spark_apps.load.hour import load_hour
 from spark_apps.load.lock import TopicLock, lock_path
 from spark_apps.load.settings import LoadSettings
-from spark_apps.warehouse.checkpoint import Warehouse
-from spark_apps.warehouse.filesystem import FsspecFS
 
 from .helpers import PAGE_VIEW, AnalysisCluster, start_cluster
 
@@ -56,7 +57,7 @@ def test_two_loads_of_one_hour_at_once_commit_it_once(spark, cluster, tmp_path):
     topic = "simultaneous"
     cluster.register(topic, PAGE_VIEW)
     cluster.produce(topic, [cluster.event(topic) for _ in range(400)])
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     start = threading.Barrier(2)
     reports, errors = [], []
 
@@ -89,7 +90,7 @@ def test_a_held_lock_is_named_and_nothing_is_touched(spark, cluster, tmp_path):
     topic = "locked"
     cluster.register(topic, PAGE_VIEW)
     cluster.produce(topic, [cluster.event(topic) for _ in range(10)])
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     holder = TopicLock(cluster.live.connect, wh.uri, topic, who="the nightly backfill")
     with holder, pytest.raises(LoadLockError) as caught:
         load_hour(spark, wh, settings(cluster, lock_timeout=0), topic, HOUR)
@@ -125,7 +126,7 @@ def test_a_load_that_loses_its_lock_after_its_check_is_fenced_off(
     topic = "fenced"
     cluster.register(topic, PAGE_VIEW)
     cluster.produce(topic, [cluster.event(topic) for _ in range(100)])
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     next_load = []
 
     class ExpiresAfterItsCheck(TopicLock):
@@ -208,7 +209,7 @@ def test_a_backfill_killed_at_each_step_of_its_commit(spark, cluster, tmp_path):
     events = [cluster.event(topic) for _ in range(300)]
     cluster.produce(topic, events[:150])
     cluster.produce(topic, events[150:] + events[:4])  # 4 repeats: dropped
-    wh = Warehouse.open(str(tmp_path / "wh"), spark=spark)
+    wh = open_warehouse(str(tmp_path / "wh"), spark)
     first = load_hour(spark, wh, settings(cluster), topic, HOUR).checkpoint
     assert first.rows == 300
 

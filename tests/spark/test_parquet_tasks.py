@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline_warehouse.checkpoint import Warehouse
+from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load.hour import load_hour
 from spark_apps.load.parquet_tasks import (
     SPARK_SCHEMA_KEY,
@@ -36,7 +38,6 @@ from spark_apps.source.avro_columns import spark_schema
 from spark_apps.source.options import parse_options
 from spark_apps.source.ranges import RangeError
 from spark_apps.source.source import LogbrokerBatchReader
-from spark_apps.warehouse.checkpoint import Warehouse
 
 from .helpers import HEADER, PAGE_VIEW, AnalysisCluster, start_cluster
 
@@ -120,7 +121,7 @@ def test_arrow_and_spark_writers_write_the_same_hour(spark, cluster, tmp_path):
     cluster.produce(topic, [*events[:300], b"not an event", *events[300:], b"\x00garbage"])
     loaded = {}
     for writer in ("arrow", "spark"):
-        wh = Warehouse.open(str(tmp_path / writer), spark=spark)
+        wh = open_warehouse(str(tmp_path / writer), spark)
         settings = LoadSettings(
             zookeeper=cluster.live.connect,
             schema_registry=cluster.registry.connect,
@@ -279,7 +280,7 @@ def test_max_bytes_per_partition_sets_how_many_tasks_read_and_write_a_range(
     cluster.produce(topic, [cluster.event(topic) for _ in range(240)])
     loaded = {}
     for limit in (1024 * 1024 * 1024, 3000):
-        wh = Warehouse.open(str(tmp_path / str(limit)), spark=spark)
+        wh = open_warehouse(str(tmp_path / str(limit)), spark)
         settings = LoadSettings(
             zookeeper=cluster.live.connect,
             schema_registry=cluster.registry.connect,

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_warehouse.checkpoint import Warehouse
+from pipeline_warehouse.hours import parse_hour
+from pipeline_warehouse.topics import PipelineTopicError, check_topic
 from spark_apps.audit import cli as audit_cli
 from spark_apps.audit.outcome import AuditOptions
 from spark_apps.load import cli as load_cli
 from spark_apps.load.errors import LoadError
 from spark_apps.load.hour import load_hour
 from spark_apps.load.settings import LoadSettings
-from spark_apps.warehouse.checkpoint import Warehouse
-from spark_apps.warehouse.hours import parse_hour
-from spark_apps.warehouse.topics import PipelineTopicError, check_topic
 
 HOSTILE = ["..", ".", "../page_views", "../_checkpoints", "a/b", "_checkpoints", "_staging", ""]
 

@@ -44,19 +44,18 @@ import pyarrow.parquet as pq
 import pytest
 from support.synthetic_warehouse import Traffic, uniform_times
 
-from spark_apps.audit.run import AuditOptions, run_audit
-from spark_apps.load.hour import load_hour
-from spark_apps.load.settings import LoadSettings
-from spark_apps.load.verify import verify
-from spark_apps.warehouse.checkpoint import Warehouse
-from spark_apps.warehouse.filesystem import (
+from pipeline_warehouse.filesystem import (
     WarehouseFileSystemError,
     join,
     recover_replaced,
     replace_dir,
 )
-from spark_apps.warehouse.hadoop import HadoopFS
-from spark_apps.warehouse.hours import parse_hour
+from pipeline_warehouse.hours import parse_hour
+from spark_apps.audit.run import AuditOptions, run_audit
+from spark_apps.hadoop_fs import HadoopFS, open_warehouse
+from spark_apps.load.hour import load_hour
+from spark_apps.load.settings import LoadSettings
+from spark_apps.load.verify import verify
 
 from .helpers import PAGE_VIEW, AnalysisCluster, start_cluster
 
@@ -134,7 +133,7 @@ def test_hourly_load_commits_and_backfills_through_viewfs(
 ) -> None:
     topic = "page_views"
     cluster.register(topic, PAGE_VIEW)
-    wh = Warehouse.open(viewfs.uri, spark=spark)
+    wh = open_warehouse(viewfs.uri, spark)
     assert wh.uri == viewfs.uri  # taken as a URI, not resolved to a local path
     settings = LoadSettings(
         zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect

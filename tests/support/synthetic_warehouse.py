@@ -31,9 +31,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spark_apps.warehouse import load_summary
-from spark_apps.warehouse.filesystem import FsspecFS, as_uri
-from spark_apps.warehouse.hours import (
+from pipeline_warehouse import load_summary
+from pipeline_warehouse.filesystem import FsspecFS, as_uri
+from pipeline_warehouse.hours import (
     HOUR_MS,
     WINDOW_MS,
     format_hour,
@@ -41,7 +41,7 @@ from spark_apps.warehouse.hours import (
     hour_ms,
     hour_of_ms,
 )
-from spark_apps.warehouse.layout import AUDIT_TOPIC, load_dir
+from pipeline_warehouse.layout import AUDIT_TOPIC, load_dir
 
 HEADER_FIELDS = [
     pa.field("topic", pa.string(), nullable=False),

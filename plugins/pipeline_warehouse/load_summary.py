@@ -55,8 +55,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_apps.warehouse.filesystem import WarehouseFS
-from spark_apps.warehouse.hours import WINDOW_MS
+from pipeline_warehouse.filesystem import WarehouseFS
+from pipeline_warehouse.hours import WINDOW_MS
 
 if TYPE_CHECKING:
     import pandas as pd

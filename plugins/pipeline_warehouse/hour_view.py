@@ -2,7 +2,7 @@
 
 What the Pipeline page shows and what the audit DAG announces as complete (hooks.closed_hours).
 
-An hour's state is the one model of spark_apps.warehouse.hour_states (open, loaded, audited,
+An hour's state is the one model of pipeline_warehouse.hour_states (open, loaded, audited,
 closed; reopened, with its reasons), the same the audit's reports and the completeness assets
 use. Beside it the page shows what the files say of the hour: its checkpoint (ranges, counts,
 rows_sha256) and its audit's windows (`_audit_results/audit_hour=H/`, Parquet). An audited
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import FsspecFS, WarehouseFS
-from spark_apps.warehouse.hour_states import HourState, hour_states
-from spark_apps.warehouse.hours import parse_hour
-from spark_apps.warehouse.layout import FAILED_STATUSES
+from pipeline_warehouse import layout
+from pipeline_warehouse.filesystem import FsspecFS, WarehouseFS
+from pipeline_warehouse.hour_states import HourState, hour_states
+from pipeline_warehouse.hours import parse_hour
+from pipeline_warehouse.layout import FAILED_STATUSES
 
 
 @dataclass
@@ -140,7 +140,7 @@ class WarehouseView:
     def states(
         self, topics: Iterable[str], hours: Iterable[str], now: datetime
     ) -> dict[tuple[str, str], HourState]:
-        """(topic, hour) -> the hour's state (spark_apps.warehouse.hour_states)."""
+        """(topic, hour) -> the hour's state (pipeline_warehouse.hour_states)."""
         grace_ms = int(self.grace.total_seconds() * 1000)
         found = hour_states(
             self.fs, self.warehouse, list(topics), [parse_hour(h) for h in hours], now, grace_ms

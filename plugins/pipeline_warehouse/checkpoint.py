@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from logbroker.coordination.paths import partition_name
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import (
+from pipeline_warehouse import layout
+from pipeline_warehouse.filesystem import (
     FsspecFS,
     WarehouseFS,
     as_uri,
@@ -39,7 +39,7 @@ from spark_apps.warehouse.filesystem import (
     parquet_files,
     visible,
 )
-from spark_apps.warehouse.hours import parse_hour
+from pipeline_warehouse.hours import parse_hour
 
 
 class WarehouseError(ValueError):
@@ -175,8 +175,9 @@ class Checkpoint:
 class Warehouse:
     """The committed hours of a warehouse, through one filesystem (filesystem.WarehouseFS).
 
-    wh = Warehouse.open("file:///data/wh")            # Python's side (fsspec), no JVM
-    wh = Warehouse.open("hdfs://nn/wh", spark=spark)  # Hadoop's FileSystem, through Spark
+    wh = Warehouse.open("file:///data/wh")          # Python's side (fsspec), no JVM
+    wh = Warehouse("hdfs://nn/wh", HadoopFS(spark))  # any WarehouseFS: the Spark jobs plug
+                                                     # in Hadoop's (spark_apps.hadoop_fs)
     wh.committed_hours("page_views"); wh.checkpoint("page_views", "2026-11-22T10")
     wh.data_files(checkpoint)    # the URIs of the hour's current version
     """
@@ -186,12 +187,8 @@ class Warehouse:
         self.fs = fs
 
     @classmethod
-    def open(cls, uri: str, spark: Any = None) -> Warehouse:
-        """Through Hadoop (Spark's JVM) when `spark` is given; else through fsspec, no JVM."""
-        if spark is not None:
-            from spark_apps.warehouse.hadoop import HadoopFS
-
-            return cls(uri, HadoopFS(spark))
+    def open(cls, uri: str) -> Warehouse:
+        """Through fsspec: no JVM (the Spark jobs open theirs with spark_apps.hadoop_fs)."""
         return cls(uri, FsspecFS())
 
     # paths

@@ -1,5 +1,9 @@
 """The warehouse's filesystem on Spark's side: Hadoop's FileSystem through Spark's JVM.
 
+The warehouse package (pipeline_warehouse) needs no Spark: it reads and writes through any
+WarehouseFS. The jobs plug this one in (`open_warehouse(uri, spark)`); the Airflow side
+keeps fsspec's.
+
 `org.apache.hadoop.fs.FileSystem` of each path's scheme (`file://`, `hdfs://`, `s3a://`,
 `viewfs://`, ...), reached as `spark._jvm.org.apache.hadoop.fs` with the session's Hadoop
 configuration, so the same code commits an hour on HDFS. It keeps the interface and the
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_apps.warehouse.filesystem import (
+from pipeline_warehouse.checkpoint import Warehouse
+from pipeline_warehouse.filesystem import (
     FileEntry,
     FsspecFS,
     WarehouseFileSystemError,
@@ -28,6 +33,11 @@ from spark_apps.warehouse.filesystem import (
     parquet_files,
     temporary_name,
 )
+
+
+def open_warehouse(uri: str, spark: Any) -> Warehouse:
+    """The warehouse at `uri`, read and changed through `spark`'s Hadoop FileSystem."""
+    return Warehouse(uri, HadoopFS(spark))
 
 
 class HadoopFS:

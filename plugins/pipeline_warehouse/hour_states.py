@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.filesystem import WarehouseFS
-from spark_apps.warehouse.hours import HOUR_MS, format_hour
-from spark_apps.warehouse.loads import TopicLoads, can_hold, scan_topic
+from pipeline_warehouse import layout
+from pipeline_warehouse.filesystem import WarehouseFS
+from pipeline_warehouse.hours import HOUR_MS, format_hour
+from pipeline_warehouse.loads import TopicLoads, can_hold, scan_topic
 
 STATES = ("open", "loaded", "audited", "closed")
 DONE = {"complete", "no_data"}

@@ -7,7 +7,7 @@
 Windows are by event time, so hour H's events can be in any load: mostly in H's own, late ones
 in the loads after it (within the lateness grace: `can_hold`), and (a producer's clock ahead)
 in the one before. The audit (spark_apps.audit.inputs) and the hour states
-(spark_apps.warehouse.hour_states) both read the loads through `scan_topic`.
+(pipeline_warehouse.hour_states) both read the loads through `scan_topic`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from spark_apps.warehouse import layout
-from spark_apps.warehouse.checkpoint import Checkpoint
-from spark_apps.warehouse.filesystem import WarehouseFS, join
-from spark_apps.warehouse.hours import HOUR_MS, format_hour, parse_hour
+from pipeline_warehouse import layout
+from pipeline_warehouse.checkpoint import Checkpoint
+from pipeline_warehouse.filesystem import WarehouseFS, join
+from pipeline_warehouse.hours import HOUR_MS, format_hour, parse_hour
 
 
 @dataclass(frozen=True)

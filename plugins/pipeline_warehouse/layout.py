@@ -66,8 +66,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from logbroker.protocol.topics import AUDIT_TOPIC as AUDIT_TOPIC
-from spark_apps.warehouse.filesystem import join
-from spark_apps.warehouse.hours import hour_name
+from pipeline_warehouse.filesystem import join
+from pipeline_warehouse.hours import hour_name
 
 CHECKPOINTS = "_checkpoints"
 ERRORS = "_errors"

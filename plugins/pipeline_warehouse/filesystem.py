@@ -1,4 +1,4 @@
-"""The warehouse's filesystem: one interface, two implementations.
+"""The warehouse's filesystem: one interface, two implementations (one here, one plugged in).
 
 Paths are URI strings (`file:///data/wh/page_views`, `hdfs://nn:8020/wh`, `memory://wh`);
 `join` appends parts with `/`. Nothing here assumes a local path.
@@ -7,16 +7,17 @@ Paths are URI strings (`file:///data/wh/page_views`, `hdfs://nn:8020/wh`, `memor
                (`file://`, WebHDFS, `s3://` where s3fs is installed, `memory://`, ...), for
                readers that must not start a JVM: the Airflow pages, the hooks, the audit's
                asset announcements, tests.
-    HadoopFS   (hadoop.py)    Spark's side: Hadoop's FileSystem through Spark's JVM, with the
-               session's Hadoop settings: whatever the jobs' Spark reads, this can list,
-               write and rename. The load and the audit change the warehouse through it.
+    HadoopFS   (spark_apps/hadoop_fs.py, the Spark jobs' own) Spark's side: Hadoop's
+               FileSystem through Spark's JVM, with the session's Hadoop settings: whatever
+               the jobs' Spark reads, this can list, write and rename. The load and the audit
+               change the warehouse through it.
 
 What the calls guarantee, on both:
 
     list(uri)            direct children as FileEntry, sorted by name; [] when `uri` is missing
     write_bytes(uri, b)  the whole file or nothing: written to a hidden temporary name beside
                          it, then renamed over it (atomic on POSIX and HDFS; a delete and a
-                         rename on a store with no FileContext binding: hadoop.py)
+                         rename on a store with no FileContext binding: hadoop_fs.py)
     rename(src, dst)     one rename, atomic on HDFS and POSIX; `dst` must not exist (an error
                          that names both), its parent is made
     delete(uri)          recursive; False when nothing was there

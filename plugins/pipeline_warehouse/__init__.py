@@ -1,0 +1,19 @@
+"""The warehouse: its files and what they mean, for everyone who reads or writes them, without
+Spark (docs/design.md §3.6, docs/warehouse.md).
+
+    layout.py        where everything lives under the warehouse's URI: the one place that
+                     names its paths
+    filesystem.py    the one interface the rest goes through (WarehouseFS), and fsspec's
+                     implementation for Python readers; the Spark jobs plug in Hadoop's
+                     (spark_apps.hadoop_fs)
+    topics.py        which topic names may become paths
+    hours.py         hours, windows and durations as the warehouse names them
+    checkpoint.py    a load's commit record (Checkpoint), and reading the committed hours
+    loads.py         a topic's committed loads with the audit's index of each
+    load_summary.py  what a committed load holds, in a small file beside its rows
+    hour_states.py   the one model of an hour's state: open, loaded, audited, closed
+    hour_view.py     an hour as the Pipeline page and the completeness assets show it
+
+Used by the hourly load and the audit (spark_apps), the Airflow hooks and the Pipeline page.
+It imports the library (`logbroker`) and nothing of Spark or Airflow (tests/test_layers.py).
+"""
