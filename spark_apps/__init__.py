@@ -6,6 +6,8 @@
     audit/        the audit: inputs, producer counts, reconciliation, results, quality, reports
     hadoop_fs.py  the warehouse through Hadoop's FileSystem, in Spark's JVM: what the jobs plug
                   into the warehouse package (`pipeline_warehouse`, which needs no Spark)
+    summary_counts.py  the Spark queries that count a load summary's groups and names from
+                  rows (the load's own summary, the audit's of a load without one)
     session.py    a SparkSession with what the Python workers need
     pyfiles.py    the archive of our packages that spark-submit ships to executors
     jobs/         the thin files spark-submit runs: hourly_load.py, audit.py

@@ -1,15 +1,17 @@
 """Imports point down the layers of docs/design.md §2, checked from the source files: between
 the project's packages, and between the library's own packages (LIBRARY).
 
-    logbroker (the library)  <- pipeline_warehouse <- spark_apps.hadoop_fs <- spark_apps.load
-                             <- spark_apps.source                          <- spark_apps.audit
-                                                        spark_apps.jobs  -> load, audit
+    logbroker (the library)  <- pipeline_warehouse <- spark_apps.hadoop_fs     <- spark_apps.load
+                                                   <- spark_apps.summary_counts <- spark_apps.audit
+                             <- spark_apps.source                               <- spark_apps.load
+    spark_apps.load, spark_apps.audit <- spark_apps.jobs
     logbroker, pipeline_warehouse <- hooks <- pipeline_ui <- dags
     logbroker (its stacks included)  <- harness (the tests' tools, in the checkout only)
 
 The library imports neither Airflow nor Spark; the warehouse package (read by the Airflow
-pages and hooks) imports no Spark at module level: Spark's Hadoop filesystem plugs into it
-from spark_apps.hadoop_fs; no module imports a layer above its own.
+pages and hooks) imports no Spark at all, not even lazily: the Spark jobs plug Hadoop's
+filesystem into it (spark_apps.hadoop_fs) and count load summaries with their own queries
+(spark_apps.summary_counts); no module imports a layer above its own.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "pipeline_warehouse": ("logbroker", "pipeline_warehouse"),
     "spark_apps.source": ("logbroker", "spark_apps.source"),
     "spark_apps.hadoop_fs": ("pipeline_warehouse", "spark_apps.hadoop_fs"),
+    "spark_apps.summary_counts": ("pipeline_warehouse", "spark_apps.summary_counts"),
     "spark_apps.load": (
         "logbroker",
         "pipeline_warehouse",
         "spark_apps.hadoop_fs",
+        "spark_apps.summary_counts",
         "spark_apps.source",
         "spark_apps.session",
         "spark_apps.load",
@@ -40,6 +44,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "logbroker",
         "pipeline_warehouse",
         "spark_apps.hadoop_fs",
+        "spark_apps.summary_counts",
         "spark_apps.session",
         "spark_apps.audit",
     ),
@@ -55,14 +60,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 }
 FIRST_PARTY = ("logbroker", "pipeline_warehouse", "spark_apps", "hooks", "pipeline_ui", "harness")
 # Third-party packages a layer must not import at module level (lazily, inside a function,
-# is how the warehouse package reaches Spark when a caller hands it a session).
+# is how the jobs reach Spark only when they run one)...
 FORBIDDEN_AT_TOP = {
     "logbroker": ("airflow", "pyspark", "great_expectations", "pandas"),
-    "pipeline_warehouse": ("airflow", "pyspark", "great_expectations"),
     "spark_apps.source": ("airflow", "great_expectations"),
     "spark_apps.load": ("airflow", "great_expectations"),
     "spark_apps.audit": ("airflow",),
 }
+# ... and anywhere, lazily or not: the warehouse package is read by the Airflow pages and
+# hooks, which have no Spark (the Spark jobs plug their Hadoop filesystem into it).
+FORBIDDEN = {"pipeline_warehouse": ("airflow", "pyspark", "great_expectations", "pandas")}
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -129,6 +136,8 @@ def test_imports_point_down(module: str, path: Path) -> None:
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
         elif top and name.split(".")[0] in FORBIDDEN_AT_TOP.get(layer, ()):
             wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name} at module level")
+        elif name.split(".")[0] in FORBIDDEN.get(layer, ()):
+            wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert not wrong, "\n".join(wrong)
 
 

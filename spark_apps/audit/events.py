@@ -45,9 +45,9 @@ from pipeline_warehouse import load_summary
 from pipeline_warehouse.filesystem import parquet_files
 from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, format_hour, hour_ms, parse_hour
 from pipeline_warehouse.layout import AUDIT_TOPIC
-from pipeline_warehouse.load_summary import plain_value
 from pipeline_warehouse.loads import CommittedLoad
 from pipeline_warehouse.topics import PipelineTopicError, check_topic
+from spark_apps.summary_counts import plain_value
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -32,6 +32,7 @@ from pipeline_warehouse import layout, load_summary
 from pipeline_warehouse.hours import HOUR_MS, hour_ms, parse_hour
 from pipeline_warehouse.load_summary import GROUP_COLUMNS, NAME_COLUMNS, LoadSummary
 from pipeline_warehouse.loads import CommittedLoad
+from spark_apps.summary_counts import count_names, frame_rows, group_profile, read_header_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,12 +129,12 @@ def summarize(
         (load.topic, load.load_hour): load_summary.data_files(fs, load.data_dir(wh), load.files)
         for load in loads
     }
-    rows = load_summary.read_header_rows(
+    rows = read_header_rows(
         spark, [(load.topic, uri) for load in loads for uri in load.data_uris(wh)]
     )
     assert rows is not None
-    prof = load_summary.group_profile(rows)
-    names, shared = load_summary.count_names(rows, by_string=_collides(prof))
+    prof = group_profile(rows)
+    names, shared = count_names(rows, by_string=_collides(prof))
     shared_pairs: dict[tuple[str, str, str], int] = defaultdict(int)
     for topic, hours_of_key, n in shared[["topic", "loads", "keys"]].itertuples(index=False):
         hours_of_key = list(hours_of_key)
@@ -152,8 +153,8 @@ def summarize(
             rows_sha256=load.rows_sha256,
             rows=load.rows,
             files=files[(load.topic, load.load_hour)],
-            groups=load_summary.frame_rows(prof[own], GROUP_COLUMNS),
-            names=load_summary.frame_rows(names[own_names], NAME_COLUMNS),
+            groups=frame_rows(prof[own], GROUP_COLUMNS),
+            names=frame_rows(names[own_names], NAME_COLUMNS),
         )
     for (topic, hour), summary in out.items():
         previous = out.get((topic, hour - timedelta(hours=1)))
@@ -329,7 +330,7 @@ def _count_contested(
     from pyspark.sql import functions as F
 
     pairs = contested[["topic", "load_hour", "window", "producer_id"]].drop_duplicates()
-    rows = load_summary.read_header_rows(
+    rows = read_header_rows(
         spark,
         [
             (t, uri)

@@ -22,6 +22,7 @@ from pipeline_warehouse import load_summary
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from spark_apps.load.event_names import NameKeys
 from spark_apps.load.read import KEY, POSITION
+from spark_apps.summary_counts import millis
 
 
 def names_proved_distinct(
@@ -198,7 +199,7 @@ def _fields_text(rows: Any, names: Sequence[str]) -> Any:
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
     columns = [
-        load_summary.millis(rows, name).alias(name)
+        millis(rows, name).alias(name)
         if isinstance(rows.schema[name].dataType, TimestampType | TimestampNTZType)
         else F.col(f"`{name}`").alias(name)
         for name in names

@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from pipeline_warehouse.hours import WINDOW_MS as _WINDOW_MS
-from pipeline_warehouse.load_summary import PROFILE_COLUMNS
 from spark_apps.load.spark_hash import spark_xxhash64
 from spark_apps.source.avro_compiled import varint
 from spark_apps.source.entry_scan import ENTRY_HEADER, PlainRun
+from spark_apps.summary_counts import PROFILE_QUERY_COLUMNS
 
 MAX_EVENTS = 16_000_000
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -301,7 +301,7 @@ class NameKeys:
         return False
 
     def profile(self, topic: str, load_hour: str) -> pd.DataFrame | None:
-        """The load summary's profile of these events: load_summary.profile_query's columns
+        """The load summary's profile of these events: summary_counts.profile_query's columns
         and values, as Spark counts them from the rows these events become. None when it
         cannot be given exactly (then Spark counts it). Every event read has its header, so
         no header field is null."""
@@ -320,4 +320,4 @@ class NameKeys:
             (topic, load_hour, window, *names[ph], schema, rows, 0, 0, *extremes)
             for (ph, window, schema), (rows, *extremes) in sorted(self._groups.items())
         ]
-        return pd.DataFrame.from_records(records, columns=PROFILE_COLUMNS)
+        return pd.DataFrame.from_records(records, columns=PROFILE_QUERY_COLUMNS)

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline_warehouse import load_summary
 from pipeline_warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
 from pipeline_warehouse.hours import format_second, parse_hour
 from pipeline_warehouse.layout import AUDIT_TOPIC
@@ -46,6 +45,7 @@ from spark_apps.load.read import POSITION, read_ranges, source_options
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.summary import write_summary
 from spark_apps.source.ranges import RangeDigest
+from spark_apps.summary_counts import group_profile, header_rows, profile_query
 
 log = logging.getLogger("logbroker.hourly_load")
 
@@ -175,9 +175,7 @@ def _stage(
             profile = names.profile(topic, hour)
         if profile is None:
             written = spark.read.parquet(staging.rows)
-            query = load_summary.profile_query(
-                load_summary.header_rows(written, topic, F.lit(hour))
-            )
+            query = profile_query(header_rows(written, topic, F.lit(hour)))
         if proved and profile is None:
             phase = "profile"
             profile = query.toPandas()
@@ -237,9 +235,7 @@ def _stage(
             f"{dropped} duplicates + {bad_count} bad records; nothing committed"
         )
     if dropped:  # the profile counted rows that went: count what stays
-        profile = load_summary.group_profile(
-            load_summary.header_rows(spark.read.parquet(staging.rows), topic, F.lit(hour))
-        )
+        profile = group_profile(header_rows(spark.read.parquet(staging.rows), topic, F.lit(hour)))
     write_summary(wh, staging.rows, checkpoint, previous, certified, profile, conflicts)
     timer.lap("summary")
     return checkpoint

@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline_warehouse import load_summary
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
+from spark_apps.summary_counts import frame_rows, names_without_repeats
 
 
 def write_summary(
@@ -24,11 +25,9 @@ def write_summary(
     groups: list[list[Any]] = []
     names: list[list[Any]] = []
     if profile is not None:
-        groups = load_summary.frame_rows(profile, load_summary.GROUP_COLUMNS)
+        groups = frame_rows(profile, load_summary.GROUP_COLUMNS)
         # the duplicates were dropped: every named row left is a distinct name
-        names = load_summary.frame_rows(
-            load_summary.names_without_repeats(profile), load_summary.NAME_COLUMNS
-        )
+        names = frame_rows(names_without_repeats(profile), load_summary.NAME_COLUMNS)
     summary = load_summary.LoadSummary(
         topic=checkpoint.topic,
         load_hour=checkpoint.load_hour,

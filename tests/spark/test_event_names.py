@@ -97,14 +97,14 @@ def _framed(schema_id: int, ms: int, producer_id: str, seq: int) -> bytes:
 @pytest.mark.parametrize("in_runs", [False, True], ids=["interleaved", "in-runs"])
 def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark, in_runs) -> None:
     """The summary's profile the load takes from the names when it needs no Spark check:
-    equal to load_summary.profile_query over the same events' rows, value for value. Many
+    equal to summary_counts.profile_query over the same events' rows, value for value. Many
     producers (a fetch's group table grows), producer_ids of every length xxhash64 treats
     differently and outside ASCII, windows before 1970 and across an hour, two schemas;
     each event's producer drawn anew, or in runs of one producer (as producers send: the
     kernel reuses the previous event's hash and group), with equal-length neighbours."""
     from pyspark.sql import functions as F
 
-    from pipeline_warehouse.load_summary import PROFILE_COLUMNS, header_rows, profile_query
+    from spark_apps.summary_counts import PROFILE_QUERY_COLUMNS, header_rows, profile_query
 
     rng = random.Random(4)
     producers = ["", "é", "生產者"] + [f"host-{i}." + "x" * rng.randint(0, 70) for i in range(300)]
@@ -130,7 +130,7 @@ def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark, in
         ]
     )
     mine = names.profile("views", "2026-11-25T10")
-    assert mine is not None and list(mine.columns) == list(PROFILE_COLUMNS)
+    assert mine is not None and list(mine.columns) == list(PROFILE_QUERY_COLUMNS)
 
     rows = spark.createDataFrame(events, "schema_id long, ms long, producer_id string, seq long")
     rows = rows.select(
@@ -145,7 +145,7 @@ def test_the_profile_from_the_names_is_what_spark_counts_from_the_rows(spark, in
     key = ["window", "producer_id", "schema_id"]
     assert (
         mine.sort_values(key).values.tolist()
-        == theirs[list(PROFILE_COLUMNS)].sort_values(key).values.tolist()
+        == theirs[list(PROFILE_QUERY_COLUMNS)].sort_values(key).values.tolist()
     )
 
 
