@@ -24,8 +24,9 @@ COPY scripts ./scripts
 RUN pip install --no-cache-dir --no-deps --no-build-isolation -e . \
  && python scripts/compile_readers.py
 
-ENV PYTHONPATH=/app/plugins \
-    PYSPARK_PYTHON=python3 \
+# No PYTHONPATH: the install makes every package importable, and Airflow finds the pages'
+# plugin through its entry point (plugins/ holds nothing for Airflow's plugins folder).
+ENV PYSPARK_PYTHON=python3 \
     AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/app/dags \
     AIRFLOW__CORE__PLUGINS_FOLDER=/app/plugins \

@@ -5,7 +5,9 @@ succeeds (with a warning) and message_set.py's pure-Python walks run; `logbroker
 says which.
 """
 
-from setuptools import Extension, setup
+import os
+
+from setuptools import Extension, find_namespace_packages, setup
 
 try:
     from Cython.Build import cythonize
@@ -27,4 +29,27 @@ else:
     for extension in ext_modules:
         extension.optional = True  # a failed compile is a warning (cythonize drops the flag)
 
-setup(ext_modules=ext_modules)
+# What is installed: the library, the warehouse, the Airflow hooks and pages (plugins/), the
+# Spark applications (spark_apps/, at the repository root), and include/'s data files as the
+# package `logbroker_include` (include/__init__.py lists them), which a checkout's editable
+# install maps to the folder itself: one lookup finds them in a checkout and in a wheel
+# (logbroker/include_files.py). Here, not in pyproject.toml: its package discovery cannot give
+# a folder a name of its own, and a top-level `include` would shadow an Airflow project's.
+PLUGINS = find_namespace_packages(
+    "plugins", include=["logbroker*", "pipeline_warehouse*", "hooks*", "pipeline_ui*"]
+)
+APPS = find_namespace_packages(".", include=["spark_apps*"])
+
+setup(
+    # LOGBROKER_PURE_PYTHON=1 builds no extension, as it runs none (tests/deploy/test_wheel.py)
+    ext_modules=[] if os.environ.get("LOGBROKER_PURE_PYTHON") == "1" else ext_modules,
+    packages=[*PLUGINS, *APPS, "logbroker_include"],
+    package_dir={
+        **{name: f"plugins/{name}" for name in PLUGINS if "." not in name},
+        "logbroker_include": "include",
+    },
+    package_data={
+        "pipeline_ui": ["templates/*.html"],
+        "logbroker_include": ["schemas/*.avsc", "expectations/*.json", "report_assets/**/*"],
+    },
+)

@@ -156,8 +156,9 @@ LIBRARY: dict[str, tuple[str, ...]] = {
     "audit": ("protocol", "client", "serde"),
     "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
     # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no storage
-    "stack": ("protocol", "coordination", "config", "client", "serde", "audit"),
+    "stack": ("protocol", "coordination", "config", "client", "serde", "audit", "include_files"),
     "logging_setup": (),
+    "include_files": (),  # where include/'s files are installed
     "commands": (
         "protocol",
         "coordination",

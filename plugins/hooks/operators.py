@@ -174,9 +174,9 @@ class HourlyLoadOperator(SparkAppOperator):
     ) -> None:
         from pipeline_warehouse.filesystem import python_uri
 
-        from .pipeline import REPO_ROOT
+        from .pipeline import installed_jobs
 
-        kwargs.setdefault("application", str(REPO_ROOT / "spark_apps" / "jobs" / "hourly_load.py"))
+        kwargs.setdefault("application", str(installed_jobs() / "hourly_load.py"))
         super().__init__(**kwargs)
         if isinstance(topics, str):  # a str is a sequence of one-letter topics: refuse it
             raise TypeError(f"HourlyLoadOperator topics: a list of topics, not {topics!r}")

@@ -1,9 +1,11 @@
 """The pipeline the DAGs run: which live clusters, the analysis cluster, topics, warehouse.
 
-One JSON file (default include/pipeline/pipeline.json; `LOGBROKER_PIPELINE=<file>` picks
-another), read when a DAG file is parsed: it is small and has no imports, so parsing stays
+One JSON file (`LOGBROKER_PIPELINE=<file>`; in a checkout, include/pipeline/pipeline.json by
+default), read when a DAG file is parsed: it is small and has no imports, so parsing stays
 cheap. Clusters and Spark are named by Airflow connection ids, so credentials and hosts live
-where Airflow users keep them. The demo and `make up` write their own file.
+where Airflow users keep them. The demo and `make up` write their own file; an installed wheel
+has none (include/pipeline/ is a checkout's), so a deployment names its own. A relative
+`warehouse` or `reports` path is taken from the file's directory.
 
 Every topic is checked as the load and the audit check it (pipeline_warehouse.topics) when
 the file is read: a bad name fails the DAG file's import with one line naming the file.
@@ -22,19 +24,20 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from logbroker.include_files import include_path
 from logbroker.protocol.topics import AUDIT_TOPIC
 from pipeline_warehouse.filesystem import as_uri, python_uri
 from pipeline_warehouse.topics import check_topics
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # A JVM, a Spark session and an executor's first job cost far more than one topic's load
 # of an hour (docs/performance.md, "Many topics an hour"): an hour's topics share
 # applications. 30: 50 topics and _audit in two tasks, one on each of the two workers.
 DEFAULT_TOPICS_PER_LOAD = 30
-DEFAULT_FILE = REPO_ROOT / "include" / "pipeline" / "pipeline.json"
+DEFAULT_FILE = include_path("pipeline", "pipeline.json")  # a checkout's only
 
 
 @dataclass(frozen=True)
@@ -108,22 +111,34 @@ class Pipeline:
 
     @property
     def spark_jobs(self) -> Path:
-        """The Spark applications' entry points (spark_apps/jobs/)."""
-        return REPO_ROOT / "spark_apps" / "jobs"
+        """The Spark applications' entry points (installed_jobs())."""
+        return installed_jobs()
+
+
+def installed_jobs() -> Path:
+    """spark_apps/jobs/ of the installed project, the files spark-submit runs (hourly_load.py,
+    audit.py): the checkout's with `pip install -e .`, site-packages' from a wheel."""
+    # files() of a regular package on disk is its directory (a pathlib.Path)
+    return Path(str(files("spark_apps.jobs")))
 
 
 def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
     source = Path(path or os.environ.get("LOGBROKER_PIPELINE") or DEFAULT_FILE)
+    if source == DEFAULT_FILE and not source.exists():
+        raise ValueError(
+            f"pipeline settings: no LOGBROKER_PIPELINE, and this installation has no {source}"
+            " (a checkout's): set LOGBROKER_PIPELINE to the pipeline's settings file"
+        )
     try:
         raw: dict[str, Any] = json.loads(source.read_text())
-        warehouse = as_uri(raw["warehouse"], REPO_ROOT)
+        warehouse = as_uri(raw["warehouse"], source.parent.absolute())
         return Pipeline(
             live_clusters=tuple(LiveCluster(c["name"], c["conn_id"]) for c in raw["live_clusters"]),
             analysis_conn_id=raw["analysis_conn_id"],
             spark_conn_id=raw.get("spark_conn_id", "logbroker_spark_default"),
             topics=tuple(check_topics(raw["topics"])),
             warehouse=warehouse,
-            reports=as_uri(raw["reports"], REPO_ROOT)
+            reports=as_uri(raw["reports"], source.parent.absolute())
             if raw.get("reports")
             else f"{warehouse}/_reports",
             grace_hours=int(raw.get("grace_hours", 2)),

@@ -33,7 +33,7 @@ from pipeline_warehouse.hours import parse_hour, recent_hours
 from .cluster_view import read_clusters
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
-BASE = "/logbroker"  # where Airflow mounts the app (pipeline_ui_plugin.py)
+BASE = "/logbroker"  # where Airflow mounts the app (plugin.py)
 SAFE_PATH = re.compile(r"^(?!.*\.\.)[\w./@-]+$")  # "@": the vendored assets (name@version)
 LOAD_DAG = "logbroker_hourly_load"
 HOUR_REPORT = re.compile(r"^hours/(\d{4}-\d\d-\d\dT\d\d)\.html$")

@@ -30,6 +30,7 @@ namenode's HTTP port serves the same files without Hadoop's native client (libhd
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 def as_uri(location: str, root: Path | None = None) -> str:
     """A warehouse location as a URI: 'wh' or '/data/wh' -> 'file:///abs/wh' (relative to
-    `root`, else the working directory); URIs are kept, without a trailing '/'."""
+    `root`, else the working directory; '..' taken out); URIs are kept, without a trailing '/'."""
     if location.startswith("file:"):
         return Path(unquote(urlparse(location).path)).absolute().as_uri()
     if _SCHEME.match(location):
@@ -101,7 +102,7 @@ def as_uri(location: str, root: Path | None = None) -> str:
     path = Path(location)
     if not path.is_absolute() and root is not None:
         path = root / path
-    return path.absolute().as_uri()
+    return Path(os.path.normpath(path.absolute())).as_uri()
 
 
 def is_local(uri: str) -> bool:

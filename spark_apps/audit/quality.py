@@ -60,6 +60,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logbroker.include_files import include_path
 from pipeline_warehouse.filesystem import is_local, join, local_path
 from pipeline_warehouse.hours import WINDOW_MS, format_hour, parse_hour
 from pipeline_warehouse.loads import committed_hours
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUITES_SOURCE = Path(__file__).resolve().parents[2] / "include" / "expectations"
+SUITES_SOURCE = include_path("expectations")  # the checkout's, or the installed copy
 SUITES = ("audit_results", "loaded_topic_hours", "audit_events")
 INDEX_COLUMNS = {
     "audit_results": ["topic", "window_start"],

@@ -21,7 +21,9 @@ import shutil
 from functools import cache
 from pathlib import Path
 
-ASSETS_SOURCE = Path(__file__).resolve().parents[2] / "include" / "report_assets"
+from logbroker.include_files import include_path
+
+ASSETS_SOURCE = include_path("report_assets")  # the checkout's, or the installed copy
 ASSETS_DIR = "assets"  # under the reports directory
 
 _TAG = re.compile(r"<(script|link|img)\b[^>]*>", re.S | re.I)

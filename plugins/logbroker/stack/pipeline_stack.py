@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 from ..audit import AuditedProducer
 from ..client.cluster import Cluster, ReplicatedPartition
 from ..client.producer import Producer
+from ..include_files import include_path
 from ..serde import SchemaRegistry
 from ..serde.schemas import load_schema_file
 from .airflow_stack import (
@@ -65,8 +66,9 @@ from .spark_standalone import SparkStandalone, stop_groups
 from .traffic import TOPICS, activity
 from .zookeeper import ZooKeeperServer
 
+# `make demo` and `make up` run a checkout's DAGs (dags/ is not installed)
 REPO_ROOT = Path(__file__).resolve().parents[3]
-SCHEMAS = REPO_ROOT / "include" / "schemas"
+SCHEMAS = include_path("schemas")
 TERMINAL = {"success", "failed"}
 # The demo's loads and audits are small: JVM start and JIT warm-up are most of each
 # spark-submit. C1 only and the serial GC took a small local job from 33-42 s to 21-23 s here
