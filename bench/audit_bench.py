@@ -41,10 +41,11 @@ import numpy as np
 import pyarrow as pa
 import suite
 
+from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import as_uri
 from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour
 from pipeline_warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES
-from pipeline_warehouse.loads import scan_topic, warehouse_topics
+from pipeline_warehouse.load_index import scan_topic
 from spark_apps.audit.reconcile import summarize
 from spark_apps.audit.run import AuditOptions, run_audit
 from spark_apps.hadoop_fs import HadoopFS
@@ -165,11 +166,12 @@ def main() -> int:
         # generated here (or loaded before summaries existed) has none: the first audit that
         # reads a load counts it from its rows once and writes it. Timed on its own.
         fs = HadoopFS(spark)
+        warehouse = Warehouse(wh, fs)
         loads = [
             load
-            for topic in warehouse_topics(fs, wh)
+            for topic in warehouse.topics()
             if topic != AUDIT_TOPIC
-            for load in scan_topic(fs, wh, topic, DAY).loads.values()
+            for load in scan_topic(warehouse, topic, DAY).loads.values()
         ]
         t = time.perf_counter()
         summarize(spark, fs, wh, loads)

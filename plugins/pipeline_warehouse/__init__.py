@@ -8,8 +8,10 @@ Spark (docs/design.md §3.6, docs/warehouse.md).
                      (spark_apps.hadoop_fs)
     topics.py        which topic names may become paths
     hours.py         hours, windows and durations as the warehouse names them
-    checkpoint.py    a load's commit record (Checkpoint), and reading the committed hours
-    loads.py         a topic's committed loads with the audit's index of each
+    checkpoint.py    the one model of a committed load (Checkpoint: its commit record) and
+                     the one reader of the committed hours (Warehouse)
+    load_index.py    which event hours each load holds (the audit's index of it), and a
+                     topic's loads with their indexes
     load_summary.py  what a committed load holds, in a small file beside its rows
     hour_states.py   the one model of an hour's state: open, loaded, audited, closed
     hour_view.py     an hour as the Pipeline page and the completeness assets show it

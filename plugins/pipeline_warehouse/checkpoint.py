@@ -1,5 +1,8 @@
 """An hour's checkpoint: the commit record of its load (docs/design.md §3.6), and reading them.
 
+The one model of a committed load (`Checkpoint`) and the one reader of a warehouse's committed
+hours (`Warehouse`), for the load, the audit, the hour states, the hooks and the pages.
+
     <wh>/_checkpoints/<topic>/YYYY-MM-DDTHH.json, keys in this order:
 
     {"topic": "page_views", "load_hour": "2026-11-22T10",
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from logbroker.coordination.paths import partition_name
@@ -37,9 +41,8 @@ from pipeline_warehouse.filesystem import (
     as_uri,
     join,
     parquet_files,
-    visible,
 )
-from pipeline_warehouse.hours import parse_hour
+from pipeline_warehouse.hours import hour_name, parse_hour
 
 
 class WarehouseError(ValueError):
@@ -75,8 +78,30 @@ class Checkpoint:
     error_files: tuple[str, ...] | None = None
 
     @property
+    def hour(self) -> datetime:
+        """`load_hour` as the hour's start (UTC)."""
+        return parse_hour(self.load_hour)
+
+    @property
     def messages(self) -> int:
         return sum(p.messages for p in self.partitions)
+
+    def data_dir(self, wh: str) -> str:
+        return layout.load_dir(wh, self.topic, self.load_hour)
+
+    def data_uris(self, wh: str) -> list[str]:
+        """What to read for the load's rows, without listing anything: its version's files
+        (or, before versions, its whole directory). Warehouse.data_files checks they exist."""
+        if self.files is None:
+            return [self.data_dir(wh)]
+        return [join(self.data_dir(wh), name) for name in self.files]
+
+    def errors_uris(self, wh: str) -> list[str]:
+        """What to read for its bad records ([] when it has none on record)."""
+        where = layout.errors_dir(wh, self.topic, self.load_hour)
+        if self.error_files is None:
+            return [where] if self.bad_records else []
+        return [join(where, name) for name in self.error_files]
 
     def ends(self) -> dict[tuple[int, int], int]:
         return {(p.broker_id, p.partition): p.end_offset for p in self.partitions}
@@ -209,15 +234,15 @@ class Warehouse:
 
     # reading
     def topics(self) -> list[str]:
-        """Topics that have at least one checkpoint."""
+        """Topics that have at least one checkpoint (`_audit` included), by name."""
         return [
             e.name
             for e in self.fs.list(join(self.uri, layout.CHECKPOINTS))
-            if e.is_dir and visible(e)
+            if e.is_dir and not e.name.startswith(".")
         ]
 
     def committed_hours(self, topic: str) -> list[str]:
-        """Hours of `topic` with a checkpoint, oldest first."""
+        """Hours of `topic` with a checkpoint, oldest first (no checkpoint is read)."""
         hours = []
         for e in self.fs.list(layout.checkpoints_dir(self.uri, topic)):
             if e.is_dir or not e.name.endswith(".json"):
@@ -229,7 +254,10 @@ class Warehouse:
             hours.append(e.name[:-5])
         return sorted(hours)
 
-    def checkpoint(self, topic: str, hour: str) -> Checkpoint | None:
+    def checkpoint(self, topic: str, hour: str | datetime) -> Checkpoint | None:
+        """The hour's checkpoint, or None when it is not committed; WarehouseError when the
+        file is malformed or speaks of another topic or hour."""
+        hour = hour_name(hour)
         path = self.checkpoint_path(topic, hour)
         try:
             data = self.fs.read_bytes(path)

@@ -27,9 +27,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeline_warehouse import layout
+from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import WarehouseFS
 from pipeline_warehouse.hours import HOUR_MS, format_hour
-from pipeline_warehouse.loads import TopicLoads, can_hold, scan_topic
+from pipeline_warehouse.load_index import TopicLoads, can_hold, scan_topic
 
 STATES = ("open", "loaded", "audited", "closed")
 DONE = {"complete", "no_data"}
@@ -85,7 +86,8 @@ def hour_states(
     if not hours:
         return []
     since = hours[0] - timedelta(hours=1)
-    scans = {t: scan_topic(fs, wh, t, since) for t in [*topics, layout.AUDIT_TOPIC]}
+    warehouse = Warehouse(wh, fs)
+    scans = {t: scan_topic(warehouse, t, since) for t in [*topics, layout.AUDIT_TOPIC]}
     out = []
     for hour in hours:
         summary = read_summary(fs, wh, hour)

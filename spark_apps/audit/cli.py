@@ -360,14 +360,14 @@ def reopened_hours(
     """Hours of the 7 days before `first` whose files say an audit would change them."""
     from datetime import timedelta
 
+    from pipeline_warehouse.checkpoint import Warehouse
     from pipeline_warehouse.hour_states import hour_states
     from pipeline_warehouse.hours import hours_between
     from pipeline_warehouse.layout import is_event_topic
-    from pipeline_warehouse.loads import warehouse_topics
     from spark_apps.hadoop_fs import HadoopFS
 
     fs = HadoopFS(spark)
-    names = topics or [t for t in warehouse_topics(fs, warehouse) if is_event_topic(t)]
+    names = topics or [t for t in Warehouse(warehouse, fs).topics() if is_event_topic(t)]
     window = hours_between(first - timedelta(days=7), first - timedelta(hours=1))
     states = hour_states(fs, warehouse, names, window, now, grace_ms)
     return sorted({s.hour for s in states if s.state != "open" and s.needs_audit(now, grace_ms)})

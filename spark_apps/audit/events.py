@@ -42,10 +42,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pipeline_warehouse import load_summary
+from pipeline_warehouse.checkpoint import Checkpoint
 from pipeline_warehouse.filesystem import parquet_files
 from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, format_hour, hour_ms, parse_hour
 from pipeline_warehouse.layout import AUDIT_TOPIC
-from pipeline_warehouse.loads import CommittedLoad
 from pipeline_warehouse.topics import PipelineTopicError, check_topic
 from spark_apps.summary_counts import plain_value
 
@@ -92,7 +92,7 @@ def audited_topic_column(columns: Sequence[str]) -> str:
 def read_audit_events(
     spark: SparkSession,
     wh: str,
-    loads: list[CommittedLoad],
+    loads: list[Checkpoint],
     hours: list[datetime],
     warehouse_topics: Sequence[str],
     bad_record_hour: dict[datetime, datetime],
@@ -123,7 +123,7 @@ def read_audit_events(
     # warehouse's filesystem and decoded on the driver, with no Spark job (one cost 0.2 s,
     # more than the rest of this step; a job per step had cost more than all of it).
     frames = [
-        _frame(pq.read_table(pa.BufferReader(fs.read_bytes(uri))), load.hour_name)
+        _frame(pq.read_table(pa.BufferReader(fs.read_bytes(uri))), load.load_hour)
         for load in loads
         for uri in _data_files(fs, wh, load)
     ]
@@ -145,7 +145,7 @@ def read_audit_events(
     )
 
 
-def _data_files(fs: Any, wh: str, load: CommittedLoad) -> list[str]:
+def _data_files(fs: Any, wh: str, load: Checkpoint) -> list[str]:
     """The load's data files: its version's, or (a checkpoint from before versions) every
     Parquet file of its directory."""
     if load.files is not None:
@@ -211,7 +211,7 @@ def _nullable(kind: Any) -> Any:
 def _recorded_conflicts(
     fs: Any,
     wh: str,
-    loads: list[CommittedLoad],
+    loads: list[Checkpoint],
     bad_record_hour: dict[datetime, datetime],
     bad_counts: dict[str, dict[str, int]],
 ) -> list[dict[str, Any]]:
@@ -226,8 +226,8 @@ def _recorded_conflicts(
             fs, load.data_dir(wh), load.committed_at, load.rows_sha256, load.rows
         )
         if summary is None or summary.conflicts is None:
-            if load.load_hour in bad_record_hour:
-                hour = format_hour(bad_record_hour[load.load_hour])
+            if load.hour in bad_record_hour:
+                hour = format_hour(bad_record_hour[load.hour])
                 reason = (
                     "duplicates the load dropped, not compared with the events kept (its "
                     "summary is missing, not its own or from before it kept conflicts)"
@@ -504,16 +504,16 @@ def _add_undecodable(
     spark: SparkSession,
     fs: Any,
     wh: str,
-    loads: list[CommittedLoad],
+    loads: list[Checkpoint],
     bad_record_hour: dict[datetime, datetime],
     bad_counts: dict[str, dict[str, int]],
     bad_examples: dict[str, list[dict[str, Any]]],
 ) -> None:
     """Count the `_audit` records the load could not decode, with the reasons it kept."""
     for load in loads:
-        if load.bad_records <= 0 or load.load_hour not in bad_record_hour:
+        if load.bad_records <= 0 or load.hour not in bad_record_hour:
             continue
-        hour = format_hour(bad_record_hour[load.load_hour])
+        hour = format_hour(bad_record_hour[load.hour])
         counts = bad_counts.setdefault(hour, {})
         reasons: dict[str, int] = {}
         examples: list[dict[str, Any]] = []
@@ -527,7 +527,7 @@ def _add_undecodable(
                     c for c in ("broker_id", "partition", "offset", "index") if c in errors.columns
                 ]
                 for row in errors.select(*position, "reason").limit(EXAMPLES_PER_HOUR).collect():
-                    example = {"load_hour": load.hour_name, **row.asDict()}
+                    example = {"load_hour": load.load_hour, **row.asDict()}
                     example["reason"] = f"undecodable: {example['reason']}"
                     examples.append(example)
         described = sum(reasons.values())
@@ -540,17 +540,17 @@ def _add_undecodable(
 
 
 def audit_hour_of_bad_records(
-    loads: list[CommittedLoad], inputs_read: dict[datetime, set[datetime]]
+    loads: list[Checkpoint], inputs_read: dict[datetime, set[datetime]]
 ) -> dict[datetime, datetime]:
     """Each `_audit` load with bad records -> the audited hour that reports them: its own hour
     when audited, else the first audited hour that read it."""
     out: dict[datetime, datetime] = {}
     for load in loads:
-        if load.load_hour in inputs_read:
-            out[load.load_hour] = load.load_hour
+        if load.hour in inputs_read:
+            out[load.hour] = load.hour
             continue
         for hour in sorted(inputs_read):
-            if load.load_hour in inputs_read[hour]:
-                out[load.load_hour] = hour
+            if load.hour in inputs_read[hour]:
+                out[load.hour] = hour
                 break
     return out

@@ -21,15 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from pipeline_warehouse import layout
+from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from pipeline_warehouse.filesystem import WarehouseFS
 from pipeline_warehouse.hours import format_hour
-from pipeline_warehouse.loads import (
-    CommittedLoad,
-    TopicLoads,
-    can_hold,
-    scan_topic,
-    warehouse_topics,
-)
+from pipeline_warehouse.load_index import TopicLoads, can_hold, scan_topic
 
 
 @dataclass
@@ -40,11 +35,11 @@ class Plan:
     grace_ms: int
     topics: list[str]  # the event topics audited (results have one row per topic and window)
     scanned: dict[str, TopicLoads]  # every topic read, `_audit` included
-    to_read: dict[str, list[CommittedLoad]] = field(default_factory=dict)
+    to_read: dict[str, list[Checkpoint]] = field(default_factory=dict)
     # inputs[hour][topic] -> {load hour: read?} (layout: _summary.json "inputs")
     inputs: dict[datetime, dict[str, dict[datetime, bool]]] = field(default_factory=dict)
 
-    def loads_read(self, topic: str) -> list[CommittedLoad]:
+    def loads_read(self, topic: str) -> list[Checkpoint]:
         return self.to_read.get(topic, [])
 
 
@@ -56,16 +51,17 @@ def make_plan(
     topics: list[str] | None = None,
 ) -> Plan:
     """Decide which loads to read for auditing `hours` (see the module doc)."""
-    present = warehouse_topics(fs, wh)
+    warehouse = Warehouse(wh, fs)
+    present = warehouse.topics()
     event_topics = [t for t in present if layout.is_event_topic(t)]
     audited = sorted(set(topics)) if topics else event_topics
     since = min(hours) - timedelta(hours=1)  # a clock ahead puts events in the load before
     scanned = {
-        t: scan_topic(fs, wh, t, since) for t in [*audited, layout.AUDIT_TOPIC] if t in present
+        t: scan_topic(warehouse, t, since) for t in [*audited, layout.AUDIT_TOPIC] if t in present
     }
     plan = Plan(hours=sorted(hours), grace_ms=grace_ms, topics=audited, scanned=scanned)
     for topic, tl in scanned.items():
-        read: dict[datetime, CommittedLoad] = {}
+        read: dict[datetime, Checkpoint] = {}
         for hour in plan.hours:
             considered: dict[datetime, bool] = {}
             name = format_hour(hour)

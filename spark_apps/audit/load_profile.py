@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from pipeline_warehouse.checkpoint import Checkpoint
 from pipeline_warehouse.hours import HOUR_MS, format_hour, hour_ms
-from pipeline_warehouse.loads import CommittedLoad
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,7 +58,7 @@ PROFILE_COLUMNS = (
 
 
 def load_profiles(
-    loads: list[CommittedLoad],
+    loads: list[Checkpoint],
     profile: pd.DataFrame,
     within_load: pd.DataFrame,
     lateness_ms: int,
@@ -74,7 +74,7 @@ def load_profiles(
 
     keys = ["topic", "load_hour"]
     wanted = pd.DataFrame(
-        [(load.topic, load.hour_name, hour_ms(load.load_hour)) for load in loads],
+        [(load.topic, load.load_hour, hour_ms(load.hour)) for load in loads],
         columns=[*keys, "start"],
     )
     part = profile.merge(wanted, on=keys)

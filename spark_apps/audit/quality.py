@@ -61,9 +61,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from logbroker.include_files import include_path
+from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import is_local, join, local_path
 from pipeline_warehouse.hours import WINDOW_MS, format_hour, parse_hour
-from pipeline_warehouse.loads import committed_hours
 from spark_apps.audit.report_assets import install, rewrite_tree
 from spark_apps.hadoop_fs import HadoopFS
 
@@ -339,17 +339,17 @@ def topics_with_traffic(
     fs: Any, wh: str, topics: list[str], hour: datetime, cache: dict[tuple[str, str], int]
 ) -> list[str]:
     """The topics among `topics` with rows in any load of the 24 hours before `hour`."""
-    from pipeline_warehouse.loads import read_checkpoint
-
+    warehouse = Warehouse(wh, fs)
     out = []
-    first = hour - timedelta(hours=24)
+    first, last = format_hour(hour - timedelta(hours=24)), format_hour(hour)
     for topic in topics:
-        for load_hour in committed_hours(fs, wh, topic):
-            if not first <= load_hour < hour:
+        for load_hour in warehouse.committed_hours(topic):
+            if not first <= load_hour < last:  # hour names sort as the hours do
                 continue
-            key = (topic, format_hour(load_hour))
+            key = (topic, load_hour)
             if key not in cache:
-                cache[key] = read_checkpoint(fs, wh, topic, load_hour).rows
+                checkpoint = warehouse.checkpoint(topic, load_hour)
+                cache[key] = checkpoint.rows if checkpoint is not None else 0
             if cache[key] > 0:
                 out.append(topic)
                 break

@@ -29,9 +29,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, cast
 
 from pipeline_warehouse import layout, load_summary
+from pipeline_warehouse.checkpoint import Checkpoint
 from pipeline_warehouse.hours import HOUR_MS, hour_ms, parse_hour
 from pipeline_warehouse.load_summary import GROUP_COLUMNS, NAME_COLUMNS, LoadSummary
-from pipeline_warehouse.loads import CommittedLoad
 from spark_apps.summary_counts import count_names, frame_rows, group_profile, read_header_rows
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def summarize(
     spark: SparkSession,
     fs: HadoopFS,
     wh: str,
-    loads: list[CommittedLoad],
+    loads: list[Checkpoint],
 ) -> dict[tuple[str, datetime], LoadSummary]:
     """Count `loads` from their rows and write their summaries (see the module doc).
 
@@ -126,7 +126,7 @@ def summarize(
     """
     # Listed before the rows are read: a load replaced meanwhile leaves a stale summary.
     files = {
-        (load.topic, load.load_hour): load_summary.data_files(fs, load.data_dir(wh), load.files)
+        (load.topic, load.hour): load_summary.data_files(fs, load.data_dir(wh), load.files)
         for load in loads
     }
     rows = read_header_rows(
@@ -143,16 +143,16 @@ def summarize(
                 shared_pairs[(topic, a, b)] += int(n)
     out = {}
     for load in loads:
-        name = load.hour_name
+        name = load.load_hour
         own = (prof["topic"] == load.topic) & (prof["load_hour"] == name)
         own_names = (names["topic"] == load.topic) & (names["load_hour"] == name)
-        out[(load.topic, load.load_hour)] = LoadSummary(
+        out[(load.topic, load.hour)] = LoadSummary(
             topic=load.topic,
             load_hour=name,
             committed_at=load.committed_at,
             rows_sha256=load.rows_sha256,
             rows=load.rows,
-            files=files[(load.topic, load.load_hour)],
+            files=files[(load.topic, load.hour)],
             groups=frame_rows(prof[own], GROUP_COLUMNS),
             names=frame_rows(names[own_names], NAME_COLUMNS),
         )
@@ -173,9 +173,9 @@ def summarize(
     return out
 
 
-def _current_summary(fs: HadoopFS, wh: str, load: CommittedLoad) -> LoadSummary | None:
+def _current_summary(fs: HadoopFS, wh: str, load: Checkpoint) -> LoadSummary | None:
     """The load's own summary if current, else the one an audit kept for it if current."""
-    for path in (None, layout.load_summary_file(wh, load.topic, load.load_hour)):
+    for path in (None, layout.load_summary_file(wh, load.topic, load.hour)):
         found = load_summary.read_current(
             fs,
             load.data_dir(wh),
@@ -199,7 +199,7 @@ def count_warehouse(
     spark: SparkSession,
     fs: HadoopFS,
     wh: str,
-    loads: list[CommittedLoad],
+    loads: list[Checkpoint],
     hours: list[datetime],
 ) -> WarehouseCounts:
     """Profile and deduplicate `loads` from their summaries; windows of `hours` only in
@@ -213,7 +213,7 @@ def count_warehouse(
         if current is None:
             stale.append(load)
         else:
-            summaries[(load.topic, load.load_hour)] = current
+            summaries[(load.topic, load.hour)] = current
     if stale:
         summaries.update(summarize(spark, fs, wh, stale))
 
@@ -228,7 +228,7 @@ def count_warehouse(
         loaded_rows=("rows", "sum"), loaded_unique=("distinct", "sum")
     )
     if len(contested):
-        by_key = {(load.topic, load.hour_name): load for load in loads}
+        by_key = {(load.topic, load.load_hour): load for load in loads}
         read = _count_contested(spark, wh, by_key, contested, hours, collision)
         windows = pd.concat([windows, read]).groupby(["topic", "window"], as_index=False).sum()
     within = (
@@ -321,7 +321,7 @@ def _certified(
 def _count_contested(
     spark: SparkSession,
     wh: str,
-    loads: dict[tuple[str, str], CommittedLoad],
+    loads: dict[tuple[str, str], Checkpoint],
     contested: pd.DataFrame,
     hours: list[datetime],
     by_string: bool,

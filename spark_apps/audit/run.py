@@ -25,9 +25,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipeline_warehouse import layout
+from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import join, recover_replaced, replace_dir
 from pipeline_warehouse.hours import format_hour, format_instant, parse_hour
-from pipeline_warehouse.loads import LoadIndex, warehouse_topics
+from pipeline_warehouse.load_index import LoadIndex
 from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
 from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan, topics_without_data
 from spark_apps.audit.load_profile import event_hours, load_profiles
@@ -84,12 +85,10 @@ def run_audit(
     indexes: list[LoadIndex] = []
     held_by_load = event_hours(counts.profile)
     for load in event_loads:
-        held, untimed = held_by_load.get((load.topic, load.hour_name), ({}, 0))
-        add_found_inputs(plan, load.topic, load.load_hour, held)
+        held, untimed = held_by_load.get((load.topic, load.load_hour), ({}, 0))
+        add_found_inputs(plan, load.topic, load.hour, held)
         indexes.append(
-            LoadIndex(
-                load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, untimed
-            )
+            LoadIndex(load.topic, load.hour, load.committed_at, load.rows_sha256, held, untimed)
         )
 
     clock.step("audit events")
@@ -103,19 +102,17 @@ def run_audit(
         wh,
         audit_loads,
         hours,
-        warehouse_topics(fs, wh),
+        Warehouse(wh, fs).topics(),
         audit_hour_of_bad_records(audit_loads, inputs_read),
         opts.now,
         opts.skew_ms,
     )
     for load in audit_loads:
-        held = events.index.get(load.hour_name, {})
-        add_found_inputs(plan, layout.AUDIT_TOPIC, load.load_hour, held)
-        by_topic = events.index_by_topic.get(load.hour_name, {})
+        held = events.index.get(load.load_hour, {})
+        add_found_inputs(plan, layout.AUDIT_TOPIC, load.hour, held)
+        by_topic = events.index_by_topic.get(load.load_hour, {})
         indexes.append(
-            LoadIndex(
-                load.topic, load.load_hour, load.committed_at, load.rows_sha256, held, 0, by_topic
-            )
+            LoadIndex(load.topic, load.hour, load.committed_at, load.rows_sha256, held, 0, by_topic)
         )
 
     if opts.topics is not None:  # a name asked for that has nothing here: say so, write nothing
@@ -138,7 +135,7 @@ def run_audit(
         from spark_apps.audit.schema_ids import registered_ids
 
         registered = registered_ids(opts.schema_registry, plan.topics)
-    hour_loads = [load for load in event_loads if load.load_hour in set(hours)]
+    hour_loads = [load for load in event_loads if load.hour in set(hours)]
     profiles = load_profiles(
         hour_loads, counts.profile, counts.within_load, opts.lateness_ms, opts.skew_ms, registered
     )

@@ -21,7 +21,7 @@ from pipeline_warehouse.hours import (
     parse_hour,
     parse_hour_range,
 )
-from pipeline_warehouse.loads import can_hold
+from pipeline_warehouse.load_index import can_hold
 from spark_apps.audit.cli import loads_line
 from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (
@@ -249,12 +249,21 @@ def test_one_header_two_counts_neither_summed() -> None:
 
 
 def test_dropped_duplicates_a_load_did_not_compare_are_reported(tmp_path: Path) -> None:
+    from pipeline_warehouse.checkpoint import Checkpoint
     from pipeline_warehouse.filesystem import FsspecFS, as_uri
-    from pipeline_warehouse.loads import CommittedLoad
     from spark_apps.audit.events import _recorded_conflicts
 
     ten = parse_hour("2026-11-22T10")
-    load = CommittedLoad("_audit", ten, 10, 0, 2, "2026-11-22T11:05:00Z", "ab" * 32)
+    load = Checkpoint(
+        topic="_audit",
+        load_hour="2026-11-22T10",
+        partitions=(),
+        rows=10,
+        duplicates_dropped=2,
+        bad_records=0,
+        rows_sha256="ab" * 32,
+        committed_at="2026-11-22T11:05:00Z",
+    )
     bad: dict[str, dict[str, int]] = {}
     assert _recorded_conflicts(FsspecFS(), as_uri(str(tmp_path)), [load], {ten: ten}, bad) == []
     assert list(bad["2026-11-22T10"].values()) == [2]

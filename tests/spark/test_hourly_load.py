@@ -14,8 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline_warehouse import load_summary
-from pipeline_warehouse.checkpoint import Warehouse
-from pipeline_warehouse.loads import parse_checkpoint
+from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from spark_apps.audit.reconcile import summarize
 from spark_apps.hadoop_fs import HadoopFS, open_warehouse
 from spark_apps.load.errors import LoadOrderError, TooManyBadRecordsError
@@ -115,7 +114,7 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     written = {}
     loads = []
     for cp in cps:
-        load = parse_checkpoint(json.dumps(cp), cp["load_hour"])
+        load = Checkpoint.from_json(json.dumps(cp), cp["load_hour"])
         summary = load_summary.read_current(
             fs,
             load.data_dir(wh.uri),
