@@ -16,10 +16,11 @@ system-deps:
 # lock (Airflow, Spark and GX: ~200 packages) in a fraction of pip's time; --compile-bytecode
 # because this environment sets PYTHONDONTWRITEBYTECODE and imports are slow without .pyc.
 UV_VERSION := 0.13.9
-# The editable install also compiles the message-set walks (setup.py: _native.pyx with the
-# system's gcc and zlib); the last line says whether they run compiled or in pure Python.
+# The editable install also compiles the message-set walks (setup.py: _native.pyx and
+# _native08.pyx with the system's gcc and zlib); the last line says whether they run compiled
+# or in pure Python.
 $(STAMP): pyproject.toml requirements.lock setup.py plugins/logbroker/protocol/_native.pyx \
-		plugins/logbroker/protocol/_crc32.h
+		plugins/logbroker/protocol/_native08.pyx plugins/logbroker/protocol/_crc32.h
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -r requirements.lock

@@ -1,8 +1,8 @@
-"""The one compiled module, logbroker.protocol._native (issue 33); the rest is pyproject.toml.
+"""The compiled modules: logbroker.protocol._native (0.7's walks, issue 33) and _native08
+(0.8's, issue 44); the rest is pyproject.toml.
 
 Optional: where there is no C compiler, no zlib header or no Cython, the install still
-succeeds (with a warning) and message_set.py's pure-Python walks run; `logbroker --version`
-says which.
+succeeds (with a warning) and the pure-Python walks run; `logbroker --version` says which.
 """
 
 import os
@@ -21,7 +21,13 @@ else:
                 ["plugins/logbroker/protocol/_native.pyx"],
                 libraries=["z"],  # zlib's crc32
                 depends=["plugins/logbroker/protocol/_crc32.h"],  # the CRC-32 it calls
-            )
+            ),
+            Extension(
+                "logbroker.protocol._native08",
+                ["plugins/logbroker/protocol/_native08.pyx"],
+                libraries=["z"],
+                depends=["plugins/logbroker/protocol/_crc32.h"],
+            ),
         ],
         compiler_directives={"language_level": "3"},
         quiet=True,

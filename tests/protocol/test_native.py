@@ -1,12 +1,13 @@
-"""The compiled message-set walks (_native.pyx): built by `make setup`, chosen unless
-LOGBROKER_PURE_PYTHON=1, and named by `logbroker --version`.
+"""The compiled message-set walks (_native.pyx, and _native08.pyx for Kafka 0.8's): built by
+`make setup`, chosen unless LOGBROKER_PURE_PYTHON=1, and named by `logbroker --version`.
 
 That they give the reference's results and errors is test_message_properties.py's
 test_both_walks_agree_on_generated_and_damaged_bytes (and every test there and in
 test_message_bytes.py runs against both); for requests.py's decode_produce_fast,
 test_requests.py's test_both_fast_produce_decoders_agree_on_generated_and_damaged_frames,
 for its produce_run, test_both_produce_runs_agree_on_generated_and_damaged_frames and, for
-its encode_produce_set, test_both_produce_frame_builders_agree.
+its encode_produce_set, test_both_produce_frame_builders_agree. For the 0.8 walks,
+test_kafka08_walks.py's test_both_08_walks_agree_on_generated_and_damaged_bytes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import pytest
 from logbroker import __version__
 from logbroker.protocol import message_set, native, requests
 from logbroker.protocol.errors import InvalidMessageError
+from logbroker.protocol.kafka08 import message_set as set08
+from logbroker.protocol.message_formats import FORMAT_08
+from logbroker.storage import logical_log
 
 LOGBROKER = Path(sys.executable).with_name("logbroker")
 
@@ -30,6 +34,13 @@ LOGBROKER = Path(sys.executable).with_name("logbroker")
 def test_the_extension_is_built() -> None:
     assert native.COMPILED is not None, (
         "logbroker.protocol._native does not import: `make setup` compiles it "
+        "(it needs gcc, zlib1g-dev and Cython from requirements.lock)"
+    )
+
+
+def test_the_08_extension_is_built() -> None:
+    assert native.COMPILED08 is not None, (
+        "logbroker.protocol._native08 does not import: `make setup` compiles it "
         "(it needs gcc, zlib1g-dev and Cython from requirements.lock)"
     )
 
@@ -49,6 +60,8 @@ WALKS = {
     "encode_produce_set": ("requests", "encode_produce_set"),
 }
 MODULES = {"message_set": message_set, "requests": requests}
+# The 0.8 twins (_native08), all called by kafka08/message_set.py under their own names.
+WALKS08 = ("validate", "assign_offsets", "entry_headers", "whole_entries", "index_points")
 
 
 def test_the_library_uses_the_path_the_environment_asks_for() -> None:
@@ -58,6 +71,13 @@ def test_the_library_uses_the_path_the_environment_asks_for() -> None:
         where = MODULES[module]
         expected = getattr(where, f"{name}_python") if pure else getattr(native.COMPILED, name)
         assert getattr(where, called) is expected, name
+    for name in WALKS08:
+        expected = getattr(set08, f"{name}_python") if pure else getattr(native.COMPILED08, name)
+        assert getattr(set08, name) is expected, name
+    used = vars(logical_log)  # what the 0.8 log and a 0.8 follower call: the same
+    for name in ("validate", "assign_offsets", "index_points"):
+        assert used[name] is getattr(set08, name), name
+    assert FORMAT_08.whole_entries is set08.whole_entries
 
 
 def _version(pure_python: bool) -> str:
@@ -90,14 +110,18 @@ def test_version_names_the_forced_pure_python_path() -> None:
 def test_a_pure_python_process_runs_the_reference() -> None:
     env = {**os.environ, native.PURE_PYTHON_ENV: "1"}
     code = (
-        "from logbroker.protocol import message_set, requests; print("
+        "from logbroker.protocol import message_set, requests\n"
+        "from logbroker.protocol.kafka08 import message_set as set08\n"
+        "print("
         + ", ".join(f"{m}.{called} is {m}.{name}_python" for name, (m, called) in WALKS.items())
+        + ", "
+        + ", ".join(f"set08.{name} is set08.{name}_python" for name in WALKS08)
         + ")"
     )
     ran = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
     )
-    assert ran.stdout.split() == ["True"] * len(WALKS), ran.stderr
+    assert ran.stdout.split() == ["True"] * (len(WALKS) + len(WALKS08)), ran.stderr
 
 
 @pytest.mark.skipif(native.COMPILED is None, reason="the _native extension is not built")

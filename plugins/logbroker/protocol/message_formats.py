@@ -40,13 +40,6 @@ def _check_07(data: Buffer, offset: int) -> InvalidMessageError | None:
     return found.error
 
 
-def _whole_08(data: Buffer) -> tuple[int, int]:
-    end = count = 0
-    for _offset, position, size in v08.entry_headers(data):
-        end, count = position + size, count + 1
-    return end, count
-
-
 def _check_08(data: Buffer, offset: int) -> InvalidMessageError | None:
     found = v08.validate(data, inflate=False, stored=True)
     error = found.error
@@ -58,5 +51,5 @@ def _check_08(data: Buffer, offset: int) -> InvalidMessageError | None:
 
 
 FORMAT_07 = MessageFormat("0.7", v07.whole_entries, v07.first_entry_size, _check_07)
-FORMAT_08 = MessageFormat("0.8", _whole_08, v08.first_entry_size, _check_08)
+FORMAT_08 = MessageFormat("0.8", v08.whole_entries, v08.first_entry_size, _check_08)
 FORMATS = {f.name: f for f in (FORMAT_07, FORMAT_08)}

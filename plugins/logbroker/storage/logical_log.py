@@ -78,8 +78,10 @@ from ..protocol.errors import (
 from ..protocol.kafka08.message import CODEC_MASK, MESSAGE_HEADER
 from ..protocol.kafka08.message_set import (
     ENTRY_OVERHEAD,
+    IndexPoint,
     Validation,
     assign_offsets,
+    index_points,
     validate,
 )
 from ..protocol.message_formats import FORMAT_08
@@ -111,38 +113,6 @@ LOG_SUFFIX = ".log"
 _OFFSET_SIZE = struct.Struct(">qi")
 _INT32_MAX = 2**31 - 1  # an index entry's position is an int32: no segment may be larger
 _ATTRIBUTES_AT = ENTRY_OVERHEAD + 5  # an entry's attributes byte: after offset, size, crc, magic
-
-IndexPoint = tuple[int, int, int]  # (offset as stored, position, entry size): offset_index.py
-
-
-def index_points(
-    buffer: Buffer, position: int, last_indexed: int, interval: int, limit: int | None = None
-) -> tuple[list[IndexPoint], int, int]:
-    """Walk the entry headers of `buffer` (at byte `position` of its segment): the entries
-    the index takes (OffsetIndex's rule: more than `interval` bytes since `last_indexed`),
-    the last entry's offset as stored (-1 if none), and where the walk stopped in `buffer`.
-
-    An entry counts when its header is in `buffer` and it ends within `limit` bytes of its
-    start (default: within `buffer`); the walk may stop past `buffer`'s end, at the next
-    header. Sizes only: no CRC, no inflating (the bytes were validated, or are being read).
-    """
-    n = len(buffer)
-    limit = n if limit is None else limit
-    unpack = _OFFSET_SIZE.unpack_from
-    points: list[IndexPoint] = []
-    pos, last = 0, -1
-    while pos + ENTRY_OVERHEAD <= n:
-        offset, size = unpack(buffer, pos)
-        end = pos + ENTRY_OVERHEAD + size
-        if size < MESSAGE_HEADER or end > limit:
-            break
-        at = position + pos
-        if at - last_indexed > interval:
-            points.append((offset, at, end - pos))
-            last_indexed = at
-        last = offset
-        pos = end
-    return points, last, pos
 
 
 class Walk(NamedTuple):

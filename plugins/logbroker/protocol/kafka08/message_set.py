@@ -38,16 +38,22 @@ lz4 (codec 3, which 0.8.2 added with a framing later Kafkas called broken) is re
 
 No Python object per message on the checking path: `validate` walks the entries with
 struct reads and zlib.crc32 over views of the buffer.
+
+The walks every message crosses have compiled twins in `_native08.pyx` (Cython): `validate`,
+`assign_offsets`, `entry_headers`, `whole_entries` and `index_points` (the offset index's
+walk of a segment's entry headers). native.py decides which run, as for 0.7's walks
+(LOGBROKER_PURE_PYTHON=1 keeps these); the functions here are the reference, each reachable
+as `<name>_python` whichever runs.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from .. import compression
+from .. import compression, native
 from ..errors import (
     CorruptMessageError,
     InflatedSizeTooLargeError,
@@ -55,7 +61,7 @@ from ..errors import (
     UnknownCodecError,
 )
 from ..message_set import MAX_INFLATED, InflateBudget
-from ..wire import Buffer
+from ..wire import Buffer, byte_view
 from .message import CODEC_MASK, KNOWN_CODECS, LZ4, MAGIC, MESSAGE_HEADER, decode_message
 
 ENTRY_OVERHEAD = 12  # offset int64, size int32: 0.8's LogOverhead
@@ -98,6 +104,8 @@ class Validation(NamedTuple):
     codec           the codec of the last wrapper (0 if none)
     first_offset    the first top-level entry's offset as stored (-1 if none)
     last_offset     the last message's offset as stored (-1 if none)
+    inflated        each wrapper's inner set as inflated, in order (empty with
+                    `inflate=False`): `assign_offsets` takes them instead of inflating again
     """
 
     valid_bytes: int
@@ -110,6 +118,7 @@ class Validation(NamedTuple):
     codec: int = 0
     first_offset: int = -1
     last_offset: int = -1
+    inflated: tuple[bytes, ...] = ()
 
     @property
     def partial_tail(self) -> bool:
@@ -158,7 +167,7 @@ def _wrap(codec: int, inner: bytes, offset: int) -> bytes:
     return entry(offset, compression.compress(codec, inner), None, codec)
 
 
-def validate(
+def validate_python(
     buffer: Buffer,
     *,
     budget: InflateBudget | None = None,
@@ -173,11 +182,9 @@ def validate(
     doc): each top-level entry's offset is above the previous message's, and a wrapper's
     inner offsets run consecutively up to the wrapper's own. A producer's offsets are not
     checked: the leader rewrites them. `inflate=False` checks a wrapper only as far as its
-    own CRC and codec (its messages are then not counted).
+    own CRC and codec (its messages are then not counted, nor its inner set kept).
     """
-    view = memoryview(buffer)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
+    view = byte_view(buffer)  # any buffer's bytes (a strided view's copied)
     length = len(view)
     offset_size = _OFFSET_SIZE.unpack_from
     crc_magic_attributes_key = _CRC_MAGIC_ATTRIBUTES_KEY.unpack_from
@@ -186,6 +193,7 @@ def validate(
     pos = entries = messages = largest = compressed = last_codec = 0
     first_offset = last_offset = -1
     error: InvalidMessageError | None = None
+    inflated: list[bytes] = []
     while length - pos >= ENTRY_OVERHEAD:
         offset, size = offset_size(view, pos)
         end = pos + ENTRY_OVERHEAD + size
@@ -235,13 +243,14 @@ def validate(
             break
         if codec:
             first_inner = None
+            inner = b""
             if inflate:
                 if budget is None:
                     budget = InflateBudget.stored()
                 try:
                     inner = _inflate(view[pos + ENTRY_OVERHEAD : end], codec, where, budget)
                     inner_count, first_inner = _check_inner(
-                        inner, where, offset if stored else None
+                        inner, where, offset if stored else None, validate_python
                     )
                 except InvalidMessageError as exc:
                     error = exc
@@ -257,6 +266,8 @@ def validate(
                     f"{where}: its first inner offset {first_inner} does not follow {last_offset}"
                 )
                 break
+            if inflate:
+                inflated.append(inner)
             compressed += 1
             last_codec = codec
         else:
@@ -279,6 +290,7 @@ def validate(
         last_codec,
         first_offset,
         last_offset,
+        tuple(inflated),
     )
 
 
@@ -302,11 +314,13 @@ def _inflate(message: memoryview, codec: int, where: str, budget: InflateBudget)
     return inner
 
 
-def _check_inner(inner: bytes, where: str, wrapper_offset: int | None) -> tuple[int, int | None]:
+def _check_inner(
+    inner: bytes, where: str, wrapper_offset: int | None, walk: Callable[..., Validation]
+) -> tuple[int, int | None]:
     """(messages, first inner offset) of a wrapper's inflated set, each inner message
-    checked: whole, plain (one level deep), magic 0. With `wrapper_offset`, the inner
-    offsets must run consecutively up to it (a stored wrapper)."""
-    check = validate(inner, budget=InflateBudget(0, 0, 0))
+    checked by `walk` (a `validate`): whole, plain (one level deep), magic 0. With
+    `wrapper_offset`, the inner offsets must run consecutively up to it (a stored wrapper)."""
+    check = walk(inner, budget=InflateBudget(0, 0, 0))
     if check.error is not None:
         raise type(check.error)(f"{where}, inside its compressed set: {check.error}")
     if check.valid_bytes != len(inner):
@@ -328,23 +342,71 @@ def _check_inner(inner: bytes, where: str, wrapper_offset: int | None) -> tuple[
 
 def _entry_offsets(buffer: Buffer) -> Iterator[tuple[int, int]]:
     """(offset, start) of each whole entry, sizes only (the buffer was validated)."""
-    pos, length = 0, len(buffer)
+    view = byte_view(buffer)
+    pos, length = 0, len(view)
     unpack = _OFFSET_SIZE.unpack_from
     while length - pos >= ENTRY_OVERHEAD:
-        offset, size = unpack(buffer, pos)
+        offset, size = unpack(view, pos)
         if size < MESSAGE_HEADER or pos + ENTRY_OVERHEAD + size > length:
             return
         yield offset, pos
         pos += ENTRY_OVERHEAD + size
 
 
-def entry_headers(buffer: Buffer, position: int = 0) -> Iterator[tuple[int, int, int]]:
+def entry_headers_python(buffer: Buffer, position: int = 0) -> Iterator[tuple[int, int, int]]:
     """(offset as stored, position, size) of each whole top-level entry, from the headers
-    alone (no CRC, no inflating): what the offset index is built from. `position` is where
-    `buffer` starts in its segment; the size counts the offset and size fields too."""
-    for offset, start in _entry_offsets(buffer):
-        size = ENTRY_OVERHEAD + int(_LENGTH.unpack_from(buffer, start + 8)[0])
+    alone (no CRC, no inflating). `position` is where `buffer` starts in its segment; the
+    size counts the offset and size fields too."""
+    view = byte_view(buffer)
+    for offset, start in _entry_offsets(view):
+        size = ENTRY_OVERHEAD + int(_LENGTH.unpack_from(view, start + 8)[0])
         yield offset, position + start, size
+
+
+def whole_entries_python(buffer: Buffer) -> tuple[int, int]:
+    """(where the whole top-level entries at the start of `buffer` end, how many there are),
+    from the headers alone: the part of a leader's answer a follower copies."""
+    view = byte_view(buffer)
+    end = count = 0
+    for _offset, start in _entry_offsets(view):
+        end = start + ENTRY_OVERHEAD + int(_LENGTH.unpack_from(view, start + 8)[0])
+        count += 1
+    return end, count
+
+
+IndexPoint = tuple[int, int, int]  # (offset as stored, position, entry size): offset_index.py
+
+
+def index_points_python(
+    buffer: Buffer, position: int, last_indexed: int, interval: int, limit: int | None = None
+) -> tuple[list[IndexPoint], int, int]:
+    """Walk the entry headers of `buffer` (at byte `position` of its segment): the entries
+    the offset index takes (OffsetIndex's rule: more than `interval` bytes since
+    `last_indexed`), the last entry's offset as stored (-1 if none), and where the walk
+    stopped in `buffer`.
+
+    An entry counts when its header is in `buffer` and it ends within `limit` bytes of its
+    start (default: within `buffer`); the walk may stop past `buffer`'s end, at the next
+    header. Sizes only: no CRC, no inflating (the bytes were validated, or are being read).
+    """
+    view = byte_view(buffer)
+    n = len(view)
+    limit = n if limit is None else limit
+    unpack = _OFFSET_SIZE.unpack_from
+    points: list[IndexPoint] = []
+    pos, last = 0, -1
+    while pos + ENTRY_OVERHEAD <= n:
+        offset, size = unpack(view, pos)
+        end = pos + ENTRY_OVERHEAD + size
+        if size < MESSAGE_HEADER or end > limit:
+            break
+        at = position + pos
+        if at - last_indexed > interval:
+            points.append((offset, at, end - pos))
+            last_indexed = at
+        last = offset
+        pos = end
+    return points, last, pos
 
 
 def iter_messages(buffer: Buffer) -> Iterator[Record]:
@@ -378,7 +440,7 @@ def iter_messages(buffer: Buffer) -> Iterator[Record]:
                 where,
                 InflateBudget(MAX_INFLATED, MAX_INFLATED, 1),
             )
-            _check_inner(inner, where, None)
+            _check_inner(inner, where, None, validate)
             for record in iter_messages(inner):
                 yield record._replace(codec=codec, wrapper_offset=offset)
         pos = end
@@ -405,7 +467,7 @@ class Assigned(NamedTuple):
     "Wrappers that were compressed again (their inner offsets changed)."
 
 
-def assign_offsets(
+def assign_offsets_python(
     buffer: Buffer,
     next_offset: int,
     *,
@@ -421,20 +483,19 @@ def assign_offsets(
     the offset of its last inner message. Every entry is checked as `validate` checks it,
     and the first damage raises its error (nothing is returned for a damaged set); a
     partial trailing entry is left out. `validation`: `validate`'s answer for these exact
-    bytes, when the caller has it (the log's append): they are not walked again for it.
+    bytes, when the caller has it (the log's append): they are not walked again for it,
+    and the wrappers' inner sets it inflated (`Validation.inflated`) are not inflated again.
     """
-    check = validate(buffer, inflate=False) if validation is None else validation
+    check = validate_python(buffer, inflate=False) if validation is None else validation
     if check.error is not None:
         raise check.error
     if budget is None:
         budget = InflateBudget.stored()
-    view = memoryview(buffer)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
+    view = byte_view(buffer)  # any buffer's bytes (a strided view's copied)
     out = bytearray(view[: check.valid_bytes])
     pack_offset = _OFFSET.pack_into
     parts: list[bytes | bytearray] = []
-    start = reencoded = messages = 0
+    start = reencoded = messages = wrappers = 0
     first = next_offset
     for offset, pos in list(_entry_offsets(out)):
         (size,) = _LENGTH.unpack_from(out, pos + 8)
@@ -445,14 +506,18 @@ def assign_offsets(
             next_offset += 1
             messages += 1
             continue
-        where = f"the entry at byte {pos} (offset {offset})"
-        inner = bytearray(
-            _inflate(memoryview(out)[pos + ENTRY_OVERHEAD : end], codec, where, budget)
-        )
-        count, _ = _check_inner(bytes(inner), where, None)
-        messages += count
+        if wrappers < len(check.inflated):  # inflated and checked by the validation
+            inner = bytearray(check.inflated[wrappers])
+        else:
+            where = f"the entry at byte {pos} (offset {offset})"
+            inner = bytearray(
+                _inflate(memoryview(out)[pos + ENTRY_OVERHEAD : end], codec, where, budget)
+            )
+            _check_inner(bytes(inner), where, None, validate_python)
+        wrappers += 1
         changed = False
         for inner_offset, inner_start in list(_entry_offsets(inner)):
+            messages += 1  # a checked inner set: plain entries only
             if inner_offset != next_offset:
                 pack_offset(inner, inner_start, next_offset)
                 changed = True
@@ -473,6 +538,21 @@ def assign_offsets(
     return Assigned(data, first, next_offset, messages, check.entries, reencoded)
 
 
+# What the library calls: the compiled twins (_native08.pyx) when native.py chose them (same
+# signatures, same answers and errors), else the references above.
+validate = validate_python
+assign_offsets = assign_offsets_python
+entry_headers = entry_headers_python
+whole_entries = whole_entries_python
+index_points = index_points_python
+if native.IN_USE08 is not None:
+    validate = native.IN_USE08.validate
+    assign_offsets = native.IN_USE08.assign_offsets
+    entry_headers = native.IN_USE08.entry_headers
+    whole_entries = native.IN_USE08.whole_entries
+    index_points = native.IN_USE08.index_points
+
+
 def first_entry_size(buffer: Buffer) -> int | None:
     """Bytes the first entry needs (offset and size included), None when under 12 bytes:
     how a reader whose fetch held no whole entry knows how far to grow its fetch size."""
@@ -486,13 +566,21 @@ __all__ = [
     "LZ4",
     "MIN_ENTRY",
     "Assigned",
+    "IndexPoint",
     "Record",
     "Validation",
     "assign_offsets",
+    "assign_offsets_python",
     "build_message_set",
     "entry",
     "entry_headers",
+    "entry_headers_python",
     "first_entry_size",
+    "index_points",
+    "index_points_python",
     "iter_messages",
     "validate",
+    "validate_python",
+    "whole_entries",
+    "whole_entries_python",
 ]
