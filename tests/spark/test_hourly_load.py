@@ -130,7 +130,7 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
     assert written[H11].previous.load_hour == H10 and written[H12].previous.load_hour == H11
     recounted = summarize(spark, fs, wh.uri, loads)
     for load in loads:
-        mine, theirs = written[load.hour_name], recounted[(load.topic, load.load_hour)]
+        mine, theirs = written[load.load_hour], recounted[(load.topic, load.hour)]
         assert sorted(map(str, mine.groups)) == sorted(map(str, theirs.groups))
         assert sorted(map(str, mine.names)) == sorted(map(str, theirs.names))
         assert (mine.rows, mine.files, mine.previous) == (
