@@ -7,6 +7,8 @@ What every client of a replicated topic asks before it sends or fetches (docs/re
                                                  partitions 0..N-1 (fixed at creation)
     /replication/topics/<topic>/partitions/<p>   the state: leader, leader epoch, ISR
     /brokers/ids/<id>                            the leader's host and port (ZooKeeperBrokers)
+    /replication/endpoints/<id>                  its Kafka 0.8 listener (listeners.py), which
+                                                 alone serves a 0.8-format topic
 
 A topic is looked up the first time a client names it; from then on data watches keep its
 assignment (a topic created later is seen) and every partition's state current, so the
@@ -14,6 +16,10 @@ answers cost a dictionary lookup. A client that was refused (NotLeaderForPartiti
 LeaderNotAvailable, a dead connection) calls `refresh(topic)`: the watch may not have fired
 yet. Of two reads of one state the newer znode version wins, whichever thread saw it last.
 `version` grows with every change (brokers included), for callers that cache routes.
+
+A topic's assignment says its message format: `is_format08(topic)`. A 0.8-format topic's
+leader is reached at `endpoint08` (its 0.8 listener, watched from the first call), a 0.7-format
+one's at `endpoint` (its 0.7 port).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from kazoo.recipe.watchers import DataWatch
 from ..coordination import replication_state as replication
 from ..coordination.replication_state import Assignment, PartitionState, StateFormatError
 from .brokers import BrokerEndpoint, BrokerPartition, ZooKeeperBrokers
+from .listeners import Listeners
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +65,23 @@ class Leaders:
         self._changes = 0
         self._closed = False
         self.brokers = brokers if brokers is not None else ZooKeeperBrokers(client, self._notify)
+        self._listeners: Listeners | None = None  # the 0.8 listeners, watched once asked
+        self._listeners_lock = threading.Lock()  # not _lock: making it reads ZooKeeper
 
     @property
     def version(self) -> int:
         """Changes whenever an answer of this object may have changed."""
-        return self._changes + self.brokers.version
+        listeners = self._listeners
+        return self._changes + self.brokers.version + (listeners.version if listeners else 0)
+
+    @property
+    def listeners(self) -> Listeners:
+        """Every live broker's Kafka 0.8 listener (read and watched from the first call)."""
+        if self._listeners is None:
+            with self._listeners_lock:
+                if self._listeners is None:
+                    self._listeners = Listeners(self.client, on_change=self._notify)
+        return self._listeners
 
     # -- what clients ask -------------------------------------------------------------------
 
@@ -121,6 +140,19 @@ class Leaders:
             return None
         return self.brokers.brokers().get(leader)
 
+    def is_format08(self, topic: str) -> bool:
+        """Whether `topic` is a 0.8-format topic (served by the brokers' 0.8 listeners)."""
+        assignment = self.assignment(topic)
+        return assignment is not None and assignment.message_format == "0.8"
+
+    def endpoint08(self, topic: str, partition: int) -> BrokerEndpoint | None:
+        """Where the partition's leader's Kafka 0.8 listener is; None when the partition has
+        no leader, or its leader no live 0.8 listener (port.08 unset, or it died)."""
+        leader = self.leader(topic, partition)
+        if leader == replication.NO_LEADER:
+            return None
+        return self.listeners.endpoint(leader)
+
     def refresh(self, topic: str) -> bool:
         """Read the topic's assignment and every partition's state now (after a refusal, the
         watches may lag behind); True if anything changed."""
@@ -146,6 +178,8 @@ class Leaders:
                 log.warning("could not read %s: %s", state_path, exc)
                 return changed
             changed |= self._set_state(topic, p, data, stat.version, state_path, notify=False)
+        if assignment.message_format == "0.8" and self.listeners.refresh():
+            changed = True
         if changed:
             self._notify()
         return changed
@@ -153,6 +187,8 @@ class Leaders:
     def close(self) -> None:
         """Stop the watches (they also end with the client)."""
         self._closed = True
+        if self._listeners is not None:
+            self._listeners.close()
 
     # -- the watches ---------------------------------------------------------------------
 
