@@ -21,6 +21,15 @@ Acknowledgements, Kafka 0.8's `request.required.acks`, or 0.7-era `acks` (mapped
 Both may be given: `request_required_acks` sets the level and `acks="fsync"` adds the fsync.
 A 0.7 topic's broker is its partition's whole ISR: -1 is answered there as 1 is.
 
+A 0.8-format topic (`topics create --message-format 0.8`, docs/protocol.md) goes to its
+leaders' Kafka 0.8 listeners (leaders.py, listeners.py) in Produce v0 requests of 0.8
+message sets (connection08.py): each message keeps its key (a str in UTF-8), the set is
+compressed as configured, required_acks is the level above (0, 1 or -1; "fsync" has no 0.8
+equivalent and is refused before anything is sent), and a SendResult holds logical offsets
+(`offset` the set's first message, `next_offset` = offset + messages). 0.8's error codes
+are read back as the project's exceptions (kafka08.errors.error_for_code08), so the retries
+below are the same.
+
 Partitions: a message with a key goes to `partitioner(key, n)` of the topic's partitions;
 without a key, all of a batch's messages for a topic go to one random partition (fewer,
 bigger sets). A 0.7 topic's partitions are `(broker, i)` (brokers.py); a replicated topic's
@@ -57,13 +66,19 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 
 from ..coordination.replication_state import NO_LEADER, REPLICATED
 from ..protocol import compression
-from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, error_for_code
+from ..protocol.errors import (
+    LeaderNotAvailableError,
+    LogbrokerError,
+    error_code,
+    error_for_code,
+)
+from ..protocol.kafka08.errors import error_for_code08
 from ..protocol.message_set import build_message_set
 from ..protocol.requests import (
     AckedProduceRequest,
@@ -73,11 +88,13 @@ from ..protocol.requests import (
     encode_produce_set,
     produce_frame_prefix,
 )
-from ..protocol.responses import decode_acked_produce_response
+from ..protocol.responses import MalformedResponseError, decode_acked_produce_response
 from ..protocol.topics import validate_topic
 from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
+from .connection08 import Kafka08Connection
 from .leaders import Leaders
+from .messages08 import build_set
 from .partitioner import Key, Partitioner, default_partitioner
 
 log = logging.getLogger(__name__)
@@ -143,6 +160,7 @@ class _Batch(NamedTuple):
     target: BrokerPartition
     payloads: list[bytes]
     pinned: bool  # a key chose the partition: do not move it elsewhere
+    keys: list[bytes | None] | None = None  # a 0.8-format topic's: each message's key
 
 
 class Producer:
@@ -243,8 +261,11 @@ class Producer:
         # What the hot path looked up, valid while the broker source's version (and the
         # leaders', added: both only grow) stays.
         self._cache_version = -1
-        self._routes: dict[str, tuple[list[BrokerPartition], bytes]] = {}
+        self._routes: dict[str, tuple[list[BrokerPartition], bytes | None]] = {}
         self._by_id: dict[int, BrokerConnection] = {}
+        # 0.8-format topics' leaders, at their 0.8 listeners
+        self._connections08: dict[BrokerEndpoint, Kafka08Connection] = {}
+        self._by_id08: dict[int, Kafka08Connection] = {}
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **kwargs: object) -> Producer:
@@ -300,6 +321,14 @@ class Producer:
         )
         return self.send_batch([(topic, key, p) for p in batch]) if batch else []
 
+    def check_topic(self, topic: str) -> None:
+        """Refuse, before anything is read or sent, a topic this producer cannot send to:
+        an illegal name (InvalidTopicError), or a 0.8-format topic with acks=fsync
+        (ProduceError: 0.8's Produce has no fsync)."""
+        validate_topic(topic)
+        if self.fsync and self._is_format08(topic):
+            raise ProduceError(_fsync_refused([topic], 0), 0)
+
     def _send_set(self, topic: str, payloads: list[bytes], key: Key) -> list[SendResult]:
         """Fire-and-forget messages for one partition (a `send` of one payload or a list):
         one set in one prebuilt PRODUCE frame, without send_batch's grouping per message.
@@ -317,13 +346,19 @@ class Producer:
         route = self._routes.get(topic)
         if route is None:
             validate_topic(topic)
-            route = self._routes[topic] = (self._partitions(topic), produce_frame_prefix(topic))
+            partitions = self._partitions(topic)
+            # a 0.8-format topic's sets are built by _send_to_broker08: no 0.7 frame prefix
+            prefix = None if self._is_format08(topic) else produce_frame_prefix(topic)
+            route = self._routes[topic] = (partitions, prefix)
         partitions, prefix = route
         if key is None:
             count = len(partitions)
             target = partitions[random.randrange(count)] if count > 1 else partitions[0]
         else:
             target = partitions[self.partitioner(key, len(partitions))]
+        if prefix is None:  # 0.8 format: the keys go with the messages
+            keys = [_key_bytes(key)] * len(payloads)
+            return self._send_with_retries([_Batch(topic, target, payloads, key is not None, keys)])
         if self._closed.is_set():  # refused and counted there, as any batch after close()
             return self._send_with_retries([_Batch(topic, target, payloads, key is not None)])
         codec = self.codec
@@ -355,6 +390,7 @@ class Producer:
         self._cache_version = self._version()
         self._routes.clear()
         self._by_id.clear()
+        self._by_id08.clear()
 
     def send_batch(self, messages: Iterable[tuple[str, Key, bytes]]) -> list[SendResult]:
         """Send (topic, key, payload) triples: one set per partition, one request per broker."""
@@ -369,6 +405,9 @@ class Producer:
             for conn in self._connections.values():
                 conn.close()
             self._connections.clear()
+            for conn08 in self._connections08.values():
+                conn08.close()
+            self._connections08.clear()
         if self.leaders is not None and self._own_leaders:
             self.leaders.close()
         if self._zk is not None:
@@ -393,6 +432,10 @@ class Producer:
             raise ProduceError(f"no live broker to send {topic!r} to", 0)
         return partitions
 
+    def _is_format08(self, topic: str) -> bool:
+        """A 0.8-format topic (its leaders' 0.8 listeners take it); needs the leaders."""
+        return self.leaders is not None and self.leaders.is_format08(topic)
+
     def _leader_of(self, batch: _Batch) -> int:
         """The broker a set goes to: its broker (0.7), or its partition's leader (or -1)."""
         if batch.target.broker_id != REPLICATED:
@@ -402,21 +445,34 @@ class Producer:
 
     def _collate(self, messages: Iterable[tuple[str, Key, bytes]]) -> list[_Batch]:
         groups: dict[tuple[str, BrokerPartition, bool], list[bytes]] = defaultdict(list)
+        keyed: dict[tuple[str, BrokerPartition, bool], list[bytes | None]] = defaultdict(list)
         sticky: dict[str, BrokerPartition] = {}
         known: dict[str, list[BrokerPartition]] = {}
+        format08: dict[str, bool] = {}
         for topic, key, payload in messages:
             partitions = known.get(topic)
             if partitions is None:
                 validate_topic(topic)  # every topic of the batch, before any of it is sent
                 partitions = known[topic] = self._partitions(topic)
+                format08[topic] = self._is_format08(topic)
             if key is None:
                 target = sticky.get(topic)
                 if target is None:
                     target = sticky[topic] = random.choice(partitions)
             else:
                 target = partitions[self.partitioner(key, len(partitions))]
-            groups[(topic, target, key is not None)].append(payload)
-        return [_Batch(t, bp, payloads, pinned) for (t, bp, pinned), payloads in groups.items()]
+            group = (topic, target, key is not None)
+            groups[group].append(payload)
+            if format08[topic]:  # 0.8's message keeps its key
+                keyed[group].append(_key_bytes(key))
+        if self.fsync and any(format08.values()):
+            lost = sum(len(p) for p in groups.values())
+            self.stats.add(failed_messages=lost)
+            raise ProduceError(_fsync_refused([t for t, f in format08.items() if f], lost), lost)
+        return [
+            _Batch(t, bp, payloads, pinned, keyed.get((t, bp, pinned)))
+            for (t, bp, pinned), payloads in groups.items()
+        ]
 
     # -- sending ----------------------------------------------------------------------
 
@@ -431,16 +487,20 @@ class Producer:
                 self.stats.add(failed_messages=lost)
                 raise ProduceError(f"{lost} messages not sent: the producer is closed", lost)
             failed: list[tuple[_Batch, Exception]] = []
-            by_broker: dict[int, list[_Batch]] = defaultdict(list)
+            # one request per broker and port: a 0.8-format topic's sets go to its 0.8 listener
+            by_broker: dict[tuple[int, bool], list[_Batch]] = defaultdict(list)
             for batch in batches:
                 broker_id = self._leader_of(batch)
                 if broker_id == NO_LEADER:
                     failed.append((batch, _no_leader(batch)))
                 else:
-                    by_broker[broker_id].append(batch)
-            for broker_id, group in by_broker.items():
+                    by_broker[(broker_id, batch.keys is not None)].append(batch)
+            for (broker_id, format08), group in by_broker.items():
                 try:
-                    sent, refused = self._send_to_broker(broker_id, group)
+                    if format08:
+                        sent, refused = self._send_to_broker08(broker_id, group)
+                    else:
+                        sent, refused = self._send_to_broker(broker_id, group)
                     results += sent
                     failed += refused
                 except BrokerUnavailableError as exc:
@@ -578,6 +638,123 @@ class Producer:
         if done:
             self.stats.sent(messages - sum(len(b.payloads) for b, _ in refused), done)
         return results, refused
+
+    # -- 0.8-format topics: Produce v0 on the leaders' 0.8 listeners -----------------------
+
+    def _connection08(self, broker_id: int) -> Kafka08Connection:
+        """A connection to broker `broker_id`'s 0.8 listener."""
+        if self._cache_version == self._version():
+            conn = self._by_id08.get(broker_id)
+            if conn is not None:
+                return conn
+        else:
+            self._forget_routes()
+        assert self.leaders is not None
+        endpoint = self.leaders.listeners.endpoint(broker_id)
+        if endpoint is None:
+            raise BrokerUnavailableError(
+                f"broker {broker_id} has no live Kafka 0.8 listener (port.08) registered"
+            )
+        with self._lock:
+            conn = self._connections08.get(endpoint)
+            if conn is None:
+                for old in [e for e in self._connections08 if e.id == broker_id]:
+                    self._connections08.pop(old).close()
+                conn = Kafka08Connection(endpoint.host, endpoint.port, timeout=self.timeout_s)
+                self._connections08[endpoint] = conn
+            self._by_id08[broker_id] = conn
+            return conn
+
+    def _send_to_broker08(
+        self, broker_id: int, group: list[_Batch]
+    ) -> tuple[list[SendResult], list[tuple[_Batch, Exception]]]:
+        """_send_to_broker for 0.8-format topics: one Produce v0 of 0.8 message sets (keys
+        kept, compressed as configured), answered with each set's first logical offset and
+        0.8's codes, which mean what the 0.7 port's do (RETRIED_CODES)."""
+        conn = self._connection08(broker_id)
+        topics: dict[str, list[_Batch]] = {}
+        for batch in group:  # each topic's sets together: the answer lists them so
+            topics.setdefault(batch.topic, []).append(batch)
+        ordered = [b for found in topics.values() for b in found]
+        sets = [
+            (b.topic, b.target.partition, build_set(b.keys or (), b.payloads, self._codec(b.topic)))
+            for b in ordered
+        ]
+        messages = sum(len(b.payloads) for b in group)
+        try:
+            answer = conn.produce(self.required_acks, self.request_timeout_ms, sets)
+        except MalformedResponseError as exc:  # the connection is closed: sent again
+            raise BrokerUnavailableError(f"broker {broker_id}: {exc}") from exc
+        if answer is None:  # acks 0: nothing comes back
+            self.stats.sent(messages, len(group))
+            return [], []
+        results = []
+        refused: list[tuple[_Batch, Exception]] = []
+        for batch, code, first in _answers08(ordered, answer, conn.address):
+            if code:
+                error = error_for_code08(code)
+                error = error_for_code08(
+                    code,
+                    f"broker {broker_id} refused {len(batch.payloads)} messages for "
+                    f"{batch.topic}-{batch.target.partition}: {type(error).__name__} "
+                    f"(0.8 error code {code})",
+                )
+                if error_code(error) in RETRIED_CODES:
+                    refused.append((batch, error))
+                    continue
+                self.stats.add(failed_messages=len(batch.payloads))
+                raise error
+            results.append(
+                SendResult(
+                    batch.topic,
+                    batch.target.broker_id,
+                    batch.target.partition,
+                    first,
+                    first + len(batch.payloads),
+                    len(batch.payloads),
+                )
+            )
+        done = len(group) - len(refused)
+        if done:
+            self.stats.sent(messages - sum(len(b.payloads) for b, _ in refused), done)
+        return results, refused
+
+
+def _answers08(ordered: list[_Batch], answer: Any, broker: str) -> list[tuple[_Batch, int, int]]:
+    """(batch, error code, first offset) per set of a Produce v0 answer, the sets sent in
+    the order of `ordered` (each topic's together, as the answer lists them)."""
+    found = [(t.topic, p) for t in answer.topics for p in t.partitions]
+    if len(found) != len(ordered):
+        raise MalformedResponseError(
+            f"broker {broker} answered {len(found)} of the {len(ordered)} sets sent"
+        )
+    out = []
+    for batch, (topic, result) in zip(ordered, found, strict=True):
+        if (topic, result.partition) != (batch.topic, batch.target.partition):
+            raise MalformedResponseError(
+                f"broker {broker} answered {topic}-{result.partition} where "
+                f"{batch.topic}-{batch.target.partition} was sent"
+            )
+        out.append((batch, result.error_code, result.offset))
+    return out
+
+
+def _fsync_refused(topics: list[str], lost: int) -> str:
+    named = ", ".join(repr(t) for t in topics)
+    return (
+        f"acks=fsync has no Kafka 0.8 equivalent, and {named} "
+        f"{'is a 0.8-format topic' if len(topics) == 1 else 'are 0.8-format topics'}: send "
+        "with request.required.acks 1 or -1 (the brokers' flush settings decide when its log "
+        f"is fsynced); {lost} messages not sent"
+    )
+
+
+def _key_bytes(key: Key) -> bytes | None:
+    """A 0.8 message's key as the caller gave it: bytes as they are, str in UTF-8 (bytes
+    decoded with surrogateescape, as the produce command reads lines, come back as they were)."""
+    if key is None or isinstance(key, bytes):
+        return key
+    return key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
 
 
 def _no_leader(batch: _Batch) -> LeaderNotAvailableError:

@@ -24,7 +24,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "before reading on, --acks waits for the broker's acknowledgement of every batch.\n"
         "A replicated topic (topics create --replication-factor) is sent partition by\n"
         "partition to the leaders (needs --zookeeper); --request-required-acks -1 waits until\n"
-        "every in-sync replica has each batch, and retries the batches a failover refused.",
+        "every in-sync replica has each batch, and retries the batches a failover refused.\n"
+        "A 0.8-format topic (topics create --message-format 0.8) is sent to the leaders'\n"
+        "Kafka 0.8 listeners as 0.8 messages, each with its key (--key-separator), and\n"
+        "logical offsets; --fsync has no 0.8 equivalent and is refused for it.",
         epilog="examples:\n"
         "  echo hello | logbroker produce --zookeeper 127.0.0.1:2181/live --topic greetings\n"
         "  logbroker produce --broker-list 127.0.0.1:9092 --topic page-views \\\n"
@@ -33,6 +36,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "      --key-separator $'\\t' --acks < keyed.tsv      # key<TAB>message per line\n"
         "  logbroker produce --zookeeper 127.0.0.1:2181/live --topic orders \\\n"
         "      --request-required-acks -1 --file orders.jsonl    # replicated: all ISR\n"
+        "  logbroker produce --zookeeper 127.0.0.1:2181/live --topic clicks \\\n"
+        "      --key-separator : --acks < clicks.txt    # a 0.8-format topic: keys kept\n"
         "  logbroker produce --zookeeper 127.0.0.1:2181/live --topic page_views --acks \\\n"
         "      --format avro --schema-registry 127.0.0.1:2181/registry --file page_views.jsonl\n"
         '  # page_views.jsonl: {"member_id": 42, "session_id": "s1", "page": "/jobs", ...}\n\n'
@@ -60,7 +65,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--key-separator",
         metavar="S",
-        help="each line is KEY S MESSAGE; the key picks the partition",
+        help="each line is KEY S MESSAGE; the key picks the partition (and a 0.8-format "
+        "topic keeps it); a line without S is sent whole, without a key",
     )
     p.add_argument("--compression", choices=("none", "gzip", "snappy"), default="none")
     p.add_argument(
@@ -184,6 +190,12 @@ def run(args: argparse.Namespace) -> int:
     except (LogbrokerError, ValueError, OSError) as exc:
         print(f"logbroker produce: {exc}", file=sys.stderr)
         return 1
+    try:
+        producer.check_topic(args.topic)  # before a line is read
+    except LogbrokerError as exc:
+        producer.close()
+        print(f"logbroker produce: {exc}", file=sys.stderr)
+        return 2
     sender = (
         None
         if (args.sync or producer.required_acks != 0)
@@ -199,8 +211,10 @@ def run(args: argparse.Namespace) -> int:
         for line in read_lines(stream):
             key = None
             if separator is not None:
-                key_bytes, sep, line = line.partition(separator)
-                key = key_bytes.decode("utf-8", "replace") if sep else None
+                key_bytes, sep, rest = line.partition(separator)
+                if sep:  # a line without the separator is sent whole, without a key
+                    # surrogateescape: a key that is not UTF-8 reaches a 0.8 message as it was
+                    key, line = key_bytes.decode("utf-8", "surrogateescape"), rest
             count += 1
             nbytes += len(line)
             bar.update(len(line) + 1)
