@@ -5,7 +5,8 @@
             for payload in batch.payloads: ...     # batch.next_offset: where to resume
 
 SimpleConsumer (simple_consumer.py) talks to one broker; a replicated partition is served by
-its leader only (docs/replication.md), and the leader moves when a broker dies. The reader
+its leader only (docs/replication.md), and the leader moves when a broker dies. (A
+0.8-format topic is its sibling's, partition_reader08.py: refused here.) The reader
 asks `Leaders` (leaders.py) who leads, fetches from it as SimpleConsumer does (the same
 iteration, pipelining and fetch-size growth, with FETCH_WAIT so that refusals come back with
 their own codes), and when the leader refuses (NotLeaderForPartition, LeaderNotAvailable) or
@@ -79,6 +80,11 @@ class PartitionReader:
             raise LogbrokerError(
                 f"{topic!r} is not a replicated topic (no /replication/topics/{topic}): "
                 "read a 0.7 topic's partitions with SimpleConsumer, from their brokers"
+            )
+        if leaders.is_format08(topic):
+            raise LogbrokerError(
+                f"{topic!r} is a 0.8-format topic: read it with PartitionReader08 "
+                "(partition_reader08.py), from its leaders' Kafka 0.8 listeners"
             )
         partitions = leaders.assignment(topic).partitions  # type: ignore[union-attr]
         if not 0 <= partition < partitions:
