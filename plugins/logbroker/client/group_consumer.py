@@ -32,6 +32,12 @@ Replicated topics (docs/replication.md, "Clients"): their partitions are `0`..`N
 topic, named `"<p>"` in the owners and offsets nodes and in `GroupMessage.partition` (0.7
 topics keep `"<brokerId>-<partId>"`), shared out by the same assignment and fetched from
 their leaders, following a leader that moves without a rebalance (`group/rebalance.py`).
+A 0.8-format topic (docs/protocol.md, "logbroker's own clients on 0.8-format topics") is
+fetched from its leaders' Kafka 0.8 listeners; its messages carry their `key`, and its
+offsets are logical (each message resumes at its offset + 1), committed in the same nodes,
+where the 0.8 listener's OffsetCommit and OffsetFetch keep a group's offsets: a Kafka 0.8
+client of the same group id (kafka-python, librdkafka) reads what this consumer committed,
+and this consumer starts where such a client committed.
 
 Offsets: when a stream hands a message to the application, that message's `next_offset`
 becomes its partition's consumed offset; a commit writes the consumed offsets that changed
@@ -115,7 +121,8 @@ class GroupConsumer:
     `shallow_iterator_enable` (shallow.iterator.enable, Kafka 0.8's key for its mirror maker):
     streams hand out top-level entries without decompressing them; a message's `payload` is
     then the whole stored message (magic, attributes, CRC, payload: a compressed wrapper
-    stays one message), ready to be written into another message set unchanged.
+    stays one message), ready to be written into another message set unchanged (0.7-format
+    topics only: a 0.8-format partition stalls with an error saying so).
     `clock` (monotonic seconds) and `sleep` are what every deadline and back-off of the
     consumer goes through: tests pass fake ones.
 

@@ -29,10 +29,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "      # replicated: each partition from its leader, across failovers\n\n"
         "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic page_views --from-beginning \\\n"
         "      --format avro --schema-registry 127.0.0.1:2181/registry\n\n"
+        "  logbroker consume --zookeeper 127.0.0.1:2181/live --topic clicks --from-beginning \\\n"
+        "      --print-key --key-separator :     # a 0.8-format topic: key:payload per line\n\n"
         "Each line is the payload; with --print-offsets it is\n"
         "  <broker>-<partition> <offset> <next offset> <payload>\n"
         "(<partition> alone for a replicated topic, whose partitions are read from their\n"
         "leaders: only what every in-sync replica has, so nothing a failover can take back).\n"
+        "--print-key puts each message's key and --key-separator (a tab by default) before\n"
+        "its payload, 'null' for a message without one (a 0.7-format topic's have none). A\n"
+        "0.8-format topic is read from its leaders' Kafka 0.8 listeners, at logical offsets\n"
+        "(the n-th message of a partition is offset n); its group's offsets are committed\n"
+        "where Kafka 0.8's clients of the same group read them.\n"
         "With --format avro each line is the event as JSON (timestamps in UTC ms); a payload\n"
         "that is not an event is reported on stderr with its partition and offset, and skipped.",
     )
@@ -56,6 +63,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--print-offsets", action="store_true", help="prefix each line with partition and offsets"
+    )
+    p.add_argument(
+        "--print-key", action="store_true", help="put each message's key before its payload"
+    )
+    p.add_argument(
+        "--key-separator",
+        metavar="S",
+        default="\t",
+        help="with --print-key: between key and payload (default: a tab)",
     )
     p.add_argument(
         "--format",
@@ -83,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     temporary = args.group is None
     group = args.group or f"console-consumer-{os.getpid()}-{os.urandom(3).hex()}"
     out = sys.stdout.buffer
+    separator = args.key_separator.encode("utf-8", "surrogateescape")
     count = 0
     printed = Printed()  # --format avro: counted as printed, so that a Ctrl-C keeps the count
     try:
@@ -105,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
         for message in messages:
             if args.print_offsets:
                 out.write(f"{message.partition} {message.offset} {message.next_offset} ".encode())
+            if args.print_key:
+                out.write(b"null" if message.key is None else message.key)
+                out.write(separator)
             out.write(message.payload)
             out.write(b"\n")
             count += 1

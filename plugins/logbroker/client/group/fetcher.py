@@ -18,6 +18,13 @@ A partition without a start offset, or whose offset the broker answers OffsetOut
 fetch error pauses that partition for `fetcher_backoff_ms`, and a round that fails as a whole
 (the broker cannot be reached) pauses the fetcher as long. With `shallow_iterator` the chunks
 hold the top-level messages as stored (a compressed wrapper is one message, not decompressed).
+
+A 0.8-format topic's partitions are fetched from their leaders' Kafka 0.8 listeners
+(`format08`: one fetcher per listener, SimpleConsumer08's Fetch v0 and Offsets v0), with the
+same pauses, resets and growth. Its messages carry their keys and logical offsets: each
+resumes at its own offset + 1, and a fetch that starts inside a compressed wrapper hands out
+only the wrapper's messages from the offset asked for on (messages08.py). The shallow
+iterator (a copier's stored sets) is 0.7's: a 0.8-format partition stalls with its error.
 """
 
 from __future__ import annotations
@@ -33,11 +40,15 @@ from ...protocol.errors import (
     NotLeaderForPartitionError,
     OffsetOutOfRangeError,
 )
+from ...protocol.kafka08.message_set import first_entry_size as first_entry_size08
 from ...protocol.message_set import first_entry_size, iter_messages, stored_set_end
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
+from ...protocol.wire import Buffer
 from ..brokers import BrokerEndpoint
 from ..connection import BrokerUnavailableError
+from ..messages08 import keyed_columns
 from ..simple_consumer import MessageTooLargeError, SimpleConsumer
+from ..simple_consumer08 import SimpleConsumer08
 from .context import ConsumerContext
 from .stream import Chunk, GroupMessage, OwnedPartition, StoredSet
 
@@ -55,12 +66,17 @@ class Fetcher:
         broker: BrokerEndpoint,
         infos: list[OwnedPartition],
         on_leader_lost: Callable[[list[OwnedPartition]], None] | None = None,
+        format08: bool = False,
     ):
+        """`format08`: `broker` is a 0.8 listener, and `infos` 0.8-format partitions."""
         self.context = context
         self.broker = broker
         self.infos = infos
         self.on_leader_lost = on_leader_lost  # replicated partitions its broker stopped leading
-        self.client = SimpleConsumer(
+        self.format08 = format08
+        self.client: SimpleConsumer | SimpleConsumer08 = (
+            SimpleConsumer08 if format08 else SimpleConsumer
+        )(
             broker.host,
             broker.port,
             fetch_size=context.fetch_size,
@@ -141,9 +157,12 @@ class Fetcher:
         if infos and self.on_leader_lost is not None and not self.stop_event.is_set():
             self.on_leader_lost(infos)
 
-    def _deliver(self, p: OwnedPartition, data: bytes | memoryview) -> None:
+    def _deliver(self, p: OwnedPartition, data: Buffer) -> None:
         offset = p.fetch_offset
         assert offset is not None
+        if self.format08:
+            self._deliver08(p, offset, data)
+            return
         try:
             if self.context.shallow_iterator:
                 # checked whole, cut into messages only if the application iterates them
@@ -170,7 +189,44 @@ class Fetcher:
             p.fetch_offset = next_offset
             p.fetch_size = self.context.fetch_size
             return
-        needed = first_entry_size(data)
+        self._grow(p, offset, data, first_entry_size(data))
+
+    def _deliver08(self, p: OwnedPartition, offset: int, data: Buffer) -> None:
+        """_deliver of a 0.8-format partition: keyed messages at logical offsets."""
+        if self.context.shallow_iterator:
+            self._stall(
+                p,
+                LogbrokerError(
+                    f"{p.topic} is a 0.8-format topic: the shallow iterator "
+                    "(shallow.iterator.enable, stored sets) serves 0.7-format topics only"
+                ),
+            )
+            return
+        try:
+            columns = keyed_columns(data, offset)
+        except InvalidMessageError as exc:
+            self._stall(p, exc)
+            return
+        if columns.end:
+            topic, name = p.topic, p.name
+            messages = [
+                GroupMessage(topic, name, o, o + 1, payload, key)
+                for o, key, payload in zip(
+                    columns.offsets, columns.keys, columns.payloads, strict=True
+                )
+            ]
+            if messages and (
+                self.stop_event.is_set() or not p.feed.put(Chunk(p, messages), self.stop_event)
+            ):
+                return
+            p.fetch_offset = max(offset, columns.last_offset + 1)
+            p.fetch_size = self.context.fetch_size
+            return
+        self._grow(p, offset, data, first_entry_size08(data))
+
+    def _grow(self, p: OwnedPartition, offset: int, data: Buffer, needed: int | None) -> None:
+        """A fetch that held no whole entry: the next one asks for `needed` bytes at least
+        (doubling, up to max_fetch_size); one larger than that stalls the partition."""
         if needed is not None and len(data) < needed and len(data) >= p.fetch_size:
             if needed > self.context.max_fetch_size:
                 self._stall(

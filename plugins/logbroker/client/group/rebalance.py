@@ -18,7 +18,12 @@ the partitions' states, or a fetcher that was refused), `regroup` moves each par
 fetcher of its leader now, without a rebalance: ownership and offsets stay, the partition
 resumes at its fetch offset on the new leader, and fetchers whose partitions did not move go
 on. A commit covers only what was handed out, and consumers fetch only what is below the
-high watermark: a committed offset is always on every in-sync replica.
+high watermark: a committed offset is always on every in-sync replica. A 0.8-format topic's
+partitions go the same way to fetchers of their leaders' Kafka 0.8 listeners
+(`Leaders.endpoint08`), their start offsets asked with Offsets v0; their offsets are logical
+and committed in the same nodes, `/consumers/<group>/offsets/<topic>/<p>`, where the 0.8
+listener's OffsetCommit writes and its OffsetFetch reads: a Kafka 0.8 client of the same group
+(kafka-python, librdkafka) and this consumer see each other's commits.
 
 Between rebalances the owned partitions (the registry) and the fetchers stay as they are; the
 coordinator reads and resets them under its ZooKeeper lock.
@@ -37,6 +42,7 @@ from ...protocol.errors import LogbrokerError
 from ..brokers import BrokerEndpoint
 from ..leaders import Leaders
 from ..simple_consumer import SimpleConsumer
+from ..simple_consumer08 import SimpleConsumer08
 from .context import ConsumerContext
 from .fetcher import AUTOOFFSET_RESETS, Fetcher
 from .membership import GroupMembership
@@ -71,12 +77,12 @@ class Rebalancer:
         self.on_topics_change = on_topics_change
         self.on_leaders_change = on_leaders_change
         self.leaders: Leaders | None = None  # made when a replicated partition is first owned
-        self._leader_fetchers: dict[BrokerEndpoint, Fetcher] = {}
+        self._leader_fetchers: dict[tuple[BrokerEndpoint, bool], Fetcher] = {}  # (, format08)
         self.feeds: list[ChunkQueue] = []  # the queue of every stream
         self.feed_of: dict[tuple[str | None, str], ChunkQueue] = {}  # (topic|None, thread id)
         self.registry: dict[tuple[str, str], OwnedPartition] = {}  # (topic, "b-p") -> info
         self.known_topics: set[str] = set()
-        self.offset_clients: dict[BrokerEndpoint, SimpleConsumer] = {}
+        self.offset_clients: dict[BrokerEndpoint, SimpleConsumer | SimpleConsumer08] = {}
         self._fetchers: list[Fetcher] = []
 
     def stop_consuming(self) -> list[OwnedPartition]:
@@ -132,9 +138,10 @@ class Rebalancer:
                 (topic if isinstance(subscription, StaticSubscription) else None, thread_id)
             ]
             offset = membership.read_offset(topic, name)
-            registry[(topic, name)] = OwnedPartition(
+            info = registry[(topic, name)] = OwnedPartition(
                 topic, name, thread_id, feed, offset, context.fetch_size
             )
+            info.format08 = info.replicated and self._leaders().is_format08(topic)
         self.registry = registry
         self._resolve_offsets(brokers)
         self._start_fetchers(brokers)
@@ -153,18 +160,16 @@ class Rebalancer:
         context = self.context
         when = AUTOOFFSET_RESETS[context.autooffset_reset]
         for info in self.registry.values():
-            broker = (
-                self._leaders().endpoint(info.topic, info.partition)
-                if info.replicated
-                else brokers.get(info.broker_id)
-            )
-            if info.fetch_offset is not None or broker is None:
+            if info.fetch_offset is not None:
+                continue
+            broker = self._leader_endpoint(info) if info.replicated else brokers.get(info.broker_id)
+            if broker is None:
                 continue
             client = self.offset_clients.get(broker)
             if client is None:
-                client = self.offset_clients[broker] = SimpleConsumer(
-                    broker.host, broker.port, timeout=context.socket_timeout_ms / 1000
-                )
+                client = self.offset_clients[broker] = (
+                    SimpleConsumer08 if info.format08 else SimpleConsumer
+                )(broker.host, broker.port, timeout=context.socket_timeout_ms / 1000)
             try:
                 offsets = client.offsets_before(info.topic, info.partition, when, 1)
             except LogbrokerError as exc:
@@ -205,6 +210,13 @@ class Rebalancer:
             self.leaders = Leaders(self.membership.client, on_change=self.on_leaders_change)
         return self.leaders
 
+    def _leader_endpoint(self, info: OwnedPartition) -> BrokerEndpoint | None:
+        """Where the partition's leader serves it: its 0.8 listener for a 0.8-format topic."""
+        leaders = self._leaders()
+        if info.format08:
+            return leaders.endpoint08(info.topic, info.partition)
+        return leaders.endpoint(info.topic, info.partition)
+
     def regroup(self) -> None:
         """Each owned replicated partition to the fetcher of its leader now: fetchers whose
         partitions are the same go on, the others stop (joined: a partition is never fetched
@@ -213,29 +225,29 @@ class Rebalancer:
         replicated = [info for info in self.registry.values() if info.replicated]
         if not replicated and not self._leader_fetchers:
             return
-        leaders = self._leaders()
-        wanted: dict[BrokerEndpoint, list[OwnedPartition]] = defaultdict(list)
+        wanted: dict[tuple[BrokerEndpoint, bool], list[OwnedPartition]] = defaultdict(list)
         waiting = []
         for info in replicated:
-            endpoint = leaders.endpoint(info.topic, info.partition)
+            endpoint = self._leader_endpoint(info)
             if endpoint is None:
                 waiting.append(info)
             else:
-                wanted[endpoint].append(info)
+                wanted[(endpoint, info.format08)].append(info)
         stale = [
-            fetcher
-            for endpoint, fetcher in self._leader_fetchers.items()
-            if {id(i) for i in fetcher.infos} != {id(i) for i in wanted.get(endpoint, [])}
+            (key, fetcher)
+            for key, fetcher in self._leader_fetchers.items()
+            if {id(i) for i in fetcher.infos} != {id(i) for i in wanted.get(key, [])}
         ]
-        for fetcher in stale:
+        for _, fetcher in stale:
             fetcher.stop()
-        for fetcher in stale:
+        for key, fetcher in stale:
             fetcher.join()
-            del self._leader_fetchers[fetcher.broker]
-        for endpoint, infos in sorted(wanted.items()):
-            if endpoint not in self._leader_fetchers:
-                fetcher = Fetcher(self.context, endpoint, infos, self._leader_lost)
-                self._leader_fetchers[endpoint] = fetcher
+            del self._leader_fetchers[key]
+        for key, infos in sorted(wanted.items()):
+            if key not in self._leader_fetchers:
+                endpoint, format08 = key
+                fetcher = Fetcher(self.context, endpoint, infos, self._leader_lost, format08)
+                self._leader_fetchers[key] = fetcher
                 fetcher.start()
         if waiting:
             log.info(

@@ -29,7 +29,9 @@ class GroupMessage(NamedTuple):
     `partition` is the cluster-wide name `"<brokerId>-<partId>"` (`"<p>"` for a replicated
     topic's, whichever broker leads it); `offset` is where to fetch
     to get this message again and `next_offset` where its partition resumes after it (both
-    at wrapper boundaries for a message inside a compressed set, 0.7's rule).
+    at wrapper boundaries for a message inside a compressed set, 0.7's rule). Of a
+    0.8-format topic: its logical offset, offset + 1, and `key` (None for 0.7's messages,
+    which have none).
     """
 
     topic: str
@@ -37,6 +39,7 @@ class GroupMessage(NamedTuple):
     offset: int
     next_offset: int
     payload: bytes
+    key: bytes | None = None
 
 
 class OwnedPartition:
@@ -49,6 +52,7 @@ class OwnedPartition:
         "feed",
         "fetch_offset",
         "fetch_size",
+        "format08",
         "name",
         "partition",
         "paused_until",
@@ -79,6 +83,7 @@ class OwnedPartition:
         self.released = False  # set when a rebalance or close took the partition away
         self.stalled = False  # a message that cannot be delivered: no more fetches
         self.paused_until = 0.0  # back off after a fetch error
+        self.format08 = False  # a 0.8-format topic's: fetched from its leader's 0.8 listener
 
     @property
     def replicated(self) -> bool:
