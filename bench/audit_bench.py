@@ -43,9 +43,9 @@ import suite
 
 from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import as_uri
-from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, hour_ms, parse_hour
 from pipeline_warehouse.layout import AUDIT_RESULTS, AUDIT_TOPIC, LOAD_SUMMARIES
 from pipeline_warehouse.load_index import scan_topic
+from pipeline_warehouse.time_format import HOUR_MS, WINDOW_MS, hour_ms, parse_hour
 from spark_apps.audit.reconcile import summarize
 from spark_apps.audit.run import AuditOptions, run_audit
 from spark_apps.hadoop_fs import HadoopFS

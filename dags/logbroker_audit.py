@@ -65,7 +65,7 @@ def logbroker_audit() -> None:
     @task
     def hours_to_audit(triggering_asset_events: Any = None) -> str:
         """FROM..TO: the loaded hours, and the hours before them within the grace."""
-        from pipeline_warehouse.hours import format_hour, parse_hour
+        from pipeline_warehouse.time_format import format_hour, parse_hour
 
         loaded = sorted(
             event.extra["load_hour"]
@@ -103,8 +103,8 @@ def logbroker_audit() -> None:
     @task(outlets=[COMPLETE_ALIAS])
     def announce_closed(hours: str, outlet_events: Any = None) -> list[dict[str, Any]]:
         from hooks.closed_hours import mark_announced, newly_closed
-        from pipeline_warehouse.hour_view import WarehouseView
-        from pipeline_warehouse.hours import format_hour, parse_hour_range
+        from pipeline_warehouse.overview import WarehouseView
+        from pipeline_warehouse.time_format import format_hour, parse_hour_range
 
         names = [format_hour(h) for h in parse_hour_range(hours)]
         view = WarehouseView(PIPELINE.warehouse_reader, timedelta(hours=PIPELINE.grace_hours))

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pipeline_warehouse.hours import WINDOW_MS
 from pipeline_warehouse.load_summary import GROUP_COLUMNS
+from pipeline_warehouse.time_format import WINDOW_MS
 
 if TYPE_CHECKING:
     import pandas as pd

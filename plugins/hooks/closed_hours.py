@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Any
 
 from pipeline_warehouse import layout
-from pipeline_warehouse.hour_view import HourCell, WarehouseView
-from pipeline_warehouse.hours import format_second
+from pipeline_warehouse.overview import HourCell, WarehouseView
+from pipeline_warehouse.time_format import format_second
 
 
 @dataclass(frozen=True)

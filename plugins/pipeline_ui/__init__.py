@@ -7,7 +7,7 @@
     templates/        Jinja2 pages; read-only, no JavaScript needed to read them
 
 The "Pipeline" page's facts (topics x hours and their states, one hour) come from
-plugins/pipeline_warehouse/hour_view.py, which the audit DAG's announcements share.
+plugins/pipeline_warehouse/overview.py, which the audit DAG's announcements share.
 
 plugin.py registers the app and the nav entries with Airflow (the package's entry point).
 """

@@ -27,8 +27,8 @@ from fastapi.templating import Jinja2Templates
 from hooks.pipeline import Pipeline, load_pipeline
 from logbroker.coordination.replication_state import REPLICATED
 from pipeline_warehouse.filesystem import FsspecFS, join
-from pipeline_warehouse.hour_view import WarehouseView
-from pipeline_warehouse.hours import parse_hour, recent_hours
+from pipeline_warehouse.overview import WarehouseView
+from pipeline_warehouse.time_format import parse_hour, recent_hours
 
 from .cluster_view import read_clusters
 

@@ -42,7 +42,7 @@ from pipeline_warehouse.filesystem import (
     join,
     parquet_files,
 )
-from pipeline_warehouse.hours import hour_name, parse_hour
+from pipeline_warehouse.time_format import hour_name, parse_hour
 
 
 class WarehouseError(ValueError):

@@ -29,8 +29,8 @@ from typing import Any
 from pipeline_warehouse import layout
 from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import WarehouseFS
-from pipeline_warehouse.hours import HOUR_MS, format_hour
 from pipeline_warehouse.load_index import TopicLoads, can_hold, scan_topic
+from pipeline_warehouse.time_format import HOUR_MS, format_hour
 
 STATES = ("open", "loaded", "audited", "closed")
 DONE = {"complete", "no_data"}

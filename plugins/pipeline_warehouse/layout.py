@@ -67,7 +67,7 @@ from datetime import datetime
 
 from logbroker.protocol.topics import AUDIT_TOPIC as AUDIT_TOPIC
 from pipeline_warehouse.filesystem import join
-from pipeline_warehouse.hours import hour_name
+from pipeline_warehouse.time_format import hour_name
 
 CHECKPOINTS = "_checkpoints"
 ERRORS = "_errors"

@@ -21,7 +21,7 @@ from typing import Any
 from pipeline_warehouse import layout
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from pipeline_warehouse.filesystem import WarehouseFS
-from pipeline_warehouse.hours import HOUR_MS, format_hour, parse_hour
+from pipeline_warehouse.time_format import HOUR_MS, format_hour, parse_hour
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pipeline_warehouse.hours import (
+from pipeline_warehouse.layout import AUDIT_TOPIC, STATUSES
+from pipeline_warehouse.time_format import (
     argparse_type,
     format_hour,
     parse_duration_ms,
     parse_hour_range,
     parse_instant,
 )
-from pipeline_warehouse.layout import AUDIT_TOPIC, STATUSES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -362,8 +362,8 @@ def reopened_hours(
 
     from pipeline_warehouse.checkpoint import Warehouse
     from pipeline_warehouse.hour_states import hour_states
-    from pipeline_warehouse.hours import hours_between
     from pipeline_warehouse.layout import is_event_topic
+    from pipeline_warehouse.time_format import hours_between
     from spark_apps.hadoop_fs import HadoopFS
 
     fs = HadoopFS(spark)

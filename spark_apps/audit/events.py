@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 from pipeline_warehouse import load_summary
 from pipeline_warehouse.checkpoint import Checkpoint
 from pipeline_warehouse.filesystem import parquet_files
-from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, format_hour, hour_ms, parse_hour
 from pipeline_warehouse.layout import AUDIT_TOPIC
+from pipeline_warehouse.time_format import HOUR_MS, WINDOW_MS, format_hour, hour_ms, parse_hour
 from pipeline_warehouse.topics import PipelineTopicError, check_topic
 from spark_apps.summary_counts import plain_value
 

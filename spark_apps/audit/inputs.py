@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 from pipeline_warehouse import layout
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from pipeline_warehouse.filesystem import WarehouseFS
-from pipeline_warehouse.hours import format_hour
 from pipeline_warehouse.load_index import TopicLoads, can_hold, scan_topic
+from pipeline_warehouse.time_format import format_hour
 
 
 @dataclass

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pipeline_warehouse.checkpoint import Checkpoint
-from pipeline_warehouse.hours import HOUR_MS, format_hour, hour_ms
+from pipeline_warehouse.time_format import HOUR_MS, format_hour, hour_ms
 
 if TYPE_CHECKING:
     import pandas as pd

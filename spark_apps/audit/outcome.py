@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pipeline_warehouse.hours import HOUR_MS
+from pipeline_warehouse.time_format import HOUR_MS
 from pipeline_warehouse.topics import check_topics
 from spark_apps.audit.inputs import Plan
 

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 from logbroker.include_files import include_path
 from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import is_local, join, local_path
-from pipeline_warehouse.hours import WINDOW_MS, format_hour, parse_hour
+from pipeline_warehouse.time_format import WINDOW_MS, format_hour, parse_hour
 from spark_apps.audit.report_assets import install, rewrite_tree
 from spark_apps.hadoop_fs import HadoopFS
 

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, cast
 
 from pipeline_warehouse import layout, load_summary
 from pipeline_warehouse.checkpoint import Checkpoint
-from pipeline_warehouse.hours import HOUR_MS, hour_ms, parse_hour
 from pipeline_warehouse.load_summary import GROUP_COLUMNS, NAME_COLUMNS, LoadSummary
+from pipeline_warehouse.time_format import HOUR_MS, hour_ms, parse_hour
 from spark_apps.summary_counts import count_names, frame_rows, group_profile, read_header_rows
 
 if TYPE_CHECKING:

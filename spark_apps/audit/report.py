@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline_warehouse import layout
 from pipeline_warehouse.filesystem import is_local, join, local_path
-from pipeline_warehouse.hours import format_duration_ms, format_hour, parse_hour
+from pipeline_warehouse.time_format import format_duration_ms, format_hour, parse_hour
 from spark_apps.audit.report_assets import asset_href, install
 from spark_apps.hadoop_fs import HadoopFS
 

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from pipeline_warehouse.hours import HOUR_MS, WINDOW_MS, WINDOWS_PER_HOUR, hour_ms
 from pipeline_warehouse.layout import RESULT_COLUMNS
+from pipeline_warehouse.time_format import HOUR_MS, WINDOW_MS, WINDOWS_PER_HOUR, hour_ms
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,7 +95,7 @@ def build_results(
     """
     import pandas as pd
 
-    from pipeline_warehouse.hours import format_hour
+    from pipeline_warehouse.time_format import format_hour
     from spark_apps.audit.events import TIERS
 
     grid = pd.DataFrame(

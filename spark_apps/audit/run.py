@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from pipeline_warehouse import layout
 from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import join, recover_replaced, replace_dir
-from pipeline_warehouse.hours import format_hour, format_instant, parse_hour
 from pipeline_warehouse.load_index import LoadIndex
+from pipeline_warehouse.time_format import format_hour, format_instant, parse_hour
 from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
 from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan, topics_without_data
 from spark_apps.audit.load_profile import event_hours, load_profiles

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline_warehouse.hours import parse_hour, parse_instant
+from pipeline_warehouse.time_format import parse_hour, parse_instant
 from pipeline_warehouse.topics import PipelineTopicError, is_pipeline_topic, parse_topic_list
 
 if TYPE_CHECKING:

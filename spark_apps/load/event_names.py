@@ -36,7 +36,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-from pipeline_warehouse.hours import WINDOW_MS as _WINDOW_MS
+from pipeline_warehouse.time_format import WINDOW_MS as _WINDOW_MS
 from spark_apps.load.spark_hash import spark_xxhash64
 from spark_apps.source.avro_compiled import varint
 from spark_apps.source.entry_scan import ENTRY_HEADER, PlainRun

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
-from pipeline_warehouse.hours import format_second, parse_hour
 from pipeline_warehouse.layout import AUDIT_TOPIC
+from pipeline_warehouse.time_format import format_second, parse_hour
 from pipeline_warehouse.topics import PipelineTopicError, check_topic
 from spark_apps.load import parquet_tasks
 from spark_apps.load.commit import Staging, publish, recover

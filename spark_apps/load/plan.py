@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
-from pipeline_warehouse.hours import next_hour, previous_hour
+from pipeline_warehouse.time_format import next_hour, previous_hour
 from spark_apps.load.errors import LoadError, LoadOrderError
 from spark_apps.source.discovery import PartitionState, discover
 from spark_apps.source.options import parse_options

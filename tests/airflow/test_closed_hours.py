@@ -9,7 +9,7 @@ from pathlib import Path
 from warehouse_files import NOW, TOPICS, make_warehouse, write_audit
 
 from hooks.closed_hours import mark_announced, newly_closed
-from pipeline_warehouse.hour_view import WarehouseView
+from pipeline_warehouse.overview import WarehouseView
 
 HOURS = ["2026-11-22T11", "2026-11-22T12", "2026-11-22T13", "2026-11-22T14"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from support.synthetic_warehouse import Traffic, uniform_times
 
-from pipeline_warehouse.hours import WINDOW_MS, hour_ms, parse_hour
 from pipeline_warehouse.layout import AUDIT_TOPIC
+from pipeline_warehouse.time_format import WINDOW_MS, hour_ms, parse_hour
 
 TOPICS = ["ad_clicks", "page_views", "searches"]
 HOURS = [parse_hour(f"2026-11-22T{h}") for h in (10, 11, 12)]
@@ -135,7 +135,7 @@ def faulty(root: Path) -> Path:
 
 
 def parse_hour_of(ms: int):  # type: ignore[no-untyped-def]
-    from pipeline_warehouse.hours import hour_of_ms
+    from pipeline_warehouse.time_format import hour_of_ms
 
     return hour_of_ms(ms)
 

@@ -20,8 +20,8 @@ import pytest
 
 from pipeline_warehouse.filesystem import FsspecFS, as_uri
 from pipeline_warehouse.hour_states import hour_states
-from pipeline_warehouse.hours import parse_hour
 from pipeline_warehouse.layout import results_dir, summary_file
+from pipeline_warehouse.time_format import parse_hour
 from spark_apps.audit import cli as audit_cli
 from spark_apps.audit.events import MAX_COUNT
 from spark_apps.audit.report_assets import external_assets
@@ -148,8 +148,8 @@ def test_the_audit_the_pipeline_page_and_the_asset_see_one_state(
     from hooks.closed_hours import newly_closed
     from hooks.pipeline import LiveCluster, Pipeline
     from pipeline_ui.app import create_app
-    from pipeline_warehouse.hour_view import WarehouseView
-    from pipeline_warehouse.hours import format_hour
+    from pipeline_warehouse.overview import WarehouseView
+    from pipeline_warehouse.time_format import format_hour
 
     root, out = faulty_run
     names = [format_hour(h) for h in HOURS]
@@ -446,8 +446,8 @@ def test_on_a_moving_clock_hours_go_loaded_audited_closed_and_never_fail(
     was killed before it published its counts: reported once its grace has passed, not before."""
     from support.synthetic_warehouse import Traffic
 
-    from pipeline_warehouse.hour_view import WarehouseView
-    from pipeline_warehouse.hours import format_hour
+    from pipeline_warehouse.overview import WarehouseView
+    from pipeline_warehouse.time_format import format_hour
 
     from .scenarios import LOADS, traffic
 

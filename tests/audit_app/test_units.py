@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from pipeline_warehouse.hour_states import HourState
-from pipeline_warehouse.hours import (
+from pipeline_warehouse.load_index import can_hold
+from pipeline_warehouse.time_format import (
     HOUR_MS,
     WINDOW_MS,
     hour_ms,
@@ -21,7 +22,6 @@ from pipeline_warehouse.hours import (
     parse_hour,
     parse_hour_range,
 )
-from pipeline_warehouse.load_index import can_hold
 from spark_apps.audit.cli import loads_line
 from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline_warehouse.checkpoint import Warehouse
-from pipeline_warehouse.hours import parse_hour
+from pipeline_warehouse.time_format import parse_hour
 from pipeline_warehouse.topics import PipelineTopicError, check_topic
 from spark_apps.audit import cli as audit_cli
 from spark_apps.audit.outcome import AuditOptions

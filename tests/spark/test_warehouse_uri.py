@@ -50,7 +50,7 @@ from pipeline_warehouse.filesystem import (
     recover_replaced,
     replace_dir,
 )
-from pipeline_warehouse.hours import parse_hour
+from pipeline_warehouse.time_format import parse_hour
 from spark_apps.audit.run import AuditOptions, run_audit
 from spark_apps.hadoop_fs import HadoopFS, open_warehouse
 from spark_apps.load.hour import load_hour

@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 
 from pipeline_warehouse import load_summary
 from pipeline_warehouse.filesystem import FsspecFS, as_uri
-from pipeline_warehouse.hours import (
+from pipeline_warehouse.layout import AUDIT_TOPIC, load_dir
+from pipeline_warehouse.time_format import (
     HOUR_MS,
     WINDOW_MS,
     format_hour,
@@ -41,7 +42,6 @@ from pipeline_warehouse.hours import (
     hour_ms,
     hour_of_ms,
 )
-from pipeline_warehouse.layout import AUDIT_TOPIC, load_dir
 
 HEADER_FIELDS = [
     pa.field("topic", pa.string(), nullable=False),

@@ -1,6 +1,8 @@
-"""An hour as people and downstream DAGs see it, from the warehouse's files (docs/design.md §3.6).
+"""The warehouse at a glance: each topic's hours as people and downstream DAGs see them, from
+the warehouse's files (docs/design.md §3.6).
 
-What the Pipeline page shows and what the audit DAG announces as complete (hooks.closed_hours).
+What the Pipeline page shows (a grid of topics and hours, one HourCell each) and what the
+audit DAG announces as complete (hooks.closed_hours).
 
 An hour's state is the one model of pipeline_warehouse.hour_states (open, loaded, audited,
 closed; reopened, with its reasons), the same the audit's reports and the completeness assets
@@ -9,9 +11,9 @@ rows_sha256) and its audit's windows (`_audit_results/audit_hour=H/`, Parquet). 
 hour with a `lost` or `unaccounted` window is marked `failed` on top of its state; windows that
 wait within the grace (`incomplete`, `pending`) are not failures.
 
-The api-server and Airflow tasks run this, so it reads through fsspec (filesystem.FsspecFS: `file://`,
-WebHDFS for an `hdfs://` warehouse, `s3://`, ...), never a SparkSession; `now` is a parameter
-so tests decide when the grace has passed.
+The api-server and Airflow tasks run this, so it reads through fsspec (filesystem.FsspecFS:
+`file://`, WebHDFS for an `hdfs://` warehouse, `s3://`, ...), never a SparkSession; `now` is a
+parameter so tests decide when the grace has passed.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import Any
 from pipeline_warehouse import layout
 from pipeline_warehouse.filesystem import FsspecFS, WarehouseFS
 from pipeline_warehouse.hour_states import HourState, hour_states
-from pipeline_warehouse.hours import parse_hour
 from pipeline_warehouse.layout import FAILED_STATUSES
+from pipeline_warehouse.time_format import parse_hour
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Hours, windows and durations as the warehouse names them (docs/design.md §3.5, §3.6).
+"""Hours, windows, durations and instants as the warehouse writes them (docs/design.md §3.5,
+§3.6): parsing, formatting and the arithmetic on them.
 
 An hour is named `YYYY-MM-DDTHH` (UTC), as in `load_hour=2026-11-22T10` and
 `_checkpoints/<topic>/2026-11-22T10.json`. Audit windows are 10 minutes of event time, aligned
