@@ -6,8 +6,9 @@
     report_assets/   the CSS and JS the audit's reports load, vendored (SOURCES.md) installed
     config/          sample server.properties, the mirror's consumer and producer configs
     pipeline/        pipeline.json: the pipeline the DAGs run from a checkout
-                     (LOGBROKER_PIPELINE names a deployment's own)
-    compose/         docker-compose.yaml's configs
+                     (LOGBROKER_PIPELINE names a deployment's own; README.md: which
+                     pipeline file runs where)
+    compose/         docker-compose.yaml's configs, its own pipeline.json among them
 
 A checkout's editable install (`make setup`) maps the package to this folder, and a wheel
 carries a copy of the installed parts, so code finds them the same way in both, from any

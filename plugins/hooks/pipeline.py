@@ -3,9 +3,17 @@
 One JSON file (`LOGBROKER_PIPELINE=<file>`; in a checkout, include/pipeline/pipeline.json by
 default), read when a DAG file is parsed: it is small and has no imports, so parsing stays
 cheap. Clusters and Spark are named by Airflow connection ids, so credentials and hosts live
-where Airflow users keep them. The demo and `make up` write their own file; an installed wheel
-has none (include/pipeline/ is a checkout's), so a deployment names its own. A relative
-`warehouse` or `reports` path is taken from the file's directory.
+where Airflow users keep them. Which file runs where (include/pipeline/README.md):
+
+    include/pipeline/pipeline.json   a checkout's default, and the example: the warehouse in
+                                     the checkout's var/warehouse
+    include/compose/pipeline.json    docker-compose.yaml's (its LOGBROKER_PIPELINE): the same
+                                     keys, the warehouse on HDFS, read through WebHDFS
+    var/up/, var/demo/pipeline.json  written by `make up` and `make demo` for their stacks
+
+An installed wheel has none (include/pipeline/ is a checkout's), so a deployment names its
+own. A relative `warehouse` or `reports` path is taken from the file's directory; a key the
+loader does not read (each file's `_comment`) is ignored.
 
 Every topic is checked as the load and the audit check it (pipeline_warehouse.topics) when
 the file is read: a bad name fails the DAG file's import with one line naming the file.

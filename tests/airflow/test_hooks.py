@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -177,6 +178,34 @@ def test_pipeline_settings_parquet_writer(tmp_path) -> None:  # type: ignore[no-
     path.write_text(json.dumps({**settings, "parquet_writer": "pyarrow"}))
     with pytest.raises(ValueError, match=r"pipeline.json: .*'pyarrow': one of auto, arrow, spark"):
         load_pipeline(path)
+
+
+def test_every_pipeline_file_in_git_loads_and_is_named_where_a_reader_looks() -> None:
+    """Issue 43 finding 10: the pipeline files a checkout carries (the checkout's and
+    docker-compose's) each load, hold the same keys but the warehouse's, each says in its
+    `_comment` which it is, and include/pipeline/README.md and the loader's doc name them all:
+    a new one, or a key added to one only, fails here."""
+    import subprocess
+
+    import hooks.pipeline
+    from hooks.pipeline import load_pipeline
+
+    root = Path(hooks.pipeline.__file__).resolve().parents[2]
+    listed = subprocess.run(
+        ["git", "ls-files", "*pipeline.json"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert sorted(listed) == ["include/compose/pipeline.json", "include/pipeline/pipeline.json"]
+    readme = (root / "include" / "pipeline" / "README.md").read_text()
+    keys = {}
+    for name in listed:
+        assert f"`{name}`" in readme, f"include/pipeline/README.md does not name {name}"
+        assert name in (hooks.pipeline.__doc__ or ""), f"hooks/pipeline.py's doc: no {name}"
+        settings = json.loads((root / name).read_text())
+        other = next(n for n in listed if n != name)
+        assert other in settings["_comment"], f"{name}'s _comment does not name {other}"
+        load_pipeline(root / name)  # the loader takes it, _comment and all
+        keys[name] = set(settings) - {"warehouse_reader", "reports"}
+    assert keys["include/compose/pipeline.json"] == keys["include/pipeline/pipeline.json"]
 
 
 def test_a_scheduled_run_does_not_load_a_committed_hour_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
