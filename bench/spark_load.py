@@ -8,7 +8,7 @@ own JSON load of the same events (`spark.read.json(...).write.parquet`), in the 
 
 For each size it measures, on local[2], --reps times in turn (default 3; the median is
 reported, and every repetition in the JSON: Spark's JVM warms up over the first jobs):
-  logbroker_load   spark_apps.load.hour.load_hour into a new warehouse: read (Avro,
+  logbroker_load   spark_apps.load.run.load_hour into a new warehouse: read (Avro,
                    bulk-decoded in the Python workers) and write once, rows_sha256, the
                    duplicate check, commit; its phases are reported. The tasks that read
                    write the Parquet files with Arrow's writer (--parquet-writer auto on a
@@ -64,7 +64,7 @@ from logbroker.stack.zookeeper import ZooKeeperServer
 from pipeline_warehouse.checkpoint import Warehouse
 from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load.event_names import NameKeys
-from spark_apps.load.hour import load_hour
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.session import build_session
 from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range

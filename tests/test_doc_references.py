@@ -6,7 +6,7 @@ clone: a module moved or renamed by a refactor leaves a dangling name, and a cit
 document outside the repository (a team's shared notes) leads nowhere for anyone else.
 
     paths      every line of every tracked text file: a path from a top-level folder
-               (`spark_apps/load/hour.py`) exists
+               (`spark_apps/load/run.py`) exists
     prose      the docs (*.md), the comments of requirements.in, Makefile and the configs,
                and the docstrings and comments of every *.py (not its code: a string there
                may name a file the code is about to write):

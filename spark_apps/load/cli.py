@@ -5,8 +5,8 @@ brokers. The topics given load one after the other in the one Spark session (one
 many topics: docs/performance.md, "Many topics an hour"), each on its own: its lock, its
 commit, its checkpoint. A topic that fails is named in one line and the next topic loads;
 the exit status is 1 when any failed, after a last line naming them all. The work is in
-hour.py (one topic's load), commit.py (staging and the atomic commit) and
-warehouse/checkpoint.py (the files); docs/design.md §3.6 is the contract.
+run.py (one topic's load), commit.py (staging and the atomic commit) and
+pipeline_warehouse/checkpoint.py (the files); docs/design.md §3.6 is the contract.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def run_load(argv: list[str]) -> int:
     from logbroker.protocol.errors import LogbrokerError
     from pipeline_warehouse.checkpoint import WarehouseError
     from spark_apps.hadoop_fs import open_warehouse
-    from spark_apps.load.hour import load_hour
+    from spark_apps.load.run import load_hour
     from spark_apps.load.settings import LoadSettings
     from spark_apps.session import build_session
 

@@ -33,7 +33,7 @@ The files hold what Spark's writer makes of the same rows:
   attempt of one split writes the same rows, one of them becomes the file, the others leave
   nothing; a killed attempt leaves only its hidden temporary, deleted once the job is done;
 - bad records (PERMISSIVE's `_error` rows) are counted, not written: the load writes them
-  to _errors on its own read (hour.py).
+  to _errors on its own read (run.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The load's deduplication on its own: which positions go, exactly (spark_apps.load.hour).
+"""The load's deduplication on its own: which positions go, exactly (spark_apps.load.run).
 
 The keys are first counted hashed (xxhash64 of producer_id, seq); only repeats are then
 compared by producer_id and position. These rows pin what stays: the first of a key in

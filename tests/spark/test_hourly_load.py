@@ -18,7 +18,7 @@ from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from spark_apps.audit.reconcile import summarize
 from spark_apps.hadoop_fs import HadoopFS, open_warehouse
 from spark_apps.load.errors import LoadOrderError, TooManyBadRecordsError
-from spark_apps.load.hour import load_hour
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from spark_apps.hadoop_fs import open_warehouse
-from spark_apps.load.hour import load_hour
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 
 from .helpers import PAGE_VIEW, load_command, load_env, start_cluster

@@ -30,7 +30,7 @@ from logbroker.client.cluster import Cluster
 from logbroker.protocol.message_set import iter_messages
 from logbroker.stack.broker import BrokerProcess
 from spark_apps.hadoop_fs import open_warehouse
-from spark_apps.load.hour import load_hour
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
 

@@ -28,8 +28,8 @@ from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load import hour as hour_module
 from spark_apps.load.commit import COMMIT_FILE, publish, recover
 from spark_apps.load.errors import LoadLockError
-from spark_apps.load.hour import load_hour
 from spark_apps.load.lock import TopicLock, lock_path
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 
 from .helpers import PAGE_VIEW, AnalysisCluster, start_cluster

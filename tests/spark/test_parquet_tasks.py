@@ -19,9 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline_warehouse.checkpoint import Warehouse
 from spark_apps.hadoop_fs import open_warehouse
-from spark_apps.load.hour import load_hour
 from spark_apps.load.parquet_tasks import (
     SPARK_SCHEMA_KEY,
     ParquetWriterChoiceError,
@@ -33,6 +31,7 @@ from spark_apps.load.parquet_tasks import (
     write_split,
     written_schema,
 )
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.source.avro_columns import spark_schema
 from spark_apps.source.options import parse_options

@@ -16,7 +16,7 @@ from spark_apps.audit import cli as audit_cli
 from spark_apps.audit.outcome import AuditOptions
 from spark_apps.load import cli as load_cli
 from spark_apps.load.errors import LoadError
-from spark_apps.load.hour import load_hour
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 
 HOSTILE = ["..", ".", "../page_views", "../_checkpoints", "a/b", "_checkpoints", "_staging", ""]

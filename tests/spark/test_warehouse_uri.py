@@ -53,7 +53,7 @@ from pipeline_warehouse.filesystem import (
 from pipeline_warehouse.time_format import parse_hour
 from spark_apps.audit.run import AuditOptions, run_audit
 from spark_apps.hadoop_fs import HadoopFS, open_warehouse
-from spark_apps.load.hour import load_hour
+from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
 

@@ -15,7 +15,8 @@
 5. deduplicate by (producer_id, seq) (dedup.py); only an hour that has repeats is written
    again without them. For `_audit`, a repeat whose AuditCount differs from the row kept (a
    conflict) is kept in the summary with the rows it conflicts with, for the audit
-6. the summary the audit reads instead of the rows (summary.py), into the staged rows
+6. the summary the audit reads instead of the rows (pipeline_warehouse.load_summary's
+   format), into the staged rows
 7. decide (_COMMIT, which names the new version's files and the lock's fencing token)
    after checking that the lock is still this load's, then publish while it still is: the
    checkpoint switches the hour to the new version (commit.py)
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_warehouse import load_summary
 from pipeline_warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
 from pipeline_warehouse.layout import AUDIT_TOPIC
 from pipeline_warehouse.time_format import format_second, parse_hour
@@ -43,9 +45,14 @@ from spark_apps.load.lock import TopicLock
 from spark_apps.load.plan import HourPlan, plan_hour
 from spark_apps.load.read import POSITION, read_ranges, source_options
 from spark_apps.load.settings import LoadSettings
-from spark_apps.load.summary import write_summary
 from spark_apps.source.ranges import RangeDigest
-from spark_apps.summary_counts import group_profile, header_rows, profile_query
+from spark_apps.summary_counts import (
+    frame_rows,
+    group_profile,
+    header_rows,
+    names_without_repeats,
+    profile_query,
+)
 
 log = logging.getLogger("logbroker.hourly_load")
 
@@ -236,7 +243,7 @@ def _stage(
         )
     if dropped:  # the profile counted rows that went: count what stays
         profile = group_profile(header_rows(spark.read.parquet(staging.rows), topic, F.lit(hour)))
-    write_summary(wh, staging.rows, checkpoint, previous, certified, profile, conflicts)
+    _write_summary(wh, staging.rows, checkpoint, previous, certified, profile, conflicts)
     timer.lap("summary")
     return checkpoint
 
@@ -382,3 +389,49 @@ def _check_bad_count(bad: int, good: int, messages: int, topic: str, hour: str) 
             f"topic {topic!r} {hour}: Spark read {good + bad} messages ({good} rows, {bad} bad "
             f"records) but the range holds {messages}; nothing committed"
         )
+
+
+def _write_summary(
+    wh: Warehouse,
+    rows_dir: str,
+    checkpoint: Checkpoint,
+    previous: Checkpoint | None,
+    certified: bool,
+    profile: Any,
+    conflicts: list[list[Any]] | None = None,
+) -> None:
+    """Step 6: the hour's _load_summary.json (the format: pipeline_warehouse.load_summary),
+    written into the staged rows so that it is published with them; the audit reads it
+    instead of the rows. From the profile of the rows as they stay (None: there are none);
+    `certified`: no name of the hour is in the previous hour's load (the load made it so);
+    `conflicts` (`_audit` only): the rows of the names the load saw with different contents."""
+    groups: list[list[Any]] = []
+    names: list[list[Any]] = []
+    if profile is not None:
+        groups = frame_rows(profile, load_summary.GROUP_COLUMNS)
+        # the duplicates were dropped: every named row left is a distinct name
+        names = frame_rows(names_without_repeats(profile), load_summary.NAME_COLUMNS)
+    summary = load_summary.LoadSummary(
+        topic=checkpoint.topic,
+        load_hour=checkpoint.load_hour,
+        committed_at=checkpoint.committed_at,
+        rows_sha256=checkpoint.rows_sha256,
+        rows=checkpoint.rows,
+        files=load_summary.data_files(wh.fs, rows_dir),
+        groups=groups,
+        names=names,
+        previous=(
+            load_summary.Certificate(
+                previous.load_hour,
+                previous.committed_at,
+                previous.rows_sha256,
+                load_summary.data_files(
+                    wh.fs, wh.hour_dir(previous.topic, previous.load_hour), previous.files
+                ),
+            )
+            if previous is not None and certified
+            else None
+        ),
+        conflicts=conflicts,
+    )
+    load_summary.write(wh.fs, load_summary.summary_path(rows_dir), summary)
