@@ -211,10 +211,10 @@ def run(args: argparse.Namespace) -> int:
         for line in read_lines(stream):
             key = None
             if separator is not None:
-                key_bytes, sep, rest = line.partition(separator)
+                key_bytes, sep, message = line.partition(separator)
                 if sep:  # a line without the separator is sent whole, without a key
                     # surrogateescape: a key that is not UTF-8 reaches a 0.8 message as it was
-                    key, line = key_bytes.decode("utf-8", "surrogateescape"), rest
+                    key, line = key_bytes.decode("utf-8", "surrogateescape"), message
             count += 1
             nbytes += len(line)
             bar.update(len(line) + 1)
