@@ -67,8 +67,8 @@ from spark_apps.load.event_names import NameKeys
 from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.session import build_session
+from spark_apps.source.consumers import ClusterReads
 from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range
-from spark_apps.source.reads import ClusterReads
 
 # the Spark tests' two-broker analysis cluster and their event schema
 _helpers = suite.load("tests/spark/helpers.py")

@@ -56,7 +56,7 @@ _index/<topic>/<hour>.json (one per load the audit has read; current while its c
      "rows_without_time": 0}
 
 For `_audit`, `event_hours` counts AuditCount events by the hour of their `window_start` (the
-load's own hour for an event without a plausible window: spark_apps.audit.events), and
+load's own hour for an event without a plausible window: spark_apps.audit.audit_counts), and
 `by_topic` the same per audited topic ({"page_views": {"2026-11-22T10": 2}}; only names the
 pipeline takes as topics), so that a late count reopens only its own topic's hour.
 """

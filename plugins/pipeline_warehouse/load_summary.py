@@ -35,7 +35,7 @@ one, the audit reads the rows once and keeps the summary in its own area (layout
   `index`), `dropped` (the load dropped this row; the others stay in the warehouse) and
   `fields`, the event's own fields as an object (timestamps as epoch ms). An AuditCount
   dropped as a duplicate of one with another count would otherwise leave no trace: the audit
-  reports every such name as bad audit events (spark_apps.audit.events). Empty when the load
+  reports every such name as bad audit events (spark_apps.audit.audit_counts). Empty when the load
   dropped no such row.
 - previous: the load certifies that no name of it is in the previous hour's load, as that
   load was then (its checkpoint and files): the hourly load drops such repeats; a summary the

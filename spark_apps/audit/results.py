@@ -96,7 +96,7 @@ def build_results(
     import pandas as pd
 
     from pipeline_warehouse.time_format import format_hour
-    from spark_apps.audit.events import TIERS
+    from spark_apps.audit.audit_counts import TIERS
 
     grid = pd.DataFrame(
         [

@@ -5,7 +5,7 @@ The steps, in order (each module's doc has the detail):
 1. inputs          which committed loads to read for the audited hours (and why);
 2. reconcile       the warehouse's counts from each load's summary (load_summary): per window
                    rows and unique events; a profile per load;
-3. events          the `_audit` topic: AuditCount events deduplicated, checked, summed;
+3. audit_counts    the `_audit` topic: AuditCount events deduplicated, checked, summed;
 4. results         one row per topic and window, with its status;
 5. writing         per audited hour, `_audit_results/audit_hour=H/` (Parquet + _summary.json),
                    staged and put in place whole; the index of every load read;
@@ -29,7 +29,7 @@ from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import join, recover_replaced, replace_dir
 from pipeline_warehouse.load_index import LoadIndex
 from pipeline_warehouse.time_format import format_hour, format_instant, parse_hour
-from spark_apps.audit.events import AuditEvents, audit_hour_of_bad_records, read_audit_events
+from spark_apps.audit.audit_counts import AuditEvents, audit_hour_of_bad_records, read_audit_events
 from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan, topics_without_data
 from spark_apps.audit.load_profile import event_hours, load_profiles
 from spark_apps.audit.outcome import AuditOptions, AuditOutcome, NothingToAuditError

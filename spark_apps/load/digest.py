@@ -1,6 +1,6 @@
 """rows_sha256 and the message counts of a load's ranges, read from the brokers on a driver
 thread while Spark writes the rows (the contract: spark_apps.source.ranges); a replicated
-partition's from its leader, followed if it moves (spark_apps.source.reads).
+partition's from its leader, followed if it moves (spark_apps.source.consumers).
 
 On its way it reads every event's name (producer_id, seq) into an event_names.NameKeys, so
 that the usual hour is proved free of repeats without a Spark job (dedup.py).
@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 
 from spark_apps.load.event_names import NameKeys
+from spark_apps.source.consumers import ClusterReads
 from spark_apps.source.ranges import PartitionRange, RangeDigest, digest_ranges
-from spark_apps.source.reads import ClusterReads
 
 
 class DigestThread(threading.Thread):

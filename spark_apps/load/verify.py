@@ -12,8 +12,8 @@ from typing import Any
 
 from logbroker.protocol.errors import LogbrokerError
 from pipeline_warehouse.checkpoint import Warehouse, WarehouseError
+from spark_apps.source.consumers import ClusterReads
 from spark_apps.source.ranges import PartitionRange, digest_ranges
-from spark_apps.source.reads import ClusterReads
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from logbroker.protocol.message import ENTRY_OVERHEAD, MIN_MESSAGE_SIZE
+from spark_apps.source.consumers import open_reads
 from spark_apps.source.discovery import PartitionState
 from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange, entries_end
-from spark_apps.source.reads import open_reads
 
 log = logging.getLogger(__name__)
 

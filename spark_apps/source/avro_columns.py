@@ -56,7 +56,7 @@ from pyspark.sql.types import (
 )
 
 from spark_apps.source.avro_vector import Node, NotColumnar, compile_schema, read_columns
-from spark_apps.source.events import EventDecoding, ReaderSchema, reader_schemas
+from spark_apps.source.event_decoding import EventDecoding, ReaderSchema, reader_schemas
 from spark_apps.source.options import SourceOptions
 from spark_apps.source.ranges import Chunk, PartitionRange
 from spark_apps.source.raw_columns import position_arrays

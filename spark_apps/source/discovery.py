@@ -32,8 +32,8 @@ from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.requests import LATEST_TIME
 from logbroker.protocol.responses import Metadata, TopicMetadata
+from spark_apps.source.consumers import LEADER_TIMEOUT_MS, open_reads
 from spark_apps.source.options import SourceOptions
-from spark_apps.source.reads import LEADER_TIMEOUT_MS, open_reads
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ Data loss: a range whose start retention deleted is a DataLossError naming topic
 and the missing offsets; with `fail_on_data_loss=False` a warning, and reading goes on from
 the earliest offset still there.
 
-Where a range is read (reads.py): a 0.7 partition from its broker (a SimpleConsumer), a
+Where a range is read (consumers.py): a 0.7 partition from its broker (a SimpleConsumer), a
 replicated one from its leader (a PartitionReader, which follows the leader when it moves).
 A range is planned below a high watermark, so when a new leader shows less than the range
 for a moment (it learns the high watermark from its followers) the read waits for it.
@@ -468,7 +468,7 @@ def digest_ranges(
     """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts; the
     events' names into `names` on the way, if given (event_names.py). `consumer_for(range)`
     reads a range: its broker's consumer, or a replicated partition's reader
-    (reads.ClusterReads)."""
+    (consumers.ClusterReads)."""
     decode = digest_input if names is None else functools.partial(digest_input, names=names)
     sha = hashlib.sha256()
     counts: dict[tuple[int, int], int] = {}

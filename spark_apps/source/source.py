@@ -7,7 +7,7 @@
 Planning (`partitions()`, `latestOffset()`) runs in a Python worker beside the driver: it asks
 the cluster for partitions and offsets. Reading (`read()`) runs in the executors' Python
 workers: each opens its own connection to one broker (a replicated partition's leader, which
-it follows if leadership moves: reads.py) and yields Arrow record batches, a fetch at a time,
+it follows if leadership moves: consumers.py) and yields Arrow record batches, a fetch at a time,
 so no per-row Python object crosses into the JVM. A stream's offsets are
 {"topic": {"<broker_id>-<partition>": offset}} ("<p>" for a replicated partition): the end of
 one micro-batch is the start of the next, and Spark checkpoints them.
@@ -44,12 +44,12 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_apps.source.admission import capped_ends
+from spark_apps.source.consumers import open_reads
 from spark_apps.source.discovery import DiscoveryError, PartitionState, discover, segment_starts
 from spark_apps.source.options import SourceOptions, parse_options
-from spark_apps.source.planning import SplitPlan, offset_for, plan_ranges, plan_splits
 from spark_apps.source.ranges import read_range
 from spark_apps.source.raw_columns import RAW_DDL, raw_batch
-from spark_apps.source.reads import open_reads
+from spark_apps.source.splits import SplitPlan, offset_for, plan_ranges, plan_splits
 
 log = logging.getLogger("logbroker.spark")
 

@@ -23,7 +23,7 @@ from pipeline_warehouse.hour_states import hour_states
 from pipeline_warehouse.layout import results_dir, summary_file
 from pipeline_warehouse.time_format import parse_hour
 from spark_apps.audit import cli as audit_cli
-from spark_apps.audit.events import MAX_COUNT
+from spark_apps.audit.audit_counts import MAX_COUNT
 from spark_apps.audit.report_assets import external_assets
 from spark_apps.audit.run import AuditOptions, AuditOutcome, run_audit
 

@@ -1,5 +1,5 @@
 """The audit's pure parts, without Spark: statuses, hours, the plan, the vendored assets, and
-the checks of AuditCount events (events._check_and_sum) on forged values."""
+the checks of AuditCount events (audit_counts._check_and_sum) on forged values."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from pipeline_warehouse.time_format import (
     parse_hour,
     parse_hour_range,
 )
+from spark_apps.audit.audit_counts import MAX_COUNT, _check_and_sum
 from spark_apps.audit.cli import loads_line
-from spark_apps.audit.events import MAX_COUNT, _check_and_sum
 from spark_apps.audit.report_assets import (
     UnvendoredAssetError,
     external_assets,
@@ -251,7 +251,7 @@ def test_one_header_two_counts_neither_summed() -> None:
 def test_dropped_duplicates_a_load_did_not_compare_are_reported(tmp_path: Path) -> None:
     from pipeline_warehouse.checkpoint import Checkpoint
     from pipeline_warehouse.filesystem import FsspecFS, as_uri
-    from spark_apps.audit.events import _recorded_conflicts
+    from spark_apps.audit.audit_counts import _recorded_conflicts
 
     ten = parse_hour("2026-11-22T10")
     load = Checkpoint(
@@ -380,12 +380,12 @@ def test_the_data_docs_index_from_its_cache_is_gxs_own(tmp_path: Path) -> None:
 
 
 def test_audit_rows_read_with_their_window_in_ms_whatever_type_the_load_kept() -> None:
-    """events._frame: what any writer of the `_audit` rows may have kept (Spark: timestamp
+    """audit_counts._frame: what any writer of the `_audit` rows may have kept (Spark: timestamp
     micros, or INT96 read as nanoseconds; Arrow: millis; a long), and a damaged file (a
     column missing, a count that is not a number) gives nulls, reported, not a crash."""
     import pyarrow as pa
 
-    from spark_apps.audit.events import _frame
+    from spark_apps.audit.audit_counts import _frame
 
     ms = [TEN, -600_001, None]
     for kind, scale in (("s", None), ("ms", 1), ("us", 1000), ("ns", 1_000_000)):

@@ -8,14 +8,14 @@ import pytest
 
 from logbroker.serde.schemas import load_schema_file, parse_event_schema
 from spark_apps.source.avro_columns import AvroColumnError, build_schema, column_name
-from spark_apps.source.events import ReaderSchema
+from spark_apps.source.event_decoding import ReaderSchema
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "include" / "schemas"
 
 
 def test_audit_counts_topic_field_is_the_event_topic_column() -> None:
     # The row's `topic` is the warehouse topic (`_audit`); AuditCount's own `topic` field must
-    # land beside it, under the name the audit reads (spark_apps.audit.events.AUDITED_TOPIC_COLUMNS).
+    # land beside it, under the name the audit reads (spark_apps.audit.audit_counts.AUDITED_TOPIC_COLUMNS).
     audit = load_schema_file(SCHEMAS / "audit_count.avsc")
     schema = build_schema({"_audit": ReaderSchema(1, audit.definition)}, permissive=True)
     names = schema.fieldNames()

@@ -27,10 +27,10 @@ import pytest
 from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
 from logbroker.stack.broker import BrokerProcess
+from spark_apps.source.consumers import ClusterReads
 from spark_apps.source.discovery import DiscoveryError, discover
 from spark_apps.source.options import parse_options
 from spark_apps.source.ranges import PartitionRange, digest_ranges, read_range
-from spark_apps.source.reads import ClusterReads
 
 from .helpers import AnalysisCluster, start_cluster
 

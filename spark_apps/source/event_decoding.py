@@ -1,4 +1,4 @@
-"""Events for the source, through logbroker.serde: reader schemas and bulk decoding.
+"""Decoding events for the source, through logbroker.serde: reader schemas and bulk decoding.
 
 A topic's reader schema is the latest version of the subject named after it (docs/design.md
 §3.4), pinned by id when the query is planned; each payload is read with its writer's schema

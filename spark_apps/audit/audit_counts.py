@@ -1,4 +1,5 @@
-"""The `_audit` topic's rows: AuditCount events, deduplicated, checked, summed (docs/design.md §3.5).
+"""The producers' counts: the `_audit` topic's AuditCount events, deduplicated, checked, summed
+(docs/design.md §3.5).
 
 An audited producer (and every tier that forwards events, such as the mirror) publishes counts
 as deltas: several events may count one topic, tier and window, and the total is their sum

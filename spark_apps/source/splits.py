@@ -1,4 +1,5 @@
-"""From options and discovered partitions to offset ranges, and from ranges to Spark splits.
+"""Spark splits: from options and discovered partitions to offset ranges, and from ranges to
+the splits Spark's tasks read.
 
 One Spark input partition per broker partition; a range longer than `maxBytesPerPartition`
 (or the largest ranges, until there are `minPartitions`) is cut into pieces of equal bytes.

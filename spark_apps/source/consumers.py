@@ -1,4 +1,5 @@
-"""Where the source reads a partition from: its broker (0.7's layout) or its leader (replicated).
+"""Which consumer reads a partition: its broker's (0.7's layout), or one that follows its leader
+(a replicated partition).
 
 A topic of replication factor 1 keeps 0.7's layout: partition i of broker b, named `b-i`, is
 read from broker b with SimpleConsumer. A replicated topic's partition p (docs/replication.md)
