@@ -189,9 +189,19 @@ def _take(stream: Iterator[GroupMessage], n: int) -> list[GroupMessage]:
 def test_the_group_consumer_follows_a_killed_leader_and_kafka_python_reads_its_offsets(
     cluster: Kafka08Cluster,
 ) -> None:
+    cluster.create("own-group", 2)
+    victim = cluster.leaders("own-group")[0]
+    try:
+        _consume_across_a_kill(cluster, victim)
+    finally:  # registered anew before the next test makes topics
+        cluster.brokers[victim].start()
+        with Cluster(cluster.target.connect) as view:
+            wait_until("the broker back", lambda: len(view.live_brokers()) == 3)
+
+
+def _consume_across_a_kill(cluster: Kafka08Cluster, victim: int) -> None:
     from kafka.structs import TopicPartition
 
-    cluster.create("own-group", 2)
     zk = cluster.target.connect
     sent = [(f"order-{i % 9}", f"payment {i}".encode()) for i in range(400)]
     with Producer(zk_connect=zk, request_required_acks=-1, compression_codec="gzip") as producer:
@@ -203,8 +213,7 @@ def test_the_group_consumer_follows_a_killed_leader_and_kafka_python_reads_its_o
             stream = consumer.create_message_streams({"own-group": 1})["own-group"][0]
             got = _take(stream, 150)
             consumer.commit_offsets()
-            victim = cluster.leaders("own-group")[0]
-            cluster.brokers[victim].kill()  # -9
+            cluster.brokers[victim].kill()  # -9, the leader of partition 0
             # the producer finds the new leaders too, retrying what the kill refused
             producer.send_batch([("own-group", k, v) for k, v in sent[200:]])
             got += _take(stream, len(sent) - len(got))
@@ -212,32 +221,27 @@ def test_the_group_consumer_follows_a_killed_leader_and_kafka_python_reads_its_o
             final = {m.partition: m.next_offset for m in got}  # the last of each partition
         finally:
             consumer.close()
+    # every message, each once, with its key, in each partition's order
+    assert sorted((m.key, m.payload) for m in got) == sorted((k.encode(), v) for k, v in sent)
+    for p in ("0", "1"):
+        offsets = [m.offset for m in got if m.partition == p]
+        assert offsets == list(range(len(offsets)))
+    assert {m.partition: m.offset + 1 for m in got} == final
+    # the committed offsets are where Kafka 0.8's clients of the group read them
+    reader = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap, api_version=(0, 8, 2), group_id="own-readers"
+    )
     try:
-        # every message, each once, with its key, in each partition's order
-        assert sorted((m.key, m.payload) for m in got) == sorted((k.encode(), v) for k, v in sent)
-        for p in ("0", "1"):
-            offsets = [m.offset for m in got if m.partition == p]
-            assert offsets == list(range(len(offsets)))
-        assert {m.partition: m.offset + 1 for m in got} == final
-        # the committed offsets are where Kafka 0.8's clients of the group read them
-        reader = kafka.KafkaConsumer(
-            bootstrap_servers=cluster.bootstrap, api_version=(0, 8, 2), group_id="own-readers"
-        )
-        try:
-            committed = {p: reader.committed(TopicPartition("own-group", p)) for p in (0, 1)}
-        finally:
-            reader.close()
-        assert committed == {int(p): offset for p, offset in final.items()}
-        with Cluster(zk) as view:
-            lag = {
-                r.partition: (r.committed, r.latest, r.lag)
-                for r in view.group_partitions("own-readers")
-            }
-        assert lag == {int(p): (o, o, 0) for p, o in final.items()}
+        committed = {p: reader.committed(TopicPartition("own-group", p)) for p in (0, 1)}
     finally:
-        cluster.brokers[victim].start()  # registered anew before the next test makes topics
-        with Cluster(zk) as view:
-            wait_until("the broker back", lambda: len(view.live_brokers()) == 3)
+        reader.close()
+    assert committed == {int(p): offset for p, offset in final.items()}
+    with Cluster(zk) as view:
+        lag = {
+            r.partition: (r.committed, r.latest, r.lag)
+            for r in view.group_partitions("own-readers")
+        }
+    assert lag == {int(p): (o, o, 0) for p, o in final.items()}
 
 
 def test_the_group_consumer_starts_where_kafka_python_committed(cluster: Kafka08Cluster) -> None:
