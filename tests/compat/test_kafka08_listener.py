@@ -121,6 +121,10 @@ class Kafka08Cluster:
         wait_until(f"{count} messages of {topic} below the high watermark", all_there)
         return out
 
+    def replica_bytes(self, broker: BrokerProcess, topic: str, partition: int = 0) -> bytes:
+        directory = Path(broker.log_dir) / f"{topic}-{partition}"
+        return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
     def leaders(self, topic: str) -> dict[int, int]:
         with Cluster(self.target.connect) as cluster:
             return {p.partition: p.leader for p in cluster.describe_replicated(topic)}
@@ -360,17 +364,26 @@ def test_a_leader_killed_under_kcat_at_acks_all_loses_no_acknowledged_message(
         cluster.create("orders", 1)
         victim = cluster.leaders("orders")[0]
         sent = [f"order-{i % 10}:payment {i}" for i in range(3000)]
+        # the first third acknowledged by the whole ISR before anything happens: the
+        # followers copy the leader's 0.8 entries (logical offsets) byte for byte
+        cluster.kcat(
+            "-P", "-t", "orders", "-K", ":", "-X", "acks=all", stdin="\n".join(sent[:1000])
+        )
+        wait_until(
+            "every replica holding the first third",
+            lambda: len({cluster.replica_bytes(b, "orders") for b in cluster.brokers}) == 1,
+        )
         producer = subprocess.Popen(
             [KCAT or "kcat", "-b", cluster.bootstrap, *FALLBACK, "-P", "-t", "orders", "-K", ":",
              "-X", "acks=all", "-X", "linger.ms=5", "-X", "message.timeout.ms=120000"],
             stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert producer.stdin is not None
-        for i, line in enumerate(sent):
+        for i, line in enumerate(sent[1000:]):
             producer.stdin.write(line + "\n")
             if i == 1000:
                 producer.stdin.flush()
-                time.sleep(0.5)  # on their way, part of it acknowledged
+                time.sleep(0.5)  # on their way, part of them acknowledged
                 os.kill(cluster.brokers[victim].pid, signal.SIGKILL)  # type: ignore[arg-type]
         producer.stdin.close()
         assert producer.wait(180) == 0, producer.stderr.read() if producer.stderr else ""

@@ -31,6 +31,8 @@ class MessageFormat(NamedTuple):
     "Bytes the first entry needs (its framing included); None when its size is not there."
     check: Callable[[Buffer, int], InvalidMessageError | None]
     "The first damaged entry of whole entries that start at `offset`, or None."
+    next_offset: Callable[[Buffer, int], int]
+    "The offset after whole entries that start at `offset` (bytes, or messages: the format's)."
 
 
 def _check_07(data: Buffer, offset: int) -> InvalidMessageError | None:
@@ -50,6 +52,17 @@ def _check_08(data: Buffer, offset: int) -> InvalidMessageError | None:
     return None
 
 
-FORMAT_07 = MessageFormat("0.7", v07.whole_entries, v07.first_entry_size, _check_07)
-FORMAT_08 = MessageFormat("0.8", v08.whole_entries, v08.first_entry_size, _check_08)
+def _next_07(data: Buffer, offset: int) -> int:
+    return offset + len(data)  # byte offsets
+
+
+def _next_08(data: Buffer, offset: int) -> int:
+    last = offset - 1  # logical offsets: the last entry's own (a wrapper's is its last message's)
+    for stored, _position, _size in v08.entry_headers(data):
+        last = stored
+    return last + 1
+
+
+FORMAT_07 = MessageFormat("0.7", v07.whole_entries, v07.first_entry_size, _check_07, _next_07)
+FORMAT_08 = MessageFormat("0.8", v08.whole_entries, v08.first_entry_size, _check_08, _next_08)
 FORMATS = {f.name: f for f in (FORMAT_07, FORMAT_08)}

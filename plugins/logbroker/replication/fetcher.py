@@ -37,6 +37,7 @@ from typing import Protocol
 
 from ..coordination.replication_state import PartitionState
 from ..protocol.errors import LogbrokerError, describe_exception
+from ..protocol.message_formats import FORMAT_07
 from ..protocol.replication import (
     EpochQuery,
     OffsetsForLeaderEpochRequest,
@@ -302,14 +303,16 @@ class ReplicaFetcher(threading.Thread):
                 f"leader {self.leader_id} refused to copy {answer.topic}-{answer.partition} "
                 f"to broker {self.broker_id}: error {answer.error}"
             )
-        if asked != r.log.end_offset or asked + len(answer.data) > answer.log_end:
+        entries = r.log.message_format  # how this topic's entries are framed and checked
+        if asked != r.log.end_offset or (
+            entries is FORMAT_07 and asked + len(answer.data) > answer.log_end
+        ):
             raise LogbrokerError(
                 f"{r.name}: {len(answer.data)} bytes from leader {self.leader_id} (its log "
                 f"ending at {answer.log_end}) for a fetch from offset {asked}, with this log "
                 f"ending at {r.log.end_offset}: not this fetch's answer, not appended"
             )
         data = answer.data
-        entries = r.log.message_format  # how this topic's entries are framed and checked
         if answer.messages >= 0:  # whole messages, counted by the leader
             end, count = len(data), answer.messages
         else:
@@ -326,8 +329,9 @@ class ReplicaFetcher(threading.Thread):
                 self._refuse_damaged(r, start, str(damage))
                 return
             self._damaged_at.pop(key, None)
+            copied_end = entries.next_offset(data[:end], start)
             for epoch, epoch_start in answer.epochs:
-                if epoch_start <= start + end:  # the epochs that wrote the bytes copied now
+                if epoch_start <= copied_end:  # the epochs that wrote what is copied now
                     try:
                         r.epochs.assign(epoch, max(epoch_start, r.epochs.latest_start))
                     except EpochFileError as exc:

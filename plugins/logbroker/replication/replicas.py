@@ -514,9 +514,11 @@ class ReplicaManager:
         if follower not in state.isr and replica.wants_in(follower, fetch.offset):
             self.ask_in(replica, follower)
         epochs = replica.epochs.entries
-        # the epoch that wrote `fetch.offset`, and those that start in what is sent
+        # the epoch that wrote `fetch.offset`, and those that start after it (the follower
+        # records those that start in what it copies: offsets are bytes or messages, the
+        # topic's format says, and the region's length is bytes either way)
         covering = [e for e in epochs if e[1] <= fetch.offset][-1:]
-        later = [e for e in epochs if fetch.offset < e[1] <= fetch.offset + region.length]
+        later = [e for e in epochs if fetch.offset < e[1] <= replica.log.end_offset]
         return ReplicaSet(
             fetch.topic,
             fetch.partition,
