@@ -25,7 +25,7 @@ import pytest
 from pipeline_warehouse.checkpoint import Warehouse
 from pipeline_warehouse.filesystem import FsspecFS
 from spark_apps.hadoop_fs import open_warehouse
-from spark_apps.load import hour as hour_module
+from spark_apps.load import run as load_run
 from spark_apps.load.commit import COMMIT_FILE, publish, recover
 from spark_apps.load.errors import LoadLockError
 from spark_apps.load.lock import TopicLock, lock_path
@@ -137,7 +137,7 @@ def test_a_load_that_loses_its_lock_after_its_check_is_fenced_off(
                 expire_session(self._client)
                 next_load[0] = load_hour(spark, wh, settings(cluster), topic, HOUR)
 
-    monkeypatch.setattr(hour_module, "TopicLock", ExpiresAfterItsCheck)
+    monkeypatch.setattr(load_run, "TopicLock", ExpiresAfterItsCheck)
     with pytest.raises(LoadLockError, match=r"lost its lock.*not published"):
         load_hour(spark, wh, settings(cluster), topic, HOUR)
     monkeypatch.undo()
