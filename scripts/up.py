@@ -151,6 +151,8 @@ def up(args: argparse.Namespace) -> int:
     for name, brokers in stack.brokers.items():
         ports = ", ".join(str(b.port) for b in brokers)
         print(f"    {name} cluster: {len(brokers)} brokers on 127.0.0.1:{ports}")
+        listeners = ",".join(f"127.0.0.1:{b.port_08}" for b in brokers)
+        print(f"      Kafka 0.8's clients (kcat -b, bootstrap.servers): {listeners}")
     print(f"    topics: {', '.join(stack.replicated)}, replication factor {REPLICATION_FACTOR}, "
           f"producers acks=-1")  # fmt: skip
     print(f"    hourly load: every hour from {stack.hours[0] if stack.hours else '?'}:00 UTC, "

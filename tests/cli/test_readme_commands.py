@@ -22,6 +22,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,21 @@ def why_not_run(command: Command) -> str | None:
 # -- static checks: what a command names exists ---------------------------------------------
 
 
+def _kcat_problems(args: list[str]) -> list[str]:
+    """kcat is Debian's (scripts/install-system-deps.sh installs it): there, and every flag
+    one of those its -h lists."""
+    if shutil.which("kcat") is None:
+        return ["kcat: not installed (scripts/install-system-deps.sh installs it)"]
+    shown = subprocess.run(["kcat", "-h"], capture_output=True, text=True, timeout=30)
+    usage = shown.stdout + shown.stderr
+    return [
+        f"kcat: {flag} is not one of its options (kcat -h)"
+        for flag in args
+        if re.fullmatch(r"-[A-Za-z]", flag)
+        and not re.search(rf"(?m)^\s+(?:-[A-Z] \| )*{re.escape(flag)}\b", usage)
+    ]
+
+
 def problems(command: Command) -> list[str]:
     """Everything in `command` that does not exist or does not load, one line each."""
     assigned = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\$\((.+)\)", command.text)
@@ -123,7 +139,9 @@ def problems(command: Command) -> list[str]:
             found += _script_problems(argv)
         elif name == "airflow":
             found += _airflow_problems(argv[1:])
-        elif name in ("seq", "echo", "tail", "date"):
+        elif name == "kcat":
+            found += _kcat_problems(argv[1:])
+        elif name in ("seq", "echo", "tail", "date", "printf", "sort"):
             pass
         else:
             found.append(f"{argv[0]}: a program this test does not know; teach it the command")

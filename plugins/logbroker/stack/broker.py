@@ -59,7 +59,10 @@ class BrokerProcess:
         *,
         host: str = "127.0.0.1",
         command_prefix: Sequence[str] = (),
+        port_08: int | None = None,
     ) -> None:
+        """`port_08`: the Kafka 0.8 listener's port (0: a free one, chosen now; None: no 0.8
+        listener)."""
         self.directory = Path(directory)
         self.host = host
         self.command_prefix = list(command_prefix)  # execs the rest: `pid` stays the broker's
@@ -67,6 +70,7 @@ class BrokerProcess:
         self.broker_id = broker_id
         self.zk_connect = zk_connect
         self.port = port or find_free_port(host)
+        self.port_08 = None if port_08 is None else (port_08 or find_free_port(host))
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = self.directory / "logs"
@@ -95,6 +99,8 @@ class BrokerProcess:
         }
         if self.zk_connect:
             settings["zk.connect"] = self.zk_connect
+        if self.port_08 is not None:
+            settings["port.08"] = str(self.port_08)
         settings.update(self.overrides)
         return settings
 

@@ -231,11 +231,15 @@ class PipelineStack:
                         broker_id=i,
                         zk_connect=zk,
                         overrides={"num.partitions": str(self.partitions), **self.broker_settings},
+                        port_08=0,  # Kafka 0.8's clients (kcat, confluent-kafka, kafka-python)
                     ).start()
                     for i in range(self.brokers_per_cluster)
                 ]
                 ports = ", ".join(str(b.port) for b in self.brokers[name])
-                self.log(f"{name} cluster: brokers on 127.0.0.1:{ports} ({zk})")
+                ports08 = ", ".join(str(b.port_08) for b in self.brokers[name])
+                self.log(
+                    f"{name} cluster: brokers on 127.0.0.1:{ports}, Kafka 0.8 on {ports08} ({zk})"
+                )
             self._register_schemas()
             self._create_topics()
             self._write_pipeline()
@@ -311,7 +315,10 @@ class PipelineStack:
         state = {
             "zookeeper": {"pid": self.zookeeper.pid, "connect": self.zookeeper.connect_string},
             "brokers": {
-                name: [{"id": b.broker_id, "pid": b.pid, "port": b.port} for b in brokers]
+                name: [
+                    {"id": b.broker_id, "pid": b.pid, "port": b.port, "port.08": b.port_08}
+                    for b in brokers
+                ]
                 for name, brokers in self.brokers.items()
             },
             "airflow": {

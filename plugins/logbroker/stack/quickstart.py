@@ -1,8 +1,8 @@
 """`logbroker quickstart`: the README's local clusters, in the background, under var/quickstart/.
 
     start(root)     ZooKeeper on 127.0.0.1:2181, the live cluster (brokers 0, 1 and 2 on
-                    9092-9094, chroot /live) and the analysis cluster (broker 0 on 9095, chroot
-                    /analysis), each broker `logbroker broker --config include/config/...` in a
+                    9092-9094, their Kafka 0.8 listeners on 9192-9194, chroot /live) and the
+                    analysis cluster (broker 0 on 9095 and 9195, chroot /analysis), each broker `logbroker broker --config include/config/...` in a
                     process group of its own; returns once every broker is registered
     stop(root)      all of them, by the PIDs recorded at start: brokers first, then ZooKeeper
 
@@ -47,6 +47,7 @@ class Broker:
     config: str  # in include/config/
     port: int
     metrics_port: int
+    port_08: int  # its Kafka 0.8 listener (port.08)
     overrides: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -68,15 +69,22 @@ def _own_dir(name: str) -> tuple[str, str]:
 # The sample configs hold brokers 0 and 1 of the live cluster; the third broker of `live` and
 # the analysis cluster's broker are the same files with what must differ overridden.
 BROKERS = (
-    Broker("live", 0, "server.properties", 9092, 9100),
-    Broker("live", 1, "server-1.properties", 9093, 9101),
+    Broker("live", 0, "server.properties", 9092, 9100, 9192),
+    Broker("live", 1, "server-1.properties", 9093, 9101, 9193),
     Broker(
         "live",
         2,
         "server-1.properties",
         9094,
         9102,
-        (("brokerid", "2"), ("port", "9094"), ("metrics.port", "9102"), _own_dir("live-2")),
+        9194,
+        (
+            ("brokerid", "2"),
+            ("port", "9094"),
+            ("metrics.port", "9102"),
+            ("port.08", "9194"),
+            _own_dir("live-2"),
+        ),
     ),
     Broker(
         "analysis",
@@ -84,10 +92,12 @@ BROKERS = (
         "server.properties",
         9095,
         9103,
+        9195,
         (
             ("zk.connect", f"127.0.0.1:{ZK_PORT}/analysis"),
             ("port", "9095"),
             ("metrics.port", "9103"),
+            ("port.08", "9195"),
             _own_dir("analysis-0"),
         ),
     ),
@@ -117,7 +127,11 @@ def start(root: Path, say: Callable[[str], None], timeout: float = 60.0) -> dict
         )
     ports = {ZK_PORT: "ZooKeeper"}
     for b in BROKERS:
-        ports |= {b.port: f"broker {b.name}", b.metrics_port: f"broker {b.name}'s metrics"}
+        ports |= {
+            b.port: f"broker {b.name}",
+            b.metrics_port: f"broker {b.name}'s metrics",
+            b.port_08: f"broker {b.name}'s Kafka 0.8 listener",
+        }
     taken = taken_port(ports)
     if taken is not None:
         raise QuickstartError(
