@@ -24,7 +24,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from harness.fuzz import BROKER_OVERRIDES, run_fuzz
 from logbroker.stack.broker import BrokerProcess
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -45,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS / "fuzz.json")
     parser.add_argument("--keep", action="store_true", help="keep the broker's directory")
     args = parser.parse_args(argv)
+    try:  # the tests' harness/ is not installed: found from the checkout's root only
+        from harness.fuzz import BROKER_OVERRIDES, run_fuzz
+    except ModuleNotFoundError as e:
+        parser.error(f"{e}: run it from the checkout's root, as python -m bench.fuzz_broker")
 
     tmp = Path(tempfile.mkdtemp(prefix="fuzz-broker-"))
     overrides = {**BROKER_OVERRIDES, "log.file.size": str(args.segment_bytes)}
