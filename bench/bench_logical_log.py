@@ -2,7 +2,7 @@
 on the same payloads, in one process.
 
     .venv/bin/python bench/bench_logical_log.py [--messages N] [--size BYTES] [--batch N]
-        [--reps R] [--profile CASE]
+        [--reps R] [--profile CASE] [--index-interval BYTES] [--cases CASE,...]
 
 Each case runs once per round, interleaved (machines here are shared and noisy), on a fresh
 directory; the read cases read a log written before the round:
@@ -18,8 +18,11 @@ directory; the read cases read a log written before the round:
   follow           a follower copying the whole log: read_whole 1 MiB at a time, then
                    append_verbatim (0.8: the copy's offsets checked and indexed)
 Reports messages/s per format (median, min, max) and the 0.8/0.7 ratio. `--profile CASE`
-runs that 0.8 case once under cProfile and prints where its time goes. Nothing here is
-asserted; tests never time anything.
+runs that 0.8 case once under cProfile and prints where its time goes. `--index-interval`
+is the 0.8 logs' log.index.interval.bytes (4096, 0.8's default): 2147483647 writes no index
+entry, which tells the offset index's share of the appends and the copy (with
+`--cases append_plain,append_gzip,follow`: the reads would walk from their segment's start).
+`--cases` runs those cases only. Nothing here is asserted; tests never time anything.
 """
 
 from __future__ import annotations
@@ -40,12 +43,15 @@ from logbroker.protocol import message_set as set07
 from logbroker.protocol.kafka08 import message_set as set08
 from logbroker.storage.log import Log, LogConfig
 from logbroker.storage.logical_log import LogicalLog
+from logbroker.storage.offset_index import DEFAULT_INTERVAL_BYTES
 
 FETCH = 1024 * 1024
 RANDOM_FETCH = 64 * 1024
 CONFIG = LogConfig(flush_interval_messages=10**12)  # flushing is not what is measured
 
 AnyLog = Log | LogicalLog
+NAMES = ["append_plain", "append_gzip", "fetch_sequential", "fetch_random", "follow"]
+INDEX_INTERVAL = [DEFAULT_INTERVAL_BYTES]  # --index-interval
 
 
 def make_sets(fmt: str, messages: int, size: int, batch: int, codec: int) -> list[bytes]:
@@ -59,7 +65,14 @@ def make_sets(fmt: str, messages: int, size: int, batch: int, codec: int) -> lis
 def open_log(fmt: str, directory: Path) -> AnyLog:
     if fmt == "0.7":
         return Log(directory / "bench-0", "bench", 0, CONFIG, lambda: 0)
-    return LogicalLog(directory / "bench-0", "bench", 0, CONFIG, lambda: 0)
+    return LogicalLog(
+        directory / "bench-0",
+        "bench",
+        0,
+        CONFIG,
+        lambda: 0,
+        index_interval_bytes=INDEX_INTERVAL[0],
+    )
 
 
 def append_all(log: AnyLog, sets: list[bytes]) -> None:
@@ -128,11 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--random-fetches", type=int, default=5_000)
-    parser.add_argument(
-        "--profile",
-        choices=["append_plain", "append_gzip", "fetch_sequential", "fetch_random", "follow"],
-    )
+    parser.add_argument("--profile", choices=NAMES)
+    parser.add_argument("--cases", help="comma-separated, of " + ", ".join(NAMES))
+    parser.add_argument("--index-interval", type=int, default=DEFAULT_INTERVAL_BYTES)
     args = parser.parse_args(argv)
+    INDEX_INTERVAL[0] = args.index_interval
 
     sets = {
         (fmt, codec): make_sets(fmt, args.messages, args.size, args.batch, codec)
@@ -145,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     for fmt in ("0.7", "0.8"):
         written[fmt] = open_log(fmt, Path(keep.name) / fmt)
         append_all(written[fmt], sets[(fmt, compression.NONE)])
-    sequential = {fmt: sequential_offsets(fmt, written[fmt]) for fmt in written}
+    names = [n for n in NAMES if args.cases is None or n in args.cases.split(",")]
+    reads = "fetch_sequential" in names or args.profile == "fetch_sequential"
+    sequential = {fmt: sequential_offsets(fmt, written[fmt]) if reads else [] for fmt in written}
     randoms = {fmt: message_offsets(fmt, written[fmt], args.random_fetches) for fmt in written}
 
     def case(name: str, fmt: str) -> tuple[Callable[[Path], None], int]:
@@ -160,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
             return (lambda d: fetch(written[fmt], randoms[fmt], RANDOM_FETCH)), len(randoms[fmt])
         return (lambda d: follow(fmt, written[fmt], d)), count
 
-    names = ["append_plain", "append_gzip", "fetch_sequential", "fetch_random", "follow"]
     if args.profile:
         run, _ = case(args.profile, "0.8")
         profile = cProfile.Profile()
