@@ -474,9 +474,11 @@ def read_side_only(cluster: Any, n: int, work: Path, reps: int) -> dict[str, Any
     topic = f"read_side_{n}"
     cluster.register(topic, PAGE_VIEW)
     produce(cluster, topic, n, work / f"{topic}.jsonl")
-    ranges = plan_hour(
-        Warehouse.open(str(work / "wh-read-side")), cluster.live.connect, topic, "2026-11-22T10"
-    ).ranges
+    settings = LoadSettings(
+        zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
+    )
+    wh = Warehouse.open(str(work / "wh-read-side"))
+    ranges = plan_hour(wh, settings, topic, "2026-11-22T10", parallelism=2).ranges
     read_ranges(cluster.live.connect, ranges)  # warm-up: connections, page cache, imports
     each = []
     for rep in range(reps):

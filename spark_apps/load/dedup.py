@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from pipeline_warehouse import load_summary
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from spark_apps.load.event_names import NameKeys
-from spark_apps.load.read import KEY, POSITION
+from spark_apps.load.frames import KEY, POSITION
 from spark_apps.summary_counts import millis
 
 

@@ -1,6 +1,7 @@
 """rows_sha256 and the message counts of a load's ranges, read from the brokers on a driver
 thread while Spark writes the rows (the contract: spark_apps.source.ranges); a replicated
-partition's from its leader, followed if it moves (spark_apps.source.consumers).
+partition's from its leader, followed if it moves (spark_apps.source.consumers). The ranges,
+the cluster and the fetch size are the plan's (plan.py).
 
 On its way it reads every event's name (producer_id, seq) into an event_names.NameKeys, so
 that the usual hour is proved free of repeats without a Spark job (dedup.py).
@@ -11,18 +12,20 @@ from __future__ import annotations
 import threading
 
 from spark_apps.load.event_names import NameKeys
+from spark_apps.load.plan import HourPlan
 from spark_apps.source.consumers import ClusterReads
-from spark_apps.source.ranges import PartitionRange, RangeDigest, digest_ranges
+from spark_apps.source.ranges import RangeDigest, digest_ranges
 
 
 class DigestThread(threading.Thread):
     """Reads the ranges once; `digest()` waits for it and returns (or raises) what it found."""
 
-    def __init__(self, zookeeper: str, ranges: list[PartitionRange], fetch_size: int) -> None:
+    def __init__(self, plan: HourPlan) -> None:
         super().__init__(name="rows-sha256", daemon=True)
-        self.zookeeper = zookeeper
-        self.ranges = ranges
-        self.fetch_size = fetch_size
+        assert plan.options.zookeeper is not None  # a load's options name its cluster
+        self.zookeeper = plan.options.zookeeper
+        self.ranges = plan.ranges
+        self.fetch_size = plan.options.fetch_size
         self.result: RangeDigest | None = None
         self.error: BaseException | None = None
         self.names: NameKeys | None = None  # the range's event names, once read

@@ -5,9 +5,10 @@ turns them into rows and writes those value by value: ~2.6 us a row here, 5.2 of
 the Python Data Source API's ceiling spends on 2,000,000 rows (docs/warehouse.md). The tasks
 that read the ranges already hold the rows as Arrow batches, and Arrow's C++ writer writes
 them in a fraction of that. So, for a warehouse pyarrow writes to (file://), the load runs
-one Spark task per split that reads it (source.read_split, the data source's own reader)
-and writes its own Parquet file; other filesystems (viewfs://, hdfs://, s3a://, ...) keep
-Spark's writer, through Hadoop's FileSystem.
+one Spark task per split of its plan (plan.py: the splits, the source's options and the
+pinned reader schema, all made once) that reads it (source.read_split, the data source's own
+reader) and writes its own Parquet file; other filesystems (viewfs://, hdfs://, s3a://, ...)
+keep Spark's writer, through Hadoop's FileSystem (frames.py).
 
 The files hold what Spark's writer makes of the same rows:
     <dir>/part-<split:05d>-<write id>-c000.<codec>.parquet
@@ -40,14 +41,18 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
 
-from spark_apps.source.options import parse_options
+from spark_apps.source.options import SourceOptions
+from spark_apps.source.splits import SplitPlan
+
+if TYPE_CHECKING:
+    from spark_apps.load.plan import HourPlan
 
 ERROR_COLUMN, VALUE_COLUMN = "_error", "_value"
 ROW_GROUP_BYTES = 16 * 2**20  # ~110,000 rows of the benchmark; 16-64 MiB ran alike
@@ -87,9 +92,9 @@ class SplitWritten:
 
 @dataclass(frozen=True)
 class TaskWrite:
-    """What every task of one write needs (pickled to the Python workers)."""
+    """What every task of one write needs (pickled to the Python workers): the plan's."""
 
-    source_options: dict[str, str]
+    options: SourceOptions
     decoder: Any
     arrow_schema: pa.Schema
     directory: str
@@ -130,12 +135,10 @@ def written_schema(source_schema: Any) -> Any:
     return StructType(fields)
 
 
-def write_rows(
-    spark: Any, source_options: Mapping[str, str], directory: str, load_hour: str
-) -> list[SplitWritten]:
-    """Read the source's splits and write their good rows into `directory` (a file:// URI),
+def write_rows(spark: Any, plan: HourPlan, directory: str) -> list[SplitWritten]:
+    """Read the plan's splits and write their good rows into `directory` (a file:// URI),
     one Spark task and one file per split."""
-    task, splits = plan_write(spark, source_options, directory, load_hour)
+    task, splits = plan_write(spark, plan, directory)
     numbered = list(enumerate(splits))
     written: list[SplitWritten] = (
         spark.sparkContext.parallelize(numbered, max(1, len(numbered)))
@@ -146,36 +149,27 @@ def write_rows(
     return written
 
 
-def plan_write(
-    spark: Any, source_options: Mapping[str, str], directory: str, load_hour: str
-) -> tuple[TaskWrite, list[Any]]:
-    """What every task of one write needs, and the splits, one task (and file) each."""
+def plan_write(spark: Any, plan: HourPlan, directory: str) -> tuple[TaskWrite, list[SplitPlan]]:
+    """What every task of one write needs, and the plan's splits, one task (and file) each."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from spark_apps.source.avro_columns import spark_schema
-    from spark_apps.source.source import LogbrokerBatchReader
-
-    options = parse_options(source_options)
-    schema = spark_schema(options)
-    reader = LogbrokerBatchReader(options, schema)
-    splits = [p.plan for p in reader.partitions()]
-    rows = written_schema(schema)
+    rows = written_schema(plan.decoder.schema)
     metadata = {SPARK_SCHEMA_KEY: rows.json().encode(), SPARK_VERSION_KEY: spark.version.encode()}
     codec, suffix = CODECS[spark.conf.get("spark.sql.parquet.compression.codec").lower()]
     arrow_schema = to_arrow_schema(rows, timezone="UTC").with_metadata(metadata)
     task = TaskWrite(
-        source_options=dict(source_options),
-        decoder=reader.decoder,
+        options=plan.options,
+        decoder=plan.decoder,
         arrow_schema=arrow_schema,
         directory=directory,
         write_id=uuid.uuid4().hex,
-        load_hour=load_hour,
+        load_hour=plan.hour,
         codec=codec,
         suffix=suffix,
         row_group_bytes=ROW_GROUP_BYTES,
         encodings=column_encodings(arrow_schema),
     )
-    return task, splits
+    return task, plan.splits
 
 
 def column_encodings(schema: pa.Schema) -> dict[str, Any]:
@@ -216,7 +210,9 @@ def _remove_leftovers(directory: str) -> None:
             afs.delete_file(info.path)
 
 
-def _write_splits(task: TaskWrite, items: Iterator[tuple[int, Any]]) -> Iterator[SplitWritten]:
+def _write_splits(
+    task: TaskWrite, items: Iterator[tuple[int, SplitPlan]]
+) -> Iterator[SplitWritten]:
     for index, plan in items:
         yield write_split(task, index, plan)
 
@@ -241,7 +237,7 @@ def _link_first(temporary: str, final: str) -> None:
         os.unlink(temporary)
 
 
-def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
+def write_split(task: TaskWrite, index: int, split: SplitPlan) -> SplitWritten:
     """One split's good rows into one file (in a Python worker)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -250,7 +246,7 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
     from spark_apps.source.raw_columns import constant_strings
     from spark_apps.source.source import read_split
 
-    options = parse_options(task.source_options)
+    options = task.options
     names = task.arrow_schema.names
     hour_at = names.index("load_hour")
     permissive = options.mode == "PERMISSIVE"
@@ -276,7 +272,7 @@ def write_split(task: TaskWrite, index: int, plan: Any) -> SplitWritten:
         pending, pending_bytes = [], 0
 
     try:
-        for batch in read_split(options, plan, task.decoder):
+        for batch in read_split(options, split, task.decoder):
             errors = batch.column(ERROR_COLUMN) if permissive else None
             # bad records (rare): counted, not written
             if errors is not None and errors.null_count != len(errors):

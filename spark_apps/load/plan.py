@@ -1,5 +1,6 @@
-"""Which offsets an hour's load reads: the ranges, from the checkpoints and the brokers.
+"""What an hour's load reads, and from where: the plan every later step reads from.
 
+Which offsets:
 - a committed hour again (a backfill) -> exactly its checkpoint's ranges: the same rows and
   the same rows_sha256;
 - otherwise the previous hour must be the topic's last committed one (loads commit in hour
@@ -11,6 +12,14 @@
 A replicated topic's partitions are `(-1, p)` (broker id REPLICATED) in the ranges and the
 checkpoints, wherever their leaders are: an hour planned on one leader is read, and later
 backfilled, on whichever replica leads then (docs/replication.md).
+
+How the load's settings reach the reads: here, once. `plan_hour` turns LoadSettings into the
+`logbroker` source's options (parsed once), enters discovery once (which partitions, where
+each is served, its earliest and latest offsets), checks the ranges against it, cuts them
+into the pieces Spark's tasks read (`splits`) and pins the topic's reader schema (`decoder`).
+The rows_sha256 thread (digest.py), the tasks that read and write (parquet_tasks.py) and the
+reads for Spark's writer and the bad records (frames.py) take all of it from the plan; none
+parses options or discovers again.
 """
 
 from __future__ import annotations
@@ -21,22 +30,33 @@ from dataclasses import dataclass
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
 from pipeline_warehouse.time_format import next_hour, previous_hour
 from spark_apps.load.errors import LoadError, LoadOrderError
-from spark_apps.source.discovery import PartitionState, discover
-from spark_apps.source.options import parse_options
+from spark_apps.load.settings import LoadSettings
+from spark_apps.source.avro_columns import AvroDecoder
+from spark_apps.source.discovery import (
+    DiscoveryError,
+    PartitionState,
+    discover,
+    segment_starts,
+)
+from spark_apps.source.options import SourceOptions, parse_options
 from spark_apps.source.ranges import PartitionRange
+from spark_apps.source.splits import SplitPlan, plan_ranges, plan_splits
 
 log = logging.getLogger("logbroker.hourly_load")
 
 
 @dataclass(frozen=True)
 class HourPlan:
-    """What one load of `hour` reads, and the checkpoints it is planned against."""
+    """What one load of `hour` reads, where from, and the checkpoints it is planned against."""
 
     topic: str
     hour: str
     ranges: list[PartitionRange]  # every partition, in (broker_id, partition) order
     own: Checkpoint | None  # the hour's checkpoint: a backfill re-reads exactly its ranges
     previous: Checkpoint | None  # the previous hour's, if committed
+    options: SourceOptions  # the source's options of this load (Avro, PERMISSIVE, sizes)
+    splits: list[SplitPlan]  # the readable ranges in the pieces Spark's tasks read
+    decoder: AvroDecoder  # the topic's reader schema, pinned: payloads -> rows (its schema)
 
     @property
     def backfill(self) -> bool:
@@ -48,7 +68,28 @@ class HourPlan:
         return [r for r in self.ranges if r.end > r.start]
 
 
-def plan_hour(wh: Warehouse, zookeeper: str, topic: str, hour: str) -> HourPlan:
+def source_options(settings: LoadSettings, topic: str, parallelism: int) -> SourceOptions:
+    """The `logbroker` source's options for a load of `topic` (Avro, PERMISSIVE), parsed and
+    checked as the source checks them; `parallelism`: Spark's default, the fewest splits."""
+    return parse_options(
+        {
+            "zookeeper": settings.zookeeper,
+            "subscribe": topic,
+            "valueFormat": "avro",
+            "schemaRegistry": settings.schema_registry,
+            "mode": "PERMISSIVE",
+            "failOnDataLoss": "true",
+            "fetchSize": str(settings.fetch_size),
+            "minPartitions": str(settings.min_partitions or parallelism),
+            "maxBytesPerPartition": str(settings.max_bytes_per_partition),
+        }
+    )
+
+
+def plan_hour(
+    wh: Warehouse, settings: LoadSettings, topic: str, hour: str, parallelism: int
+) -> HourPlan:
+    options = source_options(settings, topic, parallelism)
     own = wh.checkpoint(topic, hour)
     previous = wh.checkpoint(topic, previous_hour(hour))
     if own is not None:
@@ -56,7 +97,29 @@ def plan_hour(wh: Warehouse, zookeeper: str, topic: str, hour: str) -> HourPlan:
             PartitionRange(topic, p.broker_id, p.partition, p.start_offset, p.end_offset)
             for p in own.partitions
         ]
-        return HourPlan(topic, hour, ranges, own, previous)
+        states = discover(options)
+    else:
+        _check_order(wh, topic, hour)
+        states = discover(options)
+        ranges = _ranges(topic, states, previous)
+        if not ranges:
+            raise LoadError(
+                f"topic {topic!r} has no partitions on any live broker in {settings.zookeeper}"
+            )
+    return HourPlan(
+        topic,
+        hour,
+        ranges,
+        own,
+        previous,
+        options,
+        _splits(options, states, ranges),
+        AvroDecoder.pinned(options),
+    )
+
+
+def _check_order(wh: Warehouse, topic: str, hour: str) -> None:
+    """Hours commit in order: `hour` follows the topic's last committed one."""
     hours = wh.committed_hours(topic)
     if hours and hours[-1] > hour:
         raise LoadOrderError(
@@ -70,8 +133,13 @@ def plan_hour(wh: Warehouse, zookeeper: str, topic: str, hour: str) -> HourPlan:
             f"last committed hour is {hours[-1]}); load the hours in order, starting with "
             f"{next_hour(hours[-1])}"
         )
+
+
+def _ranges(
+    topic: str, states: list[PartitionState], previous: Checkpoint | None
+) -> list[PartitionRange]:
+    """Each partition from the previous checkpoint's end to the end it has now."""
     ends = previous.ends() if previous is not None else {}
-    states = _discover(zookeeper, topic)
     ranges = []
     for s in states:
         if previous is None:
@@ -91,11 +159,31 @@ def plan_hour(wh: Warehouse, zookeeper: str, topic: str, hour: str) -> HourPlan:
                 carried.name,
             )
             ranges.append(carried)
-    if not ranges:
-        raise LoadError(f"topic {topic!r} has no partitions on any live broker in {zookeeper}")
-    ranges.sort(key=lambda r: (r.broker_id, r.partition))
-    return HourPlan(topic, hour, ranges, None, previous)
+    return sorted(ranges, key=lambda r: (r.broker_id, r.partition))
 
 
-def _discover(zookeeper: str, topic: str) -> list[PartitionState]:
-    return discover(parse_options({"zookeeper": zookeeper, "subscribe": topic}))
+def _splits(
+    options: SourceOptions, states: list[PartitionState], ranges: list[PartitionRange]
+) -> list[SplitPlan]:
+    """The readable ranges, checked against what their brokers still have, in the pieces
+    Spark's tasks read, each from where its partition is served."""
+    served = {(s.broker_id, s.partition): s for s in states}
+    readable = [r for r in ranges if r.end > r.start]
+    missing = [f"{r.topic} {r.name}" for r in readable if (r.broker_id, r.partition) not in served]
+    if missing:
+        raise DiscoveryError(
+            f"assigned partitions not served by any live broker: {', '.join(missing)}"
+        )
+    wanted = {(r.broker_id, r.partition): r for r in readable}
+    checked = plan_ranges(
+        [served[key] for key in sorted(wanted)],
+        lambda s: wanted[(s.broker_id, s.partition)].start,
+        lambda s: wanted[(s.broker_id, s.partition)].end,
+        fail_on_data_loss=options.fail_on_data_loss,
+    )
+    return plan_splits(
+        checked,
+        max_bytes=options.max_bytes_per_partition,
+        min_partitions=options.min_partitions,
+        segment_starts=lambda s: segment_starts(s, options.zookeeper),
+    )

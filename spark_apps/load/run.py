@@ -3,11 +3,13 @@
 0. the topic's lock (lock.py): one load of a topic at a time; a second waits, or fails
    naming the holder
 1. recover: publish or delete what an earlier, killed load left in staging (commit.py)
-2. plan: the ranges, from the checkpoints and the brokers (plan.py)
-3. read and write once: the `logbroker` source reads the ranges (Avro, PERMISSIVE) and the
-   good rows are written to staging in the same pass, counted from the written files'
-   footers; meanwhile a driver thread re-reads the ranges for rows_sha256 and counts every
-   message (digest.py): the difference is the bad records
+2. plan: the ranges, from the checkpoints and the brokers, and how they are read (plan.py):
+   the load's settings become the source's options here, once; the partitions are
+   discovered once; the plan carries the splits and the pinned reader schema to every read
+3. read and write once: Spark's tasks read the plan's splits with the `logbroker` source's
+   reader (Avro, PERMISSIVE) and the good rows are written to staging in the same pass,
+   counted from the written files' footers; meanwhile a driver thread re-reads the ranges
+   for rows_sha256 and counts every message (digest.py): the difference is the bad records
 4. bad records (not an event: no magic, unknown schema id, undecodable) over
    --max-bad-fraction fail the load, naming the count; else the range is read again for
    them and they go to errors/ (only an hour that has some pays that read); Spark's count of
@@ -41,9 +43,9 @@ from spark_apps.load.commit import Staging, publish, recover
 from spark_apps.load.dedup import duplicates, names_proved_distinct
 from spark_apps.load.digest import DigestThread
 from spark_apps.load.errors import LoadError, TooManyBadRecordsError
+from spark_apps.load.frames import POSITION, read_rows
 from spark_apps.load.lock import TopicLock
 from spark_apps.load.plan import HourPlan, plan_hour
-from spark_apps.load.read import POSITION, read_ranges, source_options
 from spark_apps.load.settings import LoadSettings
 from spark_apps.source.ranges import RangeDigest
 from spark_apps.summary_counts import (
@@ -106,7 +108,7 @@ def load_hour(
     with lock:
         timer.lap("lock")
         recovered = recover(wh, topic, lock.fence)
-        plan = plan_hour(wh, settings.zookeeper, topic, hour)
+        plan = plan_hour(wh, settings, topic, hour, spark.sparkContext.defaultParallelism)
         try:
             arrow_writes = parquet_tasks.use_arrow_writer(
                 settings.parquet_writer,
@@ -147,10 +149,10 @@ def _stage(
 ) -> Checkpoint:
     """Steps 3 to 6: the new version, whole, in staging; the checkpoint that will name it."""
     topic, hour = plan.topic, plan.hour
-    digest_thread = DigestThread(settings.zookeeper, plan.ranges, settings.fetch_size)
+    digest_thread = DigestThread(plan)
     digest_thread.start()
     try:
-        good_count, tasks_bad = _write_rows(spark, wh, settings, plan, staging, arrow_writes)
+        good_count, tasks_bad = _write_rows(spark, wh, plan, staging, arrow_writes)
         timer.lap("read+write")
         digest = digest_thread.digest()
     finally:
@@ -158,7 +160,9 @@ def _stage(
     timer.lap("rows_sha256 wait")
     bad_count = _check_counts(plan, digest, good_count, tasks_bad)
     if bad_count:  # rare: the range is read again for them
-        _write_bad_records(spark, wh, settings, plan, staging, good_count, bad_count, digest)
+        _write_bad_records(
+            spark, wh, plan, staging, good_count, bad_count, digest, settings.max_bad_fraction
+        )
         timer.lap("bad records")
 
     # Names the rows_sha256 thread proved distinct (the usual hour) need no Spark check,
@@ -269,12 +273,7 @@ def _conflict_rows(
 
 
 def _write_rows(
-    spark: Any,
-    wh: Warehouse,
-    settings: LoadSettings,
-    plan: HourPlan,
-    staging: Staging,
-    arrow_writes: bool,
+    spark: Any, wh: Warehouse, plan: HourPlan, staging: Staging, arrow_writes: bool
 ) -> tuple[int, int | None]:
     """Step 3: the good rows into staging in one pass; (rows written, the bad records the
     writing tasks counted, or None when Spark's writer wrote)."""
@@ -288,9 +287,7 @@ def _write_rows(
     if readable and arrow_writes:  # the tasks that read write (parquet_tasks.py)
         wh.fs.mkdirs(staging.rows)
         spark.sparkContext.setJobDescription(f"hourly load {topic} {hour}: read and write")
-        written = parquet_tasks.write_rows(
-            spark, source_options(spark, settings, topic, readable), staging.rows, hour
-        )
+        written = parquet_tasks.write_rows(spark, plan, staging.rows)
         spark.sparkContext.setJobDescription(None)
         good_count = wh.fs.parquet_rows(staging.rows)
         tasks_bad = sum(w.bad for w in written)
@@ -302,15 +299,11 @@ def _write_rows(
     elif readable:
         from pyspark.sql import functions as F
 
-        good = read_ranges(spark, settings, topic, hour, readable).filter(
-            F.col(ERROR_COLUMN).isNull()
-        )
+        good = read_rows(spark, plan).filter(F.col(ERROR_COLUMN).isNull())
         good.drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
         good_count = wh.fs.parquet_rows(staging.rows)
     else:  # nothing new: an empty hour with the topic's columns
-        read_ranges(spark, settings, topic, hour, readable).drop(
-            ERROR_COLUMN, VALUE_COLUMN
-        ).write.parquet(staging.rows)
+        read_rows(spark, plan).drop(ERROR_COLUMN, VALUE_COLUMN).write.parquet(staging.rows)
     if not wh.fs.exists(staging.rows):
         wh.fs.mkdirs(staging.rows)
     return good_count, tasks_bad
@@ -346,29 +339,27 @@ def _check_counts(
 def _write_bad_records(
     spark: Any,
     wh: Warehouse,
-    settings: LoadSettings,
     plan: HourPlan,
     staging: Staging,
     good_count: int,
     bad_count: int,
     digest: RangeDigest,
+    max_bad_fraction: float,
 ) -> None:
     """Step 4: over --max-bad-fraction fails the load; else they go to staging's errors/."""
     from pyspark.sql import functions as F
 
     topic, hour = plan.topic, plan.hour
     messages = sum(digest.messages.values())
-    bad = read_ranges(spark, settings, topic, hour, plan.readable).filter(
-        F.col(ERROR_COLUMN).isNotNull()
-    )
-    if bad_count > settings.max_bad_fraction * messages:
+    bad = read_rows(spark, plan).filter(F.col(ERROR_COLUMN).isNotNull())
+    if bad_count > max_bad_fraction * messages:
         _check_bad_count(bad.count(), good_count, messages, topic, hour)
         reasons = [r[0] for r in bad.select(ERROR_COLUMN).limit(3).collect()]
         raise TooManyBadRecordsError(
             f"topic {topic!r} {hour}: {bad_count} of {messages} messages "
             f"({bad_count / messages:.2%}) are bad records, over --max-bad-fraction "
-            f"{settings.max_bad_fraction:g} "
-            f"({int(settings.max_bad_fraction * messages)} allowed); nothing "
+            f"{max_bad_fraction:g} "
+            f"({int(max_bad_fraction * messages)} allowed); nothing "
             f"committed. First reasons: " + " | ".join(reasons)
         )
     bad.select(

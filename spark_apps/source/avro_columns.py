@@ -237,6 +237,13 @@ class AvroDecoder:
     schema: StructType
 
     @classmethod
+    def pinned(cls, options: SourceOptions) -> AvroDecoder:
+        """The topics' reader schemas read from the registry once, and the rows' schema made
+        of them: a decoder planned ahead of every read of a query (the hourly load's plan)."""
+        readers = reader_schemas(options)
+        return cls(options, readers, build_schema(readers, options.mode == "PERMISSIVE"))
+
+    @classmethod
     def for_schema(cls, options: SourceOptions, schema: StructType) -> AvroDecoder:
         readers = reader_schemas(options)
         again = build_schema(readers, options.mode == "PERMISSIVE")

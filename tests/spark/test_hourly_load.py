@@ -21,6 +21,8 @@ from spark_apps.load.errors import LoadOrderError, TooManyBadRecordsError
 from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
 from spark_apps.load.verify import verify
+from spark_apps.source import discovery
+from spark_apps.source.options import SourceOptions
 
 from .helpers import (
     EPOCH_MS,
@@ -172,6 +174,45 @@ def test_three_hours_exactly_once_chained_then_backfill(spark, cluster, tmp_path
         load_hour(spark, wh, s, topic, "2026-11-22T14")
     with pytest.raises(LoadOrderError, match="later hour 2026-11-22T12 is committed"):
         load_hour(spark, wh, s, topic, "2026-11-22T09")
+
+
+def test_a_load_parses_its_options_and_discovers_its_partitions_once(
+    spark, cluster, tmp_path, monkeypatch
+):
+    """Issue 43 finding 9: a load's settings go down the floors once. The plan turns them into
+    the source's options and discovers the partitions, once; the rows_sha256 thread, the tasks
+    that read and write, Spark's writer and the bad records' read all take the plan's options,
+    splits and reader schema (counted in this process: the driver, where they were parsed and
+    discovered again for the writing tasks). Either writer loads the same hour."""
+    topic = "settings_once"
+    cluster.register(topic, PAGE_VIEW)
+    cluster.produce(topic, [*(cluster.event(topic) for _ in range(50)), b"not an event"])
+    parsed: list[int] = []
+    discovered: list[int] = []
+    construct, find = SourceOptions.__init__, discovery._from_zookeeper
+
+    def counted_options(self: SourceOptions, *args: object, **kwargs: object) -> None:
+        parsed.append(1)
+        construct(self, *args, **kwargs)
+
+    def counted_discovery(*args: object, **kwargs: object) -> list[discovery.PartitionState]:
+        discovered.append(1)
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(SourceOptions, "__init__", counted_options)
+    monkeypatch.setattr(discovery, "_from_zookeeper", counted_discovery)
+    loaded = {}
+    for writer in ("arrow", "spark"):
+        parsed.clear()
+        discovered.clear()
+        wh = open_warehouse(str(tmp_path / writer), spark)
+        s = settings(cluster, parquet_writer=writer, max_bad_fraction=0.1)
+        loaded[writer] = load_hour(spark, wh, s, topic, H10).checkpoint
+        assert (len(parsed), len(discovered)) == (1, 1), writer
+    arrow, spark_written = loaded["arrow"], loaded["spark"]
+    assert (arrow.rows, arrow.bad_records) == (spark_written.rows, spark_written.bad_records)
+    assert (arrow.rows, arrow.bad_records) == (50, 1)
+    assert arrow.rows_sha256 == spark_written.rows_sha256
 
 
 @pytest.mark.timeout(900)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline_warehouse.checkpoint import Warehouse
 from spark_apps.hadoop_fs import open_warehouse
 from spark_apps.load.parquet_tasks import (
     SPARK_SCHEMA_KEY,
@@ -31,12 +33,10 @@ from spark_apps.load.parquet_tasks import (
     write_split,
     written_schema,
 )
+from spark_apps.load.plan import plan_hour
 from spark_apps.load.run import load_hour
 from spark_apps.load.settings import LoadSettings
-from spark_apps.source.avro_columns import spark_schema
-from spark_apps.source.options import parse_options
 from spark_apps.source.ranges import RangeError
-from spark_apps.source.source import LogbrokerBatchReader
 
 from .helpers import HEADER, PAGE_VIEW, AnalysisCluster, start_cluster
 
@@ -201,14 +201,11 @@ def test_a_failed_task_leaves_no_file_and_leftovers_are_removed(spark, cluster, 
     out = tmp_path / "rows"
     out.mkdir()
     (out / ".part-00007-0123-c000.snappy.parquet.inprogress").write_bytes(b"PAR1 cut")
-    options = {
-        "zookeeper": cluster.live.connect,
-        "subscribe": topic,
-        "valueFormat": "avro",
-        "schemaRegistry": cluster.registry.connect,
-        "mode": "PERMISSIVE",
-    }
-    written = write_rows(spark, options, out.as_uri(), HOUR)
+    settings = LoadSettings(
+        zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
+    )
+    wh = Warehouse.open(str(tmp_path / "wh"))
+    written = write_rows(spark, plan_hour(wh, settings, topic, HOUR, 2), out.as_uri())
     assert sum(w.rows for w in written) == 120 and not any(w.bad for w in written)
     names = sorted(p.name for p in out.iterdir())
     assert not [n for n in names if n.endswith(".inprogress")]  # the dead attempt's, removed
@@ -216,17 +213,14 @@ def test_a_failed_task_leaves_no_file_and_leftovers_are_removed(spark, cluster, 
 
     # a task that fails after writing row groups (its range runs past the log's end): an
     # error naming the range, and no file, finished or in progress
-    failing = {**options, "fetchSize": "2048"}
-    parsed = parse_options(failing)
-    reader = LogbrokerBatchReader(parsed, spark_schema(parsed))
-    plan = reader.partitions()[0].plan
-    past_end = plan.range._replace(end=plan.range.end + 10_000)
-    plan = plan._replace(range=past_end, owned_to=past_end.end)
-    source_schema = spark_schema(parsed)
-    arrow_schema = to_arrow_schema(written_schema(source_schema), timezone="UTC")
+    failing = plan_hour(wh, replace(settings, fetch_size=2048), topic, HOUR, 1)
+    split = failing.splits[0]
+    past_end = split.range._replace(end=split.range.end + 10_000)
+    split = split._replace(range=past_end, owned_to=past_end.end)
+    arrow_schema = to_arrow_schema(written_schema(failing.decoder.schema), timezone="UTC")
     task = TaskWrite(
-        source_options=failing,
-        decoder=reader.decoder,
+        options=failing.options,
+        decoder=failing.decoder,
         arrow_schema=arrow_schema,
         directory=(tmp_path / "failed").as_uri(),
         write_id="f" * 32,
@@ -238,7 +232,7 @@ def test_a_failed_task_leaves_no_file_and_leftovers_are_removed(spark, cluster, 
     )
     (tmp_path / "failed").mkdir()
     with pytest.raises(RangeError, match="the log ends at offset"):
-        write_split(task, 0, plan)
+        write_split(task, 0, split)
     assert not list((tmp_path / "failed").iterdir())
 
 
@@ -251,14 +245,11 @@ def test_a_second_attempt_of_a_split_leaves_the_first_complete_file_alone(spark,
     cluster.produce(topic, [cluster.event(topic) for _ in range(90)])
     out = tmp_path / "rows"
     out.mkdir()
-    options = {
-        "zookeeper": cluster.live.connect,
-        "subscribe": topic,
-        "valueFormat": "avro",
-        "schemaRegistry": cluster.registry.connect,
-        "mode": "PERMISSIVE",
-    }
-    task, splits = plan_write(spark, options, out.as_uri(), HOUR)
+    settings = LoadSettings(
+        zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
+    )
+    plan = plan_hour(Warehouse.open(str(tmp_path / "wh")), settings, topic, HOUR, 2)
+    task, splits = plan_write(spark, plan, out.as_uri())
     first = write_split(task, 0, splits[0])
     [final] = [p for p in out.iterdir() if p.name.startswith("part-00000-")]
     identity = (final.stat().st_ino, final.stat().st_mtime_ns)
