@@ -91,6 +91,12 @@ class AirflowStack:
         self.home = home
         self.request_timeout = request_timeout
         self.port = port or find_free_port()
+        # The log servers the scheduler (LocalExecutor) and the triggerer start, on ports of
+        # their own: Airflow's 8793 and 8794 are taken by the second stack on one machine
+        self.worker_log_port = find_free_port()
+        self.trigger_log_port = find_free_port()
+        while self.trigger_log_port == self.worker_log_port:
+            self.trigger_log_port = find_free_port()
         self.dags_folder = dags_folder
         self.plugins_folder = plugins_folder
         self.parallelism = parallelism
@@ -142,6 +148,8 @@ class AirflowStack:
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__API__BASE_URL": self.url,
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.worker_log_port),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.trigger_log_port),
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
