@@ -6,6 +6,8 @@
     zk_client       a started KazooClient inside that chroot, stopped afterwards
     expire_session  expire_session(client) -> new session id: expires the session on the server,
                     the real way (harness.sessions.expire_session)
+    quickstart_ports  held while a test uses `logbroker quickstart`'s fixed ports (2181, 9092-9095,
+                    9192-9195): the suite runs on two xdist workers, and only one may hold them
 
 More fixtures (brokers, ...) live in tests/fixtures_*.py, registered through ``pytest_plugins``.
 """
@@ -13,6 +15,7 @@ More fixtures (brokers, ...) live in tests/fixtures_*.py, registered through ``p
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import re
 import shutil
@@ -87,3 +90,12 @@ def expire_session(zookeeper: zk.ZooKeeperServer) -> Callable[[KazooClient], int
         return sessions.expire_session(client, zookeeper, timeout)
 
     return expire
+
+
+@pytest.fixture
+def quickstart_ports() -> Iterator[None]:
+    """One test at a time on quickstart's fixed ports, whichever xdist worker runs it: a lock
+    file in the temporary directory every worker shares, held for the test."""
+    with open(Path(tempfile.gettempdir()) / "logbroker-tests-quickstart-ports.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield

@@ -35,7 +35,9 @@ def test_start_outside_the_checkout_says_where_to_run_it(tmp_path: Path) -> None
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_taken_port_stops_start_before_anything_runs(tmp_path: Path) -> None:
+def test_a_taken_port_stops_start_before_anything_runs(
+    tmp_path: Path, quickstart_ports: None
+) -> None:
     shutil.copytree(REPO / "include" / "config", tmp_path / "include" / "config")
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 9095))  # the analysis broker's

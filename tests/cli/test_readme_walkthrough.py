@@ -171,7 +171,7 @@ def test_the_waits_keep_a_block_in_one_hour() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_the_walkthrough_as_a_newcomer_pastes_it(tmp_path: Path) -> None:
+def test_the_walkthrough_as_a_newcomer_pastes_it(tmp_path: Path, quickstart_ports: None) -> None:
     if not (VENV_BIN / "activate").is_file():
         pytest.skip("setup: no .venv at the repository root (README's commands assume it)")
     checkout, home, python_dir = tmp_path / "checkout", tmp_path / "home", tmp_path / "python"
