@@ -99,3 +99,10 @@ def quickstart_ports() -> Iterator[None]:
     with open(Path(tempfile.gettempdir()) / "logbroker-tests-quickstart-ports.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         yield
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a test marked slow run first: xdist hands modules out in this order, and
+    a long one started last would keep one worker busy after the other ran out of work."""
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
