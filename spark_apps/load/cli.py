@@ -65,12 +65,12 @@ layout (docs/design.md §3.6):
 examples:
   spark-submit --master 'local[2]' spark_apps/jobs/hourly_load.py \\
       --zookeeper 127.0.0.1:2181/analysis --schema-registry 127.0.0.1:2181/registry \\
-      --topics page_views,searches --hour 2026-11-22T10 --warehouse file:///data/warehouse
+      --topics page_views,searches --hour 2026-11-22T10 --warehouse "file://$PWD/var/warehouse"
   spark-submit --master spark://127.0.0.1:7077 spark_apps/jobs/hourly_load.py \\
       --zookeeper zk1:2181/analysis --schema-registry zk1:2181/registry \\
       --topic-pattern '[a-z_]+' --hour 2026-11-22T11 --warehouse hdfs://namenode/warehouse
   python spark_apps/jobs/hourly_load.py verify --zookeeper 127.0.0.1:2181/analysis \\
-      --topics page_views --hour 2026-11-22T10 --warehouse file:///data/warehouse
+      --topics page_views --hour 2026-11-22T10 --warehouse "file://$PWD/var/warehouse"
 """
 
 VERIFY_EPILOG = """\
@@ -80,7 +80,7 @@ the checkpoint's rows. Exit status 0 when every hour matches, 1 otherwise.
 
 examples:
   python spark_apps/jobs/hourly_load.py verify --zookeeper 127.0.0.1:2181/analysis \\
-      --topics page_views --hour 2026-11-22T10 --warehouse file:///data/warehouse
+      --topics page_views --hour 2026-11-22T10 --warehouse "file://$PWD/var/warehouse"
 """
 
 
