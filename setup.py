@@ -56,6 +56,11 @@ setup(
     },
     package_data={
         "pipeline_ui": ["templates/*.html"],
-        "logbroker_include": ["schemas/*.avsc", "expectations/*.json", "report_assets/**/*"],
+        "logbroker_include": [
+            "schemas/*.avsc",
+            "expectations/*.json",
+            "report_assets/**/*",
+            "report_templates/*.html",
+        ],
     },
 )

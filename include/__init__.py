@@ -4,6 +4,7 @@
                      EventHeader, AuditCount                                      installed
     expectations/    the audit's Great Expectations suites                        installed
     report_assets/   the CSS and JS the audit's reports load, vendored (SOURCES.md) installed
+    report_templates/  the Jinja2 templates of the audit's report pages           installed
     config/          sample server.properties, the mirror's consumer and producer configs
     pipeline/        pipeline.json: the pipeline the DAGs run from a checkout
                      (LOGBROKER_PIPELINE names a deployment's own; README.md: which

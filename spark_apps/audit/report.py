@@ -7,17 +7,26 @@ pages, the loaded topic hours' profiles, the bad audit events with their positio
 hour's state per topic. It uses the vendored bootstrap, bootstrap-table and vega (report_assets),
 so it renders styled offline; a small script marks `<body data-styled data-scripts>` once the
 stylesheet applied and the scripts ran (the headless-browser test reads those).
+
+The HTML is Jinja2's, from include/report_templates/ (page.html the frame, macros.html the
+badges and tables, hour.html and index.html the pages), autoescaped: a topic, a producer id or
+an expectation's message is text on the page, never markup. This module gathers the values.
+The templates are found as the vendored assets are (logbroker.include_files), not next to
+this file: a driver may import spark_apps from the `--py-files` archive, which holds only
+Python files.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import os
-from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from logbroker.include_files import include_path
 from pipeline_warehouse import layout
 from pipeline_warehouse.filesystem import is_local, join, local_path
 from pipeline_warehouse.time_format import format_duration_ms, format_hour, parse_hour
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
     from spark_apps.audit.quality import Failure, QualityOutcome
 
 HOURS_DIR = "hours"
+TEMPLATES = include_path("report_templates")  # the checkout's, or the installed copy
 BADGE = {
     "complete": "success",
     "no_data": "secondary",
@@ -56,57 +66,45 @@ JS = (
     "vega-lite@5.23.0/build/vega-lite.min.js",
     "vega-embed@6.29.0/build/vega-embed.min.js",
 )
-# Marks the page once the vendored stylesheet applied (bootstrap makes .badge inline-block) and
-# the scripts ran (jQuery, bootstrap-table and vega-embed defined); the chart is vega's work.
-SELF_CHECK = """
-<script>
-document.addEventListener("DOMContentLoaded", function () {
-  var probe = document.querySelector(".badge");
-  document.body.dataset.styled = probe && getComputedStyle(probe).display === "inline-block" ? "yes" : "no";
-  var scripts = typeof jQuery !== "undefined" && !!jQuery.fn.bootstrapTable && typeof vegaEmbed !== "undefined";
-  document.body.dataset.scripts = scripts ? "yes" : "no";
-  if (scripts) {
-    jQuery("table[data-toggle=table]").bootstrapTable();
-    var spec = document.getElementById("chart-spec");
-    if (spec) {
-      vegaEmbed("#chart", JSON.parse(spec.textContent), {actions: false, renderer: "svg"})
-        .then(function () { document.body.dataset.chart = "yes"; });
-    }
-  }
-});
-</script>
-"""
+PROFILE_ON_PAGE = (  # of load_profile.PROFILE_COLUMNS
+    "topic",
+    "rows",
+    "bad_records",
+    "duplicates_dropped",
+    "repeated_in_load",
+    "null_event_time",
+    "null_producer_id",
+    "null_seq",
+    "early_rows",
+    "late_rows",
+    "unregistered_rows",
+    "schema_ids",
+    "producers",
+)
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _page(title: str, body: str, page: Path, reports: Path) -> str:
-    css = "\n".join(f'<link rel="stylesheet" href="{asset_href(page, reports, c)}">' for c in CSS)
-    js = "\n".join(f'<script src="{asset_href(page, reports, s)}"></script>' for s in JS)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_e(title)}</title>
-{css}
-<style>body {{ padding: 1.5rem; }} td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-h2 {{ margin-top: 2rem; font-size: 1.4rem; }} .small-links a {{ margin-right: .6rem; }}</style>
-{js}
-</head>
-<body>
-<div class="container-fluid">
-{body}
-</div>
-{SELF_CHECK}
-</body></html>
-"""
-
-
-def _badge(text: str, count: int | None = None) -> str:
-    label = text if count is None else f"{text} {count}"
-    return (
-        f'<span class="badge badge-{BADGE.get(text, "dark")} status-{_e(text)}">{_e(label)}</span>'
+@cache
+def templates() -> Environment:
+    """The pages' templates: every value escaped; a value a template names and is not given
+    is an error, not an empty cell."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=lambda value: "" if value is None else value,  # a missing value shows empty
     )
+    env.policies["json.dumps_kwargs"] = {}  # the chart's spec in its own order (not sorted)
+    env.globals["badges"] = BADGE
+    return env
+
+
+def _render(name: str, page: Path, reports: Path, **values: Any) -> str:
+    """The template `name` for `page`, with relative links to the vendored CSS and JS."""
+    css = [asset_href(page, reports, c) for c in CSS]
+    js = [asset_href(page, reports, s) for s in JS]
+    return templates().get_template(name).render(css=css, js=js, **values)
 
 
 def _href(target: str, page: Path) -> str:
@@ -116,29 +114,12 @@ def _href(target: str, page: Path) -> str:
     return target
 
 
-def _table(
-    columns: list[tuple[str, str]],
-    rows: Iterable[dict[str, Any]],
-    table_id: str,
-    sortable: bool = True,
-) -> str:
-    head = "".join(
-        f'<th data-field="{_e(k)}" data-sortable="true"{" class=num" if k.startswith("#") else ""}>{_e(label)}</th>'
-        for k, label in columns
-    )
-    body = []
-    for row in rows:
-        cells = []
-        for key, _ in columns:
-            value = row.get(key, "")
-            cls = ' class="num"' if key.startswith("#") else ""
-            cells.append(f"<td{cls}>{value}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    toggle = ' data-toggle="table" data-search="true"' if sortable else ""
-    return (
-        f'<table id="{table_id}" class="table table-sm table-striped table-hover"{toggle}>'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
+def _window(r: Any) -> dict[str, Any]:
+    return {
+        **r._asdict(),
+        "start": r.window_start.strftime("%H:%M"),
+        "end": r.window_end.strftime("%H:%M"),
+    }
 
 
 def hour_page(
@@ -150,254 +131,94 @@ def hour_page(
     page: Path,
     reports: Path,
 ) -> str:
-    """The HTML of one audited hour's page."""
+    """The HTML of one audited hour's page (include/report_templates/hour.html)."""
     summary = outcome.summaries[hour]
     results = outcome.results[outcome.results["audit_hour"] == hour]
     counts = results["status"].value_counts().to_dict()
     failed = results[results["status"].isin(layout.FAILED_STATUSES) | (results["duplicates"] > 0)]
-    waiting = int(results["status"].isin(layout.WAITING_STATUSES).sum())
     failures: list[Failure] = quality.failures.get(hour, []) if quality else []
     pages = quality.pages.get(hour, {}) if quality else {}
-    n_windows = len(results)
-    if failed.empty and not failures and not summary["bad_audit_events"] and waiting:
-        verdict = (
-            f'<div class="alert alert-warning" id="verdict">Nothing failed; {waiting} of '
-            f"{n_windows} windows wait within the grace for late events (incomplete) or "
-            "their producers' counts (pending).</div>"
-        )
-    elif failed.empty and not failures and not summary["bad_audit_events"]:
-        verdict = f'<div class="alert alert-success" id="verdict">All {n_windows} windows are complete or without data; every expectation passed.</div>'
-    else:
-        what = []
-        if len(failed):
-            what.append(f"{len(failed)} of {n_windows} windows failed")
-        if failures:
-            what.append(f"{len(failures)} expectations failed")
-        if summary["bad_audit_events"]:
-            what.append(f"{summary['bad_audit_events']} bad audit events")
-        verdict = f'<div class="alert alert-danger" id="verdict">{_e("; ".join(what))}.</div>'
-    grace = format_duration_ms(int(summary["grace_ms"]))
-    head = (
-        f"<h1>Audit of {_e(hour)}:00 UTC</h1>"
-        f'<p class="text-muted">audited at {_e(summary["audited_at"])} &middot; grace {_e(grace)} &middot; '
-        f"{len(summary['topics'])} topics &middot; deduplication by (producer_id, seq)</p>"
-        f"<p>{' '.join(_badge(s, int(n)) for s, n in sorted(counts.items()))}</p>{verdict}"
-        f'<p class="small-links"><a href="../index.html">all hours</a>'
-        + "".join(f'<a href="../{_e(p)}">Data Docs: {_e(s)}</a>' for s, p in sorted(pages.items()))
-        + "</p>"
-    )
-
-    def window_links(topic: str) -> str:
-        links = []
-        for source in (topic, layout.AUDIT_TOPIC):
-            for item in summary["inputs"].get(source, []):
-                if item["read"]:
-                    target = layout.load_dir(opts.warehouse, source, parse_hour(item["load_hour"]))
-                    links.append(
-                        f'<a href="{_e(_href(target, page))}">{_e(source)} {_e(item["load_hour"])}</a>'
-                    )
-        return " ".join(links)
-
-    failed_rows = [
-        {
-            "topic": _e(r.topic),
-            "window": _e(r.window_start.strftime("%H:%M"))
-            + "&ndash;"
-            + _e(r.window_end.strftime("%H:%M")),
-            "status": _badge(r.status),
-            "#produced": r.produced,
-            "#mirrored": r.mirrored,
-            "#loaded_unique": r.loaded_unique,
-            "#missing": f"<strong>{r.missing}</strong>" if r.missing else 0,
-            "#duplicates": f"<strong>{r.duplicates}</strong>" if r.duplicates else 0,
-            "#unaccounted": f"<strong>{r.unaccounted}</strong>" if r.unaccounted else 0,
-            "rows": window_links(r.topic),
-        }
-        for r in failed.itertuples()
-    ]
-    window_cols = [
-        ("topic", "topic"),
-        ("window", "window (UTC)"),
-        ("status", "status"),
-        ("#produced", "produced"),
-        ("#mirrored", "mirrored"),
-        ("#loaded_unique", "loaded unique"),
-        ("#missing", "missing"),
-        ("#duplicates", "duplicates"),
-        ("#unaccounted", "unaccounted"),
-    ]
-    failed_html = "<h2>Failed windows</h2>" + (
-        _table([*window_cols, ("rows", "rows in")], failed_rows, "failed-windows", sortable=False)
-        if failed_rows
-        else "<p>None.</p>"
-    )
-    all_rows = [
-        {
-            "topic": _e(r.topic),
-            "window": _e(r.window_start.strftime("%H:%M")),
-            "status": _badge(r.status),
-            "#produced": r.produced,
-            "#mirrored": r.mirrored,
-            "#loaded_rows": r.loaded_rows,
-            "#loaded_unique": r.loaded_unique,
-            "#missing": r.missing,
-            "#duplicates": r.duplicates,
-            "#unaccounted": r.unaccounted,
-        }
-        for r in results.itertuples()
-    ]
-    all_html = "<h2>Every window</h2>" + _table(
-        [*window_cols[:5], ("#loaded_rows", "loaded rows"), *window_cols[5:]],
-        all_rows,
-        "all-windows",
-    )
-    chart = _chart(results)
-    exp_html = "<h2>Expectations</h2>"
-    if quality is None:
-        exp_html += "<p>Not run (--no-quality).</p>"
-    elif not failures:
-        exp_html += f"<p>All {quality.evaluated.get(hour, 0)} expectations passed.</p>"
-    else:
-        items = []
-        for f in failures:
-            rows = "; ".join(", ".join(f"{k}={v}" for k, v in row.items()) for row in f.rows[:20])
-            link = pages.get(f.suite)
-            items.append(
-                {
-                    "suite": f'<a href="../{_e(link)}">{_e(f.suite)}</a>' if link else _e(f.suite),
-                    "expectation": f"{_e(f.expectation)}({_e(f.column or '')})",
-                    "what": _e(f.notes),
-                    "#unexpected": _e(
-                        f.unexpected_count if f.unexpected_count is not None else "-"
-                    ),
-                    "rows": _e(rows or json.dumps(f.observed, default=str)),
-                }
-            )
-        exp_html += _table(
-            [
-                ("suite", "suite"),
-                ("expectation", "expectation"),
-                ("what", "checks"),
-                ("#unexpected", "unexpected"),
-                ("rows", "where"),
-            ],
-            items,
-            "failed-expectations",
-            sortable=False,
-        )
-    prof = outcome.profiles[outcome.profiles["load_hour"] == hour]
-    prof_html = "<h2>Loaded topic hours</h2>" + _table(
-        [
-            (c if c in ("topic", "schema_ids") else f"#{c}", c.replace("_", " "))
-            for c in (
-                "topic",
-                "rows",
-                "bad_records",
-                "duplicates_dropped",
-                "repeated_in_load",
-                "null_event_time",
-                "null_producer_id",
-                "null_seq",
-                "early_rows",
-                "late_rows",
-                "unregistered_rows",
-                "schema_ids",
-                "producers",
-            )
-        ],
-        [
-            {(c if c in ("topic", "schema_ids") else f"#{c}"): _e(v) for c, v in row.items()}
-            for row in prof.astype(object).where(prof.notna(), "-").to_dict("records")
-        ],
-        "loaded-topic-hours",
-    )
-    bad_html = "<h2>Bad audit events</h2>"
+    problems = []
+    if len(failed):
+        problems.append(f"{len(failed)} of {len(results)} windows failed")
+    if failures:
+        problems.append(f"{len(failures)} expectations failed")
     if summary["bad_audit_events"]:
-        bad_html += _table(
-            [("reason", "reason"), ("#events", "events")],
-            [{"reason": _e(k), "#events": v} for k, v in summary["bad_audit_reasons"].items()],
-            "bad-audit-reasons",
-            sortable=False,
-        )
-        bad_html += "<p>Examples, with their place in the <code>_audit</code> loads:</p>" + _table(
-            [("where", "where"), ("reason", "reason"), ("content", "event")],
-            [
-                {
-                    "where": _e(
-                        " ".join(
-                            f"{k}={ex.get(k)}"
-                            for k in ("load_hour", "broker_id", "partition", "offset", "index")
-                            if k in ex
-                        )
-                        + (
-                            " (dropped by the load, kept in its summary)"
-                            if ex.get("dropped")
-                            else ""
-                        )
-                    ),
-                    "reason": _e(ex.get("reason")),
-                    "content": _e(
-                        " ".join(
-                            f"{k}={ex.get(k)}"
-                            for k in ("topic", "tier", "window_start", "count")
-                            if ex.get(k) is not None
-                        )
-                    ),
-                }
-                for ex in summary["bad_audit_examples"]
-            ],
-            "bad-audit-examples",
-            sortable=False,
-        )
-    else:
-        bad_html += "<p>None.</p>"
-    state_html = "<h2>Hour state</h2>" + _table(
-        [("topic", "topic"), ("state", "state"), ("why", "why")],
-        [
-            {
-                "topic": _e(s.topic),
-                "state": _badge(s.state) + (" " + _badge("reopened") if s.reopened else ""),
-                "why": "<br>".join(_e(r) for r in s.reasons),
-            }
-            for s in states
+        problems.append(f"{summary['bad_audit_events']} bad audit events")
+
+    def load_href(topic: str, load_hour: str) -> str:
+        return _href(layout.load_dir(opts.warehouse, topic, parse_hour(load_hour)), page)
+
+    def rows_in(topic: str) -> list[tuple[str, str]]:
+        """The loads that hold a window's rows and its counts: (link, label)."""
+        return [
+            (load_href(source, item["load_hour"]), f"{source} {item['load_hour']}")
+            for source in (topic, layout.AUDIT_TOPIC)
+            for item in summary["inputs"].get(source, [])
+            if item["read"]
+        ]
+
+    prof = outcome.profiles[outcome.profiles["load_hour"] == hour]
+    return _render(
+        "hour.html",
+        page,
+        reports,
+        hour=hour,
+        audited_at=summary["audited_at"],
+        grace=format_duration_ms(int(summary["grace_ms"])),
+        n_topics=len(summary["topics"]),
+        counts=[(s, int(n)) for s, n in sorted(counts.items())],
+        problems=problems,
+        waiting=int(results["status"].isin(layout.WAITING_STATUSES).sum()),
+        pages=sorted(pages.items()),
+        windows=[_window(r) for r in results.itertuples()],
+        failed=[{**_window(r), "links": rows_in(r.topic)} for r in failed.itertuples()],
+        chart=_chart(results),
+        quality_ran=quality is not None,
+        evaluated=quality.evaluated.get(hour, 0) if quality else 0,
+        failures=[{**vars(f), "link": pages.get(f.suite), "where": _where(f)} for f in failures],
+        bad_events=summary["bad_audit_events"],
+        bad_reasons=list(summary["bad_audit_reasons"].items()),
+        bad_examples=[_example(ex) for ex in summary["bad_audit_examples"]],
+        states=states,
+        profile_columns=[
+            (c if c in ("topic", "schema_ids") else f"#{c}", c.replace("_", " "))
+            for c in PROFILE_ON_PAGE
         ],
-        "hour-states",
-        sortable=False,
-    )
-    inputs_html = "<h2>Loads read</h2>" + _table(
-        [
-            ("topic", "topic"),
-            ("load", "load hour"),
-            ("committed", "committed at"),
-            ("read", "read"),
-        ],
-        [
-            {
-                "topic": _e(t),
-                "load": f'<a href="{_e(_href(layout.load_dir(opts.warehouse, t, parse_hour(i["load_hour"])), page))}">{_e(i["load_hour"])}</a>',
-                "committed": _e(i["committed_at"]),
-                "read": "yes" if i["read"] else "no (its index holds none of this hour)",
-            }
+        profiles=prof.astype(object).where(prof.notna(), "-").to_dict("records"),
+        loads=[
+            {**i, "topic": t, "href": load_href(t, i["load_hour"])}
             for t, items in sorted(summary["inputs"].items())
             for i in items
         ],
-        "loads-read",
     )
-    body = (
-        head
-        + failed_html
-        + chart
-        + exp_html
-        + bad_html
-        + state_html
-        + all_html
-        + prof_html
-        + inputs_html
-    )
-    return _page(f"Audit {hour}", body, page, reports)
 
 
-def _chart(results: pd.DataFrame) -> str:
+def _where(failure: Failure) -> str:
+    """A failed expectation's rows (the first 20), or what it observed."""
+    rows = "; ".join(", ".join(f"{k}={v}" for k, v in row.items()) for row in failure.rows[:20])
+    return rows or json.dumps(failure.observed, default=str)
+
+
+def _example(ex: dict[str, Any]) -> dict[str, Any]:
+    """A bad audit event: where it is in the `_audit` loads, why it is bad, what it says."""
+    where = " ".join(
+        f"{k}={ex.get(k)}"
+        for k in ("load_hour", "broker_id", "partition", "offset", "index")
+        if k in ex
+    )
+    if ex.get("dropped"):
+        where += " (dropped by the load, kept in its summary)"
+    content = " ".join(
+        f"{k}={ex.get(k)}"
+        for k in ("topic", "tier", "window_start", "count")
+        if ex.get(k) is not None
+    )
+    return {"where": where, "reason": ex.get("reason"), "content": content}
+
+
+def _chart(results: pd.DataFrame) -> dict[str, Any]:
+    """The vega-lite spec of the produced and loaded events per topic and window."""
     values = [
         {
             "topic": r.topic,
@@ -408,7 +229,7 @@ def _chart(results: pd.DataFrame) -> str:
         for r in results.itertuples()
         for what, v in (("produced", r.produced), ("loaded unique", r.loaded_unique))
     ]
-    spec = {
+    return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
         "data": {"values": values},
         "mark": {"type": "bar"},
@@ -422,42 +243,25 @@ def _chart(results: pd.DataFrame) -> str:
         "width": 260,
         "height": 140,
     }
-    return (
-        '<h2>Produced and loaded per window</h2><div id="chart"></div>'
-        f'<script type="application/json" id="chart-spec">{html.escape(json.dumps(spec), quote=False)}</script>'
-    )
 
 
 def index_page(summaries: list[dict[str, Any]], page: Path, reports: Path) -> str:
-    rows = []
+    """The HTML of the reports' index (include/report_templates/index.html)."""
+    hours = []
     for s in sorted(summaries, key=lambda s: s["audit_hour"], reverse=True):
         statuses: dict[str, int] = {}
         for per_topic in s.get("topic_statuses", {}).values():
             for k, v in per_topic.items():
                 statuses[k] = statuses.get(k, 0) + int(v)
-        rows.append(
+        hours.append(
             {
-                "hour": f'<a href="{HOURS_DIR}/{_e(s["audit_hour"])}.html">{_e(s["audit_hour"])}</a>',
-                "windows": " ".join(_badge(k, v) for k, v in sorted(statuses.items())),
-                "#bad": s.get("bad_audit_events", 0),
-                "audited": _e(s.get("audited_at")),
+                "hour": s["audit_hour"],
+                "statuses": sorted(statuses.items()),
+                "bad": s.get("bad_audit_events", 0),
+                "audited": s.get("audited_at"),
             }
         )
-    body = (
-        "<h1>logbroker audit</h1>"
-        '<p class="small-links"><a href="data_docs/index.html">Great Expectations Data Docs</a></p>'
-        + _table(
-            [
-                ("hour", "hour (UTC)"),
-                ("windows", "windows"),
-                ("#bad", "bad audit events"),
-                ("audited", "audited at"),
-            ],
-            rows,
-            "hours",
-        )
-    )
-    return _page("logbroker audit", body, page, reports)
+    return _render("index.html", page, reports, hours=hours, hours_dir=HOURS_DIR)
 
 
 def write_reports(

@@ -382,7 +382,7 @@ def test_hostile_topic_names_never_become_rows_or_paths(
     )
     assert set(index["by_topic"]) == set(TOPICS)
     page = Path(out.report_pages["2026-11-22T11"].replace("file://", "")).read_text()
-    assert "&#x27;../../x&#x27;" in page and "'../../x'" not in page
+    assert "&#39;../../x&#39;" in page and "'../../x'" not in page
 
 
 # -- late data reopens an hour ----------------------------------------------------------------

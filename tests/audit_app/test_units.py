@@ -3,6 +3,7 @@ the checks of AuditCount events (audit_counts._check_and_sum) on forged values."
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -24,6 +25,10 @@ from pipeline_warehouse.time_format import (
 )
 from spark_apps.audit.audit_counts import MAX_COUNT, _check_and_sum
 from spark_apps.audit.cli import loads_line
+from spark_apps.audit.load_profile import PROFILE_COLUMNS
+from spark_apps.audit.outcome import AuditOptions, AuditOutcome
+from spark_apps.audit.quality import Failure, QualityOutcome
+from spark_apps.audit.report import JS, hour_page
 from spark_apps.audit.report_assets import (
     UnvendoredAssetError,
     external_assets,
@@ -137,6 +142,50 @@ def test_rewrite_points_at_the_vendored_copies(tmp_path: Path) -> None:
     assert f'href="../../assets/{url_map()[url]}"' in fixed and "integrity" not in fixed
     with pytest.raises(UnvendoredAssetError, match=r"cdn\.example"):
         rewrite_html('<script src="https://cdn.example/x.js"></script>', page, tmp_path)
+
+
+def test_the_report_shows_hostile_strings_as_text(tmp_path: Path) -> None:
+    """A topic, a producer id and an expectation's message holding markup are escaped on the
+    hour's page, in its cells, its links and the chart's JSON: the page runs only its own
+    scripts. (Topics are checked before an audit runs; the page does not rely on it.)"""
+    topic, producer, message = (f"{w}<script>alert(1)</script>&{w}" for w in "tpm")
+    hour = "2026-11-22T10"
+    start = pd.Timestamp(f"{hour}:10Z")
+    counts = dict(produced=9, mirrored=9, loaded_rows=7, loaded_unique=7, duplicates=0)
+    results = pd.DataFrame(
+        [
+            dict(audit_hour=hour, topic=topic, window_start=start, status="lost", missing=2,
+                 window_end=start + pd.Timedelta(minutes=10), unaccounted=0, **counts)
+        ]
+    )  # fmt: skip
+    profiles = pd.DataFrame(
+        [{**dict.fromkeys(PROFILE_COLUMNS, 1), "load_hour": hour, "topic": topic}]
+    )
+    summary = dict(
+        bad_audit_events=0, bad_audit_reasons={}, bad_audit_examples=[], grace_ms=GRACE,
+        audited_at="2026-11-22T14:00:00Z", topics=[topic],
+        inputs={topic: [dict(load_hour=hour, read=True, committed_at="2026-11-22T11:05Z")]},
+    )  # fmt: skip
+    failure = Failure(
+        "audit_results", "expect_column_values_to_be_in_set", "status", message, 1,
+        [{"topic": topic, "producer_id": producer, "status": "lost"}],
+    )  # fmt: skip
+    quality = QualityOutcome(False, {hour: [failure]}, {hour: {"audit_results": "dd/x.html"}})
+    outcome = AuditOutcome(results, {hour: summary}, profiles, plan=None, quality=quality)  # type: ignore[arg-type]
+    states = [HourState(topic, parse_hour(hour), "audited", reasons=(f"lost: {topic}",))]
+    now = datetime(2026, 11, 22, 14, tzinfo=UTC)
+    opts = AuditOptions(warehouse=(tmp_path / "wh").as_uri(), hours=[], now=now)
+    page = tmp_path / "reports" / "hours" / f"{hour}.html"
+    text = hour_page(hour, outcome, quality, states, opts, page, tmp_path / "reports")
+
+    assert "<script>alert" not in text and "alert(1)</script>" not in text
+    assert text.count("<script") == len(JS) + 2  # the vendored ones, the self-check, the chart
+    for hostile in (topic, producer, message):
+        assert html.escape(hostile, quote=False) in text, hostile
+    assert f"<td>{html.escape(topic, quote=False)}</td>" in text  # a cell's text
+    assert f"producer_id={html.escape(producer, quote=False)}" in text  # where it failed
+    chart = text.split('id="chart-spec">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(chart)["data"]["values"][0]["topic"] == topic  # vega reads the name
 
 
 def test_the_gx_project_opens_again_every_hour(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ directory outside the checkout, with no PYTHONPATH:
 
 - `logbroker --help` and `--version`, the hourly load's `python -m ... --help`;
 - our packages import from the virtualenv and the tests' harness/ not at all; the DAGs' job
-  files and the audit's data (expectation suites, report assets) are the installed ones;
+  files and the audit's data (expectation suites, report assets and templates) are the
+  installed ones, and the report's index renders from them;
 - Airflow lists the Pipeline pages' plugin from the package's entry point, with an empty
   plugins folder;
 - a real hourly load: spark-submit of the job file the load task submits, against a broker,
@@ -153,12 +154,18 @@ def test_everything_comes_from_the_installed_package(installed: Installed) -> No
             "files['jobs'] = str(installed_jobs() / 'hourly_load.py')\n"
             "files['suite'] = str(SUITES_SOURCE / 'audit_events.json')\n"
             "files['assets'] = str(ASSETS_SOURCE / 'MANIFEST.json')\n"
+            "from spark_apps.audit.report import TEMPLATES, index_page\n"
+            "files['templates'] = str(TEMPLATES / 'hour.html')\n"
+            "from pathlib import Path\n"
+            "index = index_page([{'audit_hour': '2026-11-22T10'}], Path('/r/index.html'), Path('/r'))\n"
+            "files['index'] = 'href=\"hours/2026-11-22T10.html\"' in index\n"
             "files['schema'] = str(include_path('schemas', 'audit_count.avsc'))\n"
             "files['harness'] = importlib.util.find_spec('harness') is not None\n"
             "print(json.dumps(files))\n"
         )
     )
     assert found.pop("harness") is False, "the tests' harness/ is not installed"
+    assert found.pop("index") is True, "the report's index renders from the installed templates"
     for name, file in found.items():
         assert Path(file).is_relative_to(installed.site), f"{name}: {file}"
         assert Path(file).is_file(), f"{name}: {file} is not installed"
