@@ -19,6 +19,7 @@ from .commands import (
     preferred_replica_election,
     produce,
     quickstart,
+    schema_registry,
     schemas,
     topics,
 )
@@ -36,6 +37,7 @@ examples:
   logbroker preferred-replica-election --zookeeper 127.0.0.1:2181/live
   logbroker schemas register --zookeeper 127.0.0.1:2181/registry \\
       --subject page_views --file include/schemas/page_views.avsc
+  logbroker schema-registry --zookeeper 127.0.0.1:2181/registry   # Confluent's API on :8081
   logbroker mirror --consumer.config live.properties --producer.config analysis.properties --whitelist ".*"
 
 Every subcommand has its own --help with examples.
@@ -50,6 +52,7 @@ SUBCOMMANDS = (
     lag,
     preferred_replica_election,
     schemas,
+    schema_registry,
     mirror,
     quickstart,
     bench,

@@ -12,6 +12,8 @@ One concept per module, from the bytes up:
     header.py    the header every event starts with: reading it without the event's schema
                  (fast), making it for a producer (producer_id, seq)
     codec.py     records to framed events and back, one at a time or in bulk
+    confluent_api.py  the Confluent Schema Registry's REST API over the registry (served by
+                 `logbroker schema-registry`; not imported here: http.server stays out)
 
 Typical use::
 
