@@ -212,6 +212,15 @@ def test_confluents_avro_serializer_writes_logbroker_events(client, registry):
     assert codec.decode(payload) == record
     assert codec.encode("page_views", record) == payload  # byte for byte logbroker's event
 
+    # the strategy docs/events.md gives clients that use topic-value outright
+    by_topic = AvroSerializer(
+        client,
+        json.dumps(inline),
+        conf={"subject.name.strategy": lambda ctx, record_name: ctx.topic},
+    )
+    by_topic(record, SerializationContext("searches", MessageField.VALUE))
+    assert registry.subjects() == ["page_views", "searches"]
+
     # a schema registered the logbroker way (header by name) serves as the latest version
     v2 = registry.register("page_views", V2)
     latest = AvroSerializer(
