@@ -10,7 +10,8 @@ cluster of its own under <workdir>/postgres, loopback only, its password in a 06
 Spark standalone cluster (a master on --spark-port and two workers, web UIs on
 --spark-ui-port and the two ports after it), ZooKeeper, the live and analysis clusters of
 three brokers each (the pipeline's topics replicated three times, docs/replication.md), the
-schema registry, and Airflow's api-server (the UI on 127.0.0.1:--port, 8080 unless UI_PORT
+schema registry (and Confluent's REST API over it, `logbroker schema-registry`, on
+127.0.0.1:8081, or a free port printed if 8081 is taken), and Airflow's api-server (the UI on 127.0.0.1:--port, 8080 unless UI_PORT
 says otherwise), scheduler, dag-processor and triggerer on LocalExecutor; the load and the
 audit are submitted to the standalone master. The DAGs are unpaused on the real clock: the
 mirror every 5 minutes, the hourly load at every hour, the audit after each load. A traffic
@@ -51,6 +52,7 @@ from logbroker.stack.traffic import TOPICS
 from logbroker.stack.zookeeper import taken_port
 
 ROOT = Path(__file__).resolve().parents[1]
+REGISTRY_API_PORT = 8081  # Confluent's; a free one if it is taken (printed)
 DEFAULT_UI_PORT = 8080  # Airflow's own default; UI_PORT (make up UI_PORT=8090) sets another
 BROKERS = 3  # per cluster
 REPLICATION_FACTOR = 3  # of every topic the pipeline loads, in both clusters
@@ -123,6 +125,7 @@ def up(args: argparse.Namespace) -> int:
         broker_settings=BROKER_SETTINGS,
         hours=(first_hour(workdir, args.first_hour), None),
         catchup=True,
+        registry_api_port=REGISTRY_API_PORT,
         log=lambda s: print(f"  {s}", flush=True),
     )
     try:
@@ -159,6 +162,9 @@ def up(args: argparse.Namespace) -> int:
           "catching up the hours it missed")  # fmt: skip
     print(f"    live traffic: {args.rate} events/s on {', '.join(TOPICS)}")
     print(f"    warehouse: {stack.warehouse}")
+    assert stack.registry_api is not None
+    print(f"    schema registry: ZooKeeper {stack.registry}; Confluent's API (schema.registry.url) "
+          f"{stack.registry_api.url}")  # fmt: skip
     print("  logs:")
     print(f"    Airflow     {airflow_logs}/<component>.out, task logs {airflow_logs}/dag_id=*")
     print(f"    PostgreSQL  {stack.postgres.log_path}")
@@ -166,6 +172,7 @@ def up(args: argparse.Namespace) -> int:
     print(f"    ZooKeeper   {stack.zookeeper.log_path}")
     print(f"    brokers     {workdir}/live-<i>/broker.log, {workdir}/analysis-<i>/broker.log")
     print(f"    traffic     {workdir}/traffic.log")
+    print(f"    registry    {stack.registry_api.log_path}")
     print(f"  the airflow command in this stack: . {stack.airflow.home}/env.sh")
     print("  stop everything with `make down` (the data stays; `make up` resumes on it)")
     return 0

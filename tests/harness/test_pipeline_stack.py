@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,16 +29,22 @@ time.sleep(600)
 
 
 def test_stop_recorded_stops_every_process_the_stack_started(tmp_path: Path) -> None:
-    stack = PipelineStack(tmp_path / "stack", brokers_per_cluster=1, log=lambda _: None)
+    stack = PipelineStack(
+        tmp_path / "stack", brokers_per_cluster=1, registry_api_port=0, log=lambda _: None
+    )
     stack.start(airflow=False)  # ZooKeeper and both clusters, the registry, the topics
     try:
         with Cluster(stack.analysis) as cluster:
             assert set(TOPICS) <= set(cluster.topics())
         state = json.loads((tmp_path / "stack" / "stack.json").read_text())
-        pids = [state["zookeeper"]["pid"]] + [
+        # Confluent's registry API (issue 45 item 2) serves the stack's registered schemas
+        api = state["schema_registry"]["url"]
+        with urllib.request.urlopen(f"{api}/subjects", timeout=10) as answer:
+            assert set(json.loads(answer.read())) == {*TOPICS, "_audit"}
+        pids = [state["zookeeper"]["pid"], state["schema_registry"]["pid"]] + [
             b["pid"] for brokers in state["brokers"].values() for b in brokers
         ]
-        assert len(pids) == 3 and all(pid for pid in pids)
+        assert len(pids) == 4 and all(pid for pid in pids)
         stopped = stop_recorded(tmp_path / "stack")
         assert sorted(stopped) == sorted(pids)
         for pid in pids:

@@ -3,7 +3,9 @@
     stack = PipelineStack(workdir).start()      ZooKeeper, the live and analysis clusters,
                                                 the registry with the demo's schemas, and
                                                 Airflow (api-server, scheduler, dag-processor,
-                                                triggerer), every process bound to 127.0.0.1
+                                                triggerer), every process bound to 127.0.0.1;
+                                                with `registry_api_port`, Confluent's registry
+                                                API over the registry (registry_api.py)
     stack.produce_hour(hour_ms, ...)            audited traffic for one simulated hour
     stack.trigger(dag_id) / backfill(...)       drive the DAGs through the real scheduler
     stack.stop()                                everything, by PID
@@ -17,6 +19,7 @@ Layout under `workdir`:
     postgres/                  with `postgres`: Airflow's database (logbroker.stack.postgres)
     spark/                     with `spark_cluster`: the standalone master's and workers' logs
     warehouse/                 the warehouse (a file:// URI), its _reports/ (Data Docs)
+    schema-registry.log        with `registry_api_port`: `logbroker schema-registry`'s log
     pipeline.json              what the DAGs run (LOGBROKER_PIPELINE)
     stack.json                 the PIDs, ports and URLs, for `make down` and for people
 
@@ -62,6 +65,7 @@ from .airflow_stack import (
 )
 from .broker import BrokerProcess
 from .postgres import PostgresServer, stop_postmaster
+from .registry_api import RegistryApiProcess
 from .spark_standalone import SparkStandalone, stop_groups
 from .traffic import TOPICS, activity
 from .zookeeper import ZooKeeperServer
@@ -120,6 +124,7 @@ class PipelineStack:
         broker_settings: Mapping[str, str] | None = None,
         traffic_of: Mapping[str, str] | None = None,
         pipeline_settings: Mapping[str, Any] | None = None,
+        registry_api_port: int | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
@@ -151,6 +156,10 @@ class PipelineStack:
         self.warehouse = self.workdir / "warehouse"
         self.extra_airflow_env = dict(extra_airflow_env or {})
         self.pipeline_settings = dict(pipeline_settings or {})  # more keys for pipeline.json
+        # Confluent's registry API (`make up`): on this port, or a free one if it is taken
+        self.registry_api: RegistryApiProcess | None = None
+        if registry_api_port is not None:
+            self.registry_api = RegistryApiProcess(self.workdir, "", registry_api_port)
 
     # -- where things are -------------------------------------------------------------
 
@@ -241,6 +250,10 @@ class PipelineStack:
                     f"{name} cluster: brokers on 127.0.0.1:{ports}, Kafka 0.8 on {ports08} ({zk})"
                 )
             self._register_schemas()
+            if self.registry_api is not None:
+                self.registry_api.zk_connect = self.registry  # ZooKeeper's port is known now
+                self.registry_api.start()
+                self.log(f"Confluent's schema registry API on {self.registry_api.url}")
             self._create_topics()
             self._write_pipeline()
             if self.spark_cluster is not None:
@@ -328,6 +341,8 @@ class PipelineStack:
             },
             "warehouse": self.warehouse_uri,
         }
+        if self.registry_api is not None:
+            state["schema_registry"] = {"pid": self.registry_api.pid, "url": self.registry_api.url}
         if self.postgres is not None:
             state["postgres"] = {"pid": self.postgres.pid, "port": self.postgres.port}
         if self.spark_cluster is not None:
@@ -346,6 +361,9 @@ class PipelineStack:
         if self.spark_cluster is not None:
             with contextlib.suppress(Exception):
                 self.spark_cluster.stop()
+        if self.registry_api is not None:
+            with contextlib.suppress(Exception):
+                self.registry_api.stop()
         for brokers in self.brokers.values():
             for broker in brokers:
                 with contextlib.suppress(Exception):
@@ -537,7 +555,7 @@ def stop_recorded(
     counts while the brokers are still up), Airflow's running tasks, its scheduler,
     dag-processor and triggerer, what is left of its tasks, its api-server (the order and why:
     airflow_stack.LAST), the Spark workers (and their executors), the Spark master, the
-    brokers, ZooKeeper, and PostgreSQL last (Airflow writes to it until it stops), by a fast
+    schema registry's API, the brokers, ZooKeeper, and PostgreSQL last (Airflow writes to it until it stops), by a fast
     shutdown of its postmaster."""
     state_file = Path(workdir) / "stack.json"
     if not state_file.exists():
@@ -551,12 +569,14 @@ def stop_recorded(
         [pid for name, pid in airflow.items() if name in LAST],
         [pid for name, pid in spark.items() if name != "master"],
         [pid for name, pid in spark.items() if name == "master"],
+        [state["schema_registry"]["pid"]] if "schema_registry" in state else [],
         [b["pid"] for brokers in state["brokers"].values() for b in brokers],
         [state["zookeeper"]["pid"]],
     ]
     home = Path(workdir) / "airflow"
     names = ["traffic", "Airflow's scheduler, dag-processor, triggerer", "Airflow's api-server",
-             "Spark workers", "Spark master", "brokers", "ZooKeeper"]  # fmt: skip
+             "Spark workers", "Spark master", "the schema registry's API", "brokers",
+             "ZooKeeper"]  # fmt: skip
     stopped = []
     for number, stage in enumerate(stages):
         started = time.monotonic()
