@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .spark_standalone import stop_groups
+from .zookeeper import taken_port
 
 DEFAULT_PORT = 8081
 _SERVING = re.compile(r"serving the Confluent Schema Registry API on (http://\S+)")
@@ -20,15 +20,6 @@ _SERVING = re.compile(r"serving the Confluent Schema Registry API on (http://\S+
 
 class RegistryApiError(RuntimeError):
     """The process did not start (its log says why)."""
-
-
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 class RegistryApiProcess:
@@ -46,7 +37,8 @@ class RegistryApiProcess:
 
     def start(self, timeout: float = 30.0) -> RegistryApiProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
-        port = self.port if self.port and port_free(self.port) else 0
+        taken = not self.port or taken_port({self.port: "Confluent's registry API"}) is not None
+        port = 0 if taken else self.port
         start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
