@@ -101,6 +101,31 @@ def quickstart_ports() -> Iterator[None]:
         yield
 
 
+# The modules that run a whole stack (Airflow's scheduler, PostgreSQL, Spark, brokers, a
+# browser): each keeps both cores busy for minutes. xdist runs them one after the other on one
+# worker, while the other worker takes every other module: two at once took twice as long
+# each, and the last one to start kept one worker running alone.
+WHOLE_STACKS = (
+    "tests/deploy/test_ui_journeys.py",
+    "tests/chaos/test_chaos_run.py",
+    "tests/airflow/test_load_runs.py",
+    "tests/airflow/test_pipeline_end_to_end.py",
+    "tests/deploy/test_up.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadFileScheduling
+
+    class WholeStacksTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "whole stacks" if module in WHOLE_STACKS else module
+
+    return WholeStacksTogether(config, log)  # type: ignore[arg-type]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with a test marked slow run first: xdist hands modules out in this order, and
     a long one started last would keep one worker busy after the other ran out of work."""
