@@ -27,6 +27,9 @@ sizes only); the walk is skipped when the backlog is too short to hold more than
 (every entry takes at least MIN_ENTRY bytes). A partition with a backlog always advances by
 at least one entry, so a cap below the number of such partitions admits one entry from each
 of them, more than the cap; otherwise a micro-batch holds at most `cap` entries.
+
+A 0.8-format topic's offsets are logical (message numbers): its backlog and its share are
+messages, and its end is its start plus its share, without a walk.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import logging
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.protocol.message import ENTRY_OVERHEAD, MIN_MESSAGE_SIZE
 from spark_apps.source.consumers import open_reads
 from spark_apps.source.discovery import PartitionState
@@ -76,6 +80,9 @@ def capped_ends(
     ends = {}
     for s in states:
         n = share.get(s)
+        if n is not None and s.logical:  # a 0.8-format topic's offsets count messages
+            ends[s] = min(s.latest, froms[s] + n)
+            continue
         if n is None or (s.latest - froms[s]) // MIN_ENTRY <= n:
             ends[s] = s.latest  # nothing to read, or too short to hold more than its share
             continue
@@ -84,6 +91,7 @@ def capped_ends(
             zookeeper, s.topic, s.broker_id, s.partition, s.host, s.port, fetch_size=fetch_size
         )
         with reads as consumer:
+            assert not isinstance(consumer, PartitionReader08)  # logical: not walked (above)
             ends[s] = entries_end(
                 consumer,
                 r,

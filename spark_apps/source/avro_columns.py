@@ -1,6 +1,8 @@
 """Avro rows (valueFormat avro): the event header and the topic schema's fields as columns.
 
     topic, broker_id, partition, offset, index      the message's place (raw_columns.py)
+    key          binary      the message's key (null: none); only when a topic read is of
+                             the 0.8 format (raw_columns.py says why)
     event_time   timestamp   header.timestamp (UTC)
     server       string      header.server
     producer_id  string      header.producer_id
@@ -59,7 +61,7 @@ from spark_apps.source.avro_vector import Node, NotColumnar, compile_schema, rea
 from spark_apps.source.event_decoding import EventDecoding, ReaderSchema, reader_schemas
 from spark_apps.source.options import SourceOptions
 from spark_apps.source.ranges import Chunk, PartitionRange
-from spark_apps.source.raw_columns import position_arrays
+from spark_apps.source.raw_columns import key_array, position_arrays
 
 POSITION_COLUMNS = [
     StructField("topic", StringType()),
@@ -75,6 +77,7 @@ HEADER_COLUMNS = [
     StructField("seq", LongType()),
     StructField("schema_id", LongType()),
 ]
+KEY_COLUMN = StructField("key", BinaryType())
 ERROR_COLUMNS = [StructField("_error", StringType()), StructField("_value", BinaryType())]
 FIXED_NAMES = {f.name for f in POSITION_COLUMNS + HEADER_COLUMNS + ERROR_COLUMNS} | {"load_hour"}
 
@@ -217,15 +220,34 @@ def _convert(values: list[Any], how: Any) -> list[Any]:
     ]
 
 
-def build_schema(readers: dict[str, ReaderSchema], permissive: bool) -> StructType:
+def build_schema(
+    readers: dict[str, ReaderSchema], permissive: bool, keyed: bool = False
+) -> StructType:
     fields = merge_fields({t: event_fields(s.definition, t) for t, s in readers.items()})
+    if keyed and any(f.name == "key" for f in fields):
+        raise AvroColumnError(
+            "an event field is named 'key', the column of a 0.8-format topic's message keys; "
+            "rename the field in a new schema version"
+        )
     return StructType(
-        POSITION_COLUMNS + HEADER_COLUMNS + fields + (ERROR_COLUMNS if permissive else [])
+        POSITION_COLUMNS
+        + ([KEY_COLUMN] if keyed else [])
+        + HEADER_COLUMNS
+        + fields
+        + (ERROR_COLUMNS if permissive else [])
     )
 
 
+def keyed(options: SourceOptions, readers: dict[str, ReaderSchema]) -> bool:
+    """Whether the rows have a `key` column: a topic read is of the 0.8 format."""
+    from spark_apps.source.discovery import format08_topics
+
+    return bool(format08_topics(options, sorted(readers)))
+
+
 def spark_schema(options: SourceOptions) -> StructType:
-    return build_schema(reader_schemas(options), options.mode == "PERMISSIVE")
+    readers = reader_schemas(options)
+    return build_schema(readers, options.mode == "PERMISSIVE", keyed(options, readers))
 
 
 @dataclass
@@ -241,12 +263,13 @@ class AvroDecoder:
         """The topics' reader schemas read from the registry once, and the rows' schema made
         of them: a decoder planned ahead of every read of a query (the hourly load's plan)."""
         readers = reader_schemas(options)
-        return cls(options, readers, build_schema(readers, options.mode == "PERMISSIVE"))
+        schema = build_schema(readers, options.mode == "PERMISSIVE", keyed(options, readers))
+        return cls(options, readers, schema)
 
     @classmethod
     def for_schema(cls, options: SourceOptions, schema: StructType) -> AvroDecoder:
         readers = reader_schemas(options)
-        again = build_schema(readers, options.mode == "PERMISSIVE")
+        again = build_schema(readers, options.mode == "PERMISSIVE", "key" in schema.fieldNames())
         if again != schema:
             raise AvroColumnError(
                 "the topics' schemas changed in the registry while the query was planned; "
@@ -261,8 +284,10 @@ class AvroDecoder:
                 for f in self.schema.fields
             ]
         )
+        self._keyed = "key" in self.schema.fieldNames()
+        self._fixed = len(POSITION_COLUMNS) + len(HEADER_COLUMNS) + self._keyed
         self._event_fields = [
-            f.name for f in self.schema.fields[10:] if f.name not in ("_error", "_value")
+            f.name for f in self.schema.fields[self._fixed :] if f.name not in ("_error", "_value")
         ]
         self._conversions = top_level_conversions(self.readers)
         self._field_of_column = {
@@ -334,7 +359,7 @@ class AvroDecoder:
         n = len(chunk)
         header = columns["header"]
         event_time = pc.multiply(header.field("timestamp"), np.int64(1000))
-        arrays = position_arrays(r, chunk.offsets, chunk.indexes)
+        arrays = self._positions(r, chunk.offsets, chunk.indexes, chunk.keys)
         arrays += [
             event_time.cast(pa.timestamp("us", tz="UTC")),
             header.field("server").cast(pa.string()),
@@ -342,7 +367,7 @@ class AvroDecoder:
             header.field("seq").cast(pa.int64()),
             pa.array(np.full(n, schema_id, np.int64)),
         ]
-        for name, target in zip(self._event_fields, self._arrow.types[10:], strict=False):
+        for name, target in zip(self._event_fields, self._arrow.types[self._fixed :], strict=False):
             values = columns.get(self._field_of_column.get(name, name))
             if values is None:  # a field of another topic's schema
                 arrays.append(pa.nulls(n, target))
@@ -384,20 +409,21 @@ class AvroDecoder:
                 "skips them)"
             )
         keep: Iterable[int] = range(len(chunk.payloads))
-        offsets, indexes = chunk.offsets, chunk.indexes
+        offsets, indexes, keys = chunk.offsets, chunk.indexes, chunk.keys
         if errors and mode == "DROPMALFORMED":
             keep = [i for i in range(len(chunk.payloads)) if i not in errors]
             offsets = [offsets[i] for i in keep]
             indexes = [indexes[i] for i in keep]
+            keys = None if keys is None else [keys[i] for i in keep]
         records = decoded.records  # None at bad positions
         if errors and mode == "DROPMALFORMED":
             records = [records[i] for i in keep]
             schema_ids = [decoded.schema_ids[i] for i in keep]
         else:
             schema_ids = decoded.schema_ids
-        arrays = position_arrays(r, offsets, indexes)
+        arrays = self._positions(r, offsets, indexes, keys)
         arrays += self._header_arrays(records, schema_ids)
-        for name, field in zip(self._event_fields, self._arrow.types[10:], strict=False):
+        for name, field in zip(self._event_fields, self._arrow.types[self._fixed :], strict=False):
             key = self._field_of_column.get(name, name)
             values = [None if x is None else x.get(key) for x in records]
             if name in self._conversions:
@@ -413,6 +439,15 @@ class AvroDecoder:
             arrays.append(pa.array(reasons, pa.string()))
             arrays.append(pa.array(bad_payloads, pa.binary()))
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
+
+    def _positions(
+        self, r: PartitionRange, offsets: Any, indexes: Any, keys: list[bytes | None] | None
+    ) -> list[pa.Array]:
+        """The message's place, and its key when the rows have that column."""
+        arrays = position_arrays(r, offsets, indexes)
+        if self._keyed:
+            arrays.append(key_array(keys, len(offsets)))
+        return arrays
 
     @staticmethod
     def _header_arrays(

@@ -8,7 +8,9 @@ carries the broker id REPLICATED (-1) and is named `p` (logbroker.coordination.p
 PartitionReader, which finds the leader in ZooKeeper and, after NotLeaderForPartition,
 LeaderNotAvailable or a lost connection, resumes at the same offset on the next leader
 (replicas are byte-identical, and consumers see only what is below the high watermark, which
-every in-sync replica holds). So a range planned on one leader is read on another.
+every in-sync replica holds). So a range planned on one leader is read on another. A
+0.8-format topic (always replicated; its ranges `logical`) is read from its leader's 0.8
+listener with PartitionReader08, which follows the leader the same way.
 
     with open_reads(zookeeper, r.topic, r.broker_id, r.partition, host, port) as reads: ...
     with ClusterReads(cluster) as reads_for: digest_ranges(reads_for, ranges)
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
@@ -27,7 +30,7 @@ from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange
 # once the dead leader's ZooKeeper session expired (zk.sessiontimeout.ms, 6 s by default).
 LEADER_TIMEOUT_MS = 60_000
 
-Reads = SimpleConsumer | PartitionReader
+Reads = SimpleConsumer | PartitionReader | PartitionReader08
 
 
 class NeedsZooKeeperError(LogbrokerError):
@@ -44,16 +47,27 @@ def open_reads(
     *,
     fetch_size: int = DEFAULT_FETCH_SIZE,
     timeout: float = 30.0,
+    logical: bool = False,
 ) -> Reads:
     """What reads one partition: broker `host:port`'s SimpleConsumer for a 0.7 partition, a
     PartitionReader with its own ZooKeeper session for a replicated one (`host:port`, its
-    leader when it was planned, is not needed: the reader asks ZooKeeper). Close it."""
+    leader when it was planned, is not needed: the reader asks ZooKeeper); a PartitionReader08
+    for a 0.8-format topic's (`logical` offsets). Close it."""
     if broker_id != REPLICATED:
         return SimpleConsumer(host, port, fetch_size=fetch_size, timeout=timeout)
     if not zookeeper:
         raise NeedsZooKeeperError(
             f"topic {topic!r} is replicated: reading its partitions from their leaders needs "
             "the option 'zookeeper' (the cluster's connect string), not 'brokers'"
+        )
+    if logical:
+        return PartitionReader08.connect(
+            zookeeper,
+            topic,
+            partition,
+            fetch_size=fetch_size,
+            timeout=timeout,
+            leader_timeout_ms=LEADER_TIMEOUT_MS,
         )
     return PartitionReader.connect(
         zookeeper,
@@ -73,14 +87,15 @@ class ClusterReads:
     def __init__(self, cluster: Cluster, fetch_size: int = DEFAULT_FETCH_SIZE) -> None:
         self.cluster = cluster
         self.fetch_size = fetch_size
-        self._readers: dict[tuple[str, int], PartitionReader] = {}
+        self._readers: dict[tuple[str, int, bool], PartitionReader | PartitionReader08] = {}
 
     def __call__(self, r: PartitionRange) -> Reads:
         if r.broker_id != REPLICATED:
             return self.cluster.consumer(r.broker_id)
-        key = (r.topic, r.partition)
+        key = (r.topic, r.partition, r.logical)
         if key not in self._readers:
-            self._readers[key] = PartitionReader(
+            kind = PartitionReader08 if r.logical else PartitionReader
+            self._readers[key] = kind(
                 self.cluster.leaders,
                 r.topic,
                 r.partition,

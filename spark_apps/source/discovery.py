@@ -14,6 +14,11 @@ replicated topic is listed by each of its replicas, which does not say who leads
 `brokers`, a replicated topic named in `subscribe` or `assign` is an error naming it (it
 needs `zookeeper`), and `subscribePattern` matches the 0.7 topics the brokers list.
 Segment starts, where a range can be split without reading it, come from OFFSETS.
+
+A 0.8-format topic (issue 44: always replicated, created with --message-format 0.8) is found
+the same way; its offsets are logical (message numbers), from its leader's 0.8 listener
+(PartitionReader08, Offsets v0), and its states say so (`logical`). `format08_topics` says
+which topics of a query are of that format (their rows get a `key` column).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import NamedTuple
 from logbroker.client.brokers import BrokerEndpoint, parse_broker_list
 from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.coordination.paths import partition_name
 from logbroker.coordination.replication_state import REPLICATED
@@ -50,6 +56,7 @@ class PartitionState(NamedTuple):
     port: int
     earliest: int
     latest: int
+    logical: bool = False  # a 0.8-format topic's: offsets are message numbers
 
     @property
     def name(self) -> str:
@@ -189,6 +196,8 @@ def _replicated_states(cluster: Cluster, topics: list[str], timeout: float) -> l
         assignment = cluster.leaders.assignment(topic)
         if assignment is None:  # deleted since it was listed
             continue
+        logical = assignment.message_format == "0.8"
+        kind = PartitionReader08 if logical else PartitionReader
         for p in range(assignment.partitions):
             state = cluster.leaders.state(topic, p)
             if state is not None and not state.online:
@@ -200,9 +209,7 @@ def _replicated_states(cluster: Cluster, topics: list[str], timeout: float) -> l
                 )
                 continue
             left_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            reader = PartitionReader(
-                cluster.leaders, topic, p, timeout=timeout, leader_timeout_ms=left_ms
-            )
+            reader = kind(cluster.leaders, topic, p, timeout=timeout, leader_timeout_ms=left_ms)
             try:
                 earliest, latest = reader.earliest_offset(), reader.latest_offset()
                 leader = reader.leader
@@ -215,7 +222,9 @@ def _replicated_states(cluster: Cluster, topics: list[str], timeout: float) -> l
                 reader.close()
             assert leader is not None
             states.append(
-                PartitionState(topic, REPLICATED, p, leader.host, leader.port, earliest, latest)
+                PartitionState(
+                    topic, REPLICATED, p, leader.host, leader.port, earliest, latest, logical
+                )
             )
     return states
 
@@ -224,7 +233,10 @@ def segment_starts(
     state: PartitionState, zookeeper: str | None = None, timeout: float = 30.0
 ) -> list[int]:
     """Offsets where the partition's segments start (message boundaries), ascending: from
-    its broker, or a replicated partition's leader (found through `zookeeper`)."""
+    its broker, or a replicated partition's leader (found through `zookeeper`). None for a
+    0.8-format topic: every logical offset is a message boundary."""
+    if state.logical:
+        return []
     with suppress(LogbrokerError, OSError):
         reads = open_reads(
             zookeeper,
@@ -242,3 +254,18 @@ def segment_starts(
                 starts = reads.offsets_before(LATEST_TIME, 1 << 20)
             return sorted(starts)
     return []
+
+
+def format08_topics(options: SourceOptions, topics: list[str], timeout: float = 30.0) -> set[str]:
+    """Which of `topics` are 0.8-format topics (ZooKeeper's assignments say; with `brokers`,
+    none can be: they are replicated, and need `zookeeper`)."""
+    if not options.zookeeper or not topics:
+        return set()
+    try:
+        cluster = Cluster(options.zookeeper, timeout=timeout)
+    except Exception as exc:
+        raise DiscoveryError(f"cannot reach ZooKeeper at {options.zookeeper}: {exc}") from exc
+    try:
+        return {t for t in topics if cluster.leaders.is_format08(t)}
+    finally:
+        cluster.close()

@@ -17,6 +17,19 @@ micro-batch, admission.py).
     length   4 bytes, big-endian    the payload's length
     payload  length bytes
 
+A 0.8-format topic's range (`logical`) is `[start, end)` of logical offsets: message numbers,
+the n-th message of the partition at offset n, inside a compressed wrapper too. Any offset is a
+boundary there, so a reader owns exactly the messages numbered `[owned_from, owned_to)` and
+reads from `owned_from` through its leader's 0.8 listener (PartitionReader08, which hands out
+only the messages at or after the offset asked for). Each message also has a key (null or
+bytes). rows_sha256 hashes such a range's messages, in offset order, as
+
+    offset   8 bytes, big-endian    the message's logical offset
+    index    4 bytes, big-endian    0 (every message has its own offset)
+    key      4 bytes, big-endian    the key's length, -1 for a null key, then its bytes
+    length   4 bytes, big-endian    the payload's length
+    payload  length bytes
+
 Data loss: a range whose start retention deleted is a DataLossError naming topic, partition
 and the missing offsets; with `fail_on_data_loss=False` a warning, and reading goes on from
 the earliest offset still there.
@@ -29,6 +42,7 @@ for a moment (it learns the high watermark from its followers) the read waits fo
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import logging
@@ -39,6 +53,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from logbroker.client.messages08 import KeyedBatch
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.simple_consumer import PipelinedFetches, SimpleConsumer
 from logbroker.coordination.paths import partition_name
 from logbroker.protocol.errors import LogbrokerError, OffsetOutOfRangeError
@@ -63,6 +79,7 @@ MAX_FETCH_SIZE = 64 * 1024 * 1024
 _DIGEST_HEADER = struct.Struct(">qii")
 _ENTRY_HEAD = struct.Struct(">iBB")  # size, magic, attributes
 _INT32 = struct.Struct(">i")
+_DIGEST_HEAD08 = struct.Struct(">qii")  # offset, index 0, the key's length (-1: null)
 # A Chunk's offsets or indexes: lists from message_set's general path, numpy arrays from a walk
 Positions = Sequence[int] | np.ndarray
 
@@ -76,13 +93,15 @@ class DataLossError(RangeError):
 
 
 class PartitionRange(NamedTuple):
-    """`[start, end)` of one broker partition of a topic."""
+    """`[start, end)` of one broker partition of a topic: byte offsets, or (`logical`) a
+    0.8-format topic's message numbers."""
 
     topic: str
     broker_id: int
     partition: int
     start: int
     end: int
+    logical: bool = False
 
     @property
     def name(self) -> str:
@@ -134,7 +153,7 @@ class Chunk:
     gives the others on demand (`payloads`, `values`), for the slower paths.
     """
 
-    __slots__ = ("_payloads", "_values", "indexes", "offsets", "run")
+    __slots__ = ("_payloads", "_values", "indexes", "keys", "offsets", "run")
 
     def __init__(
         self,
@@ -143,9 +162,11 @@ class Chunk:
         *,
         payloads: list[bytes] | None = None,
         run: PlainRun | None = None,
+        keys: list[bytes | None] | None = None,
     ) -> None:
         self.offsets = offsets
         self.indexes = indexes
+        self.keys = keys  # a 0.8-format topic's message keys (None: a 0.7 topic's, keyless)
         self._payloads = payloads
         self._values: pa.BinaryArray | None = None  # made from `run` or `payloads` when asked
         self.run = run
@@ -181,7 +202,7 @@ def data_loss_message(r: PartitionRange, missing_from: int, earliest: int) -> st
 
 
 def read_range(
-    consumer: SimpleConsumer | PartitionReader,
+    consumer: SimpleConsumer | PartitionReader | PartitionReader08,
     r: PartitionRange,
     *,
     read_from: int | None = None,
@@ -195,8 +216,17 @@ def read_range(
     """The messages of `r` (or of the part of it this reader owns), a fetch at a time, from
     `consumer`: the partition's broker, or for a replicated partition its PartitionReader.
 
-    `read_from` is a message boundary at or before `owned_from` (default: `r.start`).
+    `read_from` is a message boundary at or before `owned_from` (default: `r.start`); a
+    logical range (its PartitionReader08) is read from `owned_from`.
     """
+    if r.logical:
+        return (
+            _chunk08(batch)
+            for batch in _read08(
+                _reader08(consumer, r), r, owned_from, owned_to, fail_on_data_loss, warn
+            )
+        )
+    assert not isinstance(consumer, PartitionReader08), f"{r.describe()}: byte offsets"
     return _read(
         consumer,
         r,
@@ -459,7 +489,7 @@ class RangeDigest(NamedTuple):
 
 
 def digest_ranges(
-    consumer_for: Callable[[PartitionRange], SimpleConsumer | PartitionReader],
+    consumer_for: Callable[[PartitionRange], SimpleConsumer | PartitionReader | PartitionReader08],
     ranges: Iterable[PartitionRange],
     *,
     fetch_size: int = DEFAULT_FETCH_SIZE,
@@ -474,8 +504,15 @@ def digest_ranges(
     counts: dict[tuple[int, int], int] = {}
     for r in sorted(ranges, key=lambda x: (x.broker_id, x.partition)):
         messages = 0
-        if r.end > r.start:
+        if r.end > r.start and r.logical:
+            for batch in _read08(_reader08(consumer_for(r), r), r, None, None, True, log.warning):
+                if names is not None:
+                    names.not_read()  # the repeats are looked for by Spark (dedup.py)
+                sha.update(digest_input08(batch))
+                messages += len(batch.offsets)
+        elif r.end > r.start:
             consumer = consumer_for(r)
+            assert not isinstance(consumer, PartitionReader08), f"{r.describe()}: byte offsets"
             for part in _read(
                 consumer,
                 r,
@@ -492,3 +529,99 @@ def digest_ranges(
                 messages += part.messages
         counts[(r.broker_id, r.partition)] = messages
     return RangeDigest(sha.hexdigest(), counts)
+
+
+# -- logical ranges (0.8-format topics) --------------------------------------------------------
+
+
+def _reader08(consumer: object, r: PartitionRange) -> PartitionReader08:
+    if not isinstance(consumer, PartitionReader08):
+        raise ValueError(
+            f"{r.describe()} holds logical offsets (a 0.8-format topic): it is read with "
+            f"PartitionReader08, not {type(consumer).__name__}"
+        )
+    reader = consumer
+    if (reader.topic, reader.partition) != (r.topic, r.partition):
+        raise ValueError(f"a reader of {reader.topic}-{reader.partition} for {r.describe()}")
+    return reader
+
+
+def _read08(
+    reader: PartitionReader08,
+    r: PartitionRange,
+    owned_from: int | None,
+    owned_to: int | None,
+    fail_on_data_loss: bool,
+    warn: Callable[[str], None],
+) -> Iterator[KeyedBatch]:
+    """The messages numbered `[owned_from, owned_to)` of a logical range, a fetch at a time,
+    from the partition's leader (followed if it moves). A new leader that shows less than the
+    range for a moment (it learns the high watermark from its followers) is waited for, up to
+    the reader's leader timeout."""
+    offset = r.start if owned_from is None else owned_from
+    stop = r.end if owned_to is None else owned_to
+    deadline: float | None = None
+    while offset < stop:
+        try:
+            for batch in reader.iter_batches(offset):
+                deadline = None
+                keep = bisect.bisect_left(batch.offsets, stop)
+                if keep:
+                    yield KeyedBatch(
+                        batch.offsets[:keep],
+                        batch.keys[:keep],
+                        batch.payloads[:keep],
+                        min(batch.next_offset, stop),
+                    )
+                offset = batch.next_offset
+                if offset >= stop:
+                    return
+        except OffsetOutOfRangeError:
+            earliest = reader.earliest_offset()
+            if offset >= earliest:
+                raise RangeError(
+                    f"{r.describe()}: the log ends at offset {reader.latest_offset()}, before "
+                    f"the range [{r.start}, {r.end}) ends; was the topic replaced?"
+                ) from None
+            if fail_on_data_loss:
+                raise DataLossError(data_loss_message(r, offset, earliest)) from None
+            warn(
+                data_loss_message(r, offset, earliest)
+                + "; reading from there (failOnDataLoss=false)"
+            )
+            offset = earliest
+            continue
+        # the batches ended at the high watermark, below the range's end
+        now = reader.clock()
+        if deadline is None:
+            deadline = now + reader.leader_timeout_s
+        elif now >= deadline:
+            raise RangeError(
+                f"{r.describe()}: the log ends at offset {offset}, before the range "
+                f"[{r.start}, {r.end}) ends"
+            )
+        reader.sleep(reader.retry_backoff_s)
+
+
+def _chunk08(batch: KeyedBatch) -> Chunk:
+    n = len(batch.offsets)
+    return Chunk(
+        np.array(batch.offsets, np.int64),
+        np.zeros(n, np.int32),
+        payloads=batch.payloads,
+        keys=batch.keys,
+    )
+
+
+def digest_input08(batch: KeyedBatch) -> bytes:
+    """rows_sha256's bytes for a logical range's messages (the layout at the top)."""
+    head, length = _DIGEST_HEAD08.pack, _INT32.pack
+    parts: list[bytes] = []
+    add = parts.append
+    for offset, key, payload in zip(batch.offsets, batch.keys, batch.payloads, strict=True):
+        add(head(offset, 0, -1 if key is None else len(key)))
+        if key is not None:
+            add(key)
+        add(length(len(payload)))
+        add(payload)
+    return b"".join(parts)

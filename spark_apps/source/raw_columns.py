@@ -5,7 +5,13 @@ broker_id  int      the broker that holds the partition
 partition  int      the partition on that broker
 offset     bigint   the top-level entry's offset (a compressed wrapper's own)
 index      int      the message's position inside its wrapper (0 when not compressed)
+key        binary   the message's key, null when it has none: only when the query reads a
+                    0.8-format topic (a 0.7 topic's rows then have null keys)
 value      binary   the payload
+
+Decision: a query of 0.7-format topics only keeps its schema as before, without `key` (the
+warehouse's hours of such topics, and whatever reads them, stay as they are); a query that
+reads a 0.8-format topic has the column after `index`, for every row.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ POSITION_FIELDS = [
 ]
 RAW_SCHEMA = pa.schema([*POSITION_FIELDS, pa.field("value", pa.binary())])
 RAW_DDL = "topic string, broker_id int, partition int, offset bigint, `index` int, value binary"
+KEY_FIELD = pa.field("key", pa.binary())
+RAW_KEYED_SCHEMA = pa.schema([*POSITION_FIELDS, KEY_FIELD, pa.field("value", pa.binary())])
+RAW_KEYED_DDL = (
+    "topic string, broker_id int, partition int, offset bigint, `index` int, key binary, "
+    "value binary"
+)
 
 
 def constant_strings(value: str, n: int) -> pa.StringArray:
@@ -45,7 +57,14 @@ def position_arrays(r: PartitionRange, offsets: Positions, indexes: Positions) -
     ]
 
 
-def raw_batch(r: PartitionRange, chunk: Chunk) -> pa.RecordBatch:
+def key_array(keys: list[bytes | None] | None, n: int) -> pa.Array:
+    """The `key` column: a 0.8-format topic's keys, or n nulls (a 0.7 topic's messages)."""
+    return pa.nulls(n, pa.binary()) if keys is None else pa.array(keys, pa.binary())
+
+
+def raw_batch(r: PartitionRange, chunk: Chunk, keyed: bool = False) -> pa.RecordBatch:
     arrays = position_arrays(r, chunk.offsets, chunk.indexes)
+    if keyed:
+        arrays.append(key_array(chunk.keys, len(chunk)))
     arrays.append(chunk.values)
-    return pa.RecordBatch.from_arrays(arrays, schema=RAW_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=RAW_KEYED_SCHEMA if keyed else RAW_SCHEMA)

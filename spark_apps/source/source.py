@@ -10,7 +10,9 @@ workers: each opens its own connection to one broker (a replicated partition's l
 it follows if leadership moves: consumers.py) and yields Arrow record batches, a fetch at a time,
 so no per-row Python object crosses into the JVM. A stream's offsets are
 {"topic": {"<broker_id>-<partition>": offset}} ("<p>" for a replicated partition): the end of
-one micro-batch is the start of the next, and Spark checkpoints them.
+one micro-batch is the start of the next, and Spark checkpoints them. A 0.8-format topic's
+offsets are logical (message numbers: discovery.py), and its rows carry a `key` column
+(raw_columns.py: a query that reads only 0.7-format topics has none).
 
 A stream takes Spark's admission control: with `maxOffsetsPerTrigger` its default read limit
 is ReadMaxRows(N), and `latestOffset(start, limit)` ends each partition after its share of
@@ -45,10 +47,16 @@ from pyspark.sql.types import StructType
 
 from spark_apps.source.admission import capped_ends
 from spark_apps.source.consumers import open_reads
-from spark_apps.source.discovery import DiscoveryError, PartitionState, discover, segment_starts
+from spark_apps.source.discovery import (
+    DiscoveryError,
+    PartitionState,
+    discover,
+    format08_topics,
+    segment_starts,
+)
 from spark_apps.source.options import SourceOptions, parse_options
 from spark_apps.source.ranges import read_range
-from spark_apps.source.raw_columns import RAW_DDL, raw_batch
+from spark_apps.source.raw_columns import RAW_DDL, RAW_KEYED_DDL, raw_batch
 from spark_apps.source.splits import SplitPlan, offset_for, plan_ranges, plan_splits
 
 log = logging.getLogger("logbroker.spark")
@@ -83,7 +91,10 @@ def _splits(options: SourceOptions, ranges: list[Any]) -> list[LogbrokerPartitio
     return [LogbrokerPartition(p) for p in plans]
 
 
-def read_split(options: SourceOptions, plan: SplitPlan, decoder: Any) -> Iterator[pa.RecordBatch]:
+def read_split(
+    options: SourceOptions, plan: SplitPlan, decoder: Any, keyed: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one split: raw (no `decoder`; with a `key` column if `keyed`) or Avro."""
     r = plan.range
     reads = open_reads(
         options.zookeeper,
@@ -93,6 +104,7 @@ def read_split(options: SourceOptions, plan: SplitPlan, decoder: Any) -> Iterato
         plan.host,
         plan.port,
         fetch_size=options.fetch_size,
+        logical=r.logical,
     )
     with reads as consumer:
         for chunk in read_range(
@@ -106,7 +118,7 @@ def read_split(options: SourceOptions, plan: SplitPlan, decoder: Any) -> Iterato
             warn=_warn,
         ):
             if decoder is None:
-                yield raw_batch(plan.range, chunk)
+                yield raw_batch(plan.range, chunk, keyed)
             else:
                 batch = decoder.batch(plan.range, chunk)
                 if batch.num_rows:
@@ -122,9 +134,10 @@ def _decoder(options: SourceOptions, schema: StructType) -> Any:
 
 
 class LogbrokerBatchReader(DataSourceReader):
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType, keyed: bool = False) -> None:
         self.options = options
         self.decoder = _decoder(options, schema)  # resolved here, pickled to the readers
+        self.keyed = keyed
 
     def partitions(self) -> list[LogbrokerPartition]:
         o = self.options
@@ -139,13 +152,14 @@ class LogbrokerBatchReader(DataSourceReader):
         return _splits(o, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_split(self.options, _plan(partition), self.decoder)
+        yield from read_split(self.options, _plan(partition), self.decoder, self.keyed)
 
 
 class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType, keyed: bool = False) -> None:
         self.options = options
         self.decoder = _decoder(options, schema)
+        self.keyed = keyed
         # Planning calls (latestOffset, prepareForTriggerAvailableNow, ...) come to one
         # reader object, in one Python worker, for the query's life: these persist.
         self._target: StreamOffsets | None = None  # Trigger.AvailableNow: read up to here
@@ -223,7 +237,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _splits(self.options, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from read_split(self.options, _plan(partition), self.decoder)
+        yield from read_split(self.options, _plan(partition), self.decoder, self.keyed)
 
     def commit(self, end: StreamOffsets) -> None:
         pass  # offsets live in Spark's checkpoint; the brokers keep nothing per reader
@@ -256,16 +270,26 @@ class LogbrokerDataSource(DataSource):
     def schema(self) -> StructType | str:
         options = parse_options(self.options)
         if options.value_format == "raw":
-            return RAW_DDL
+            from spark_apps.source.event_decoding import topics_of
+
+            topics = topics_of(options) if options.zookeeper else []  # `brokers`: 0.7 only
+            return RAW_KEYED_DDL if format08_topics(options, topics) else RAW_DDL
         from spark_apps.source.avro_columns import spark_schema
 
         return spark_schema(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LogbrokerBatchReader(parse_options(self.options), schema)
+        return LogbrokerBatchReader(parse_options(self.options), schema, self._keyed(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return LogbrokerStreamReader(parse_options(self.options, streaming=True), schema)
+        options = parse_options(self.options, streaming=True)
+        return LogbrokerStreamReader(options, schema, self._keyed(schema))
+
+    def _keyed(self, schema: StructType | None) -> bool:
+        """Whether the rows have a `key` column (a 0.8-format topic is read: raw_columns.py),
+        from the schema Spark hands over or, when it hands none, the source's own."""
+        own = self.schema() if schema is None else schema
+        return own == RAW_KEYED_DDL if isinstance(own, str) else "key" in own.fieldNames()
 
 
 def register(spark: Any) -> None:

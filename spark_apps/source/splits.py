@@ -6,6 +6,11 @@ One Spark input partition per broker partition; a range longer than `maxBytesPer
 The cuts are plain byte positions: each piece owns the messages that start inside it and is
 read from the last known message boundary before its cut (a segment start, from OFFSETS, or
 the range's start), walking entry sizes up to its first message (see ranges.py).
+
+A 0.8-format topic's range (logical offsets, message numbers) says how many messages it holds
+but not how many bytes: `maxBytesPerPartition` does not cut it. `minPartitions` does, by
+message count (its share is its messages over the total of the ranges' sizes): each piece owns
+a run of message numbers and is read from its first (any logical offset is a boundary).
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ def plan_ranges(
     out = []
     for state in states:
         start, end = start_of(state), end_of(state)
-        r = PartitionRange(state.topic, state.broker_id, state.partition, start, end)
+        r = PartitionRange(state.topic, state.broker_id, state.partition, start, end, state.logical)
         if end > state.latest:
             raise RangeError(
                 f"{r.describe()}: the ending offset {end} is past the end of the log "
@@ -89,7 +94,7 @@ def plan_splits(
 ) -> list[SplitPlan]:
     """Spark splits for `ranges` (empty ranges need none)."""
     live = [(s, r) for s, r in ranges if r.end > r.start]
-    pieces = [max(1, math.ceil((r.end - r.start) / max_bytes)) for _, r in live]
+    pieces = [1 if r.logical else max(1, math.ceil((r.end - r.start) / max_bytes)) for _, r in live]
     total_bytes = sum(r.end - r.start for _, r in live)
     if min_partitions and sum(pieces) < min_partitions and total_bytes:
         for i, (_, r) in enumerate(live):  # the Kafka source's rule: in proportion to size
@@ -102,6 +107,12 @@ def plan_splits(
             plans.append(SplitPlan(r, state.host, state.port, r.start, r.start, r.end))
             continue
         cuts = [r.start + (r.end - r.start) * k // n for k in range(n + 1)]
+        if r.logical:  # message numbers: each piece reads from its first
+            plans += [
+                SplitPlan(r, state.host, state.port, lo, lo, hi)
+                for lo, hi in itertools.pairwise(cuts)
+            ]
+            continue
         bounds = [b for b in segment_starts(state) if r.start <= b < r.end] + [r.start]
         for lo, hi in itertools.pairwise(cuts):
             read_from = max(b for b in bounds if b <= lo)
