@@ -16,7 +16,10 @@ hours (`Warehouse`), for the load, the audit, the hour states, the hooks and the
 
 A partition is named as the brokers name it: `broker_id` b >= 0 for partition i of broker b
 (a 0.7 topic), -1 for partition p of a replicated topic (docs/replication.md), whose offsets
-are valid on every replica. An hour is committed when its checkpoint exists. Every load of an hour is a new version: its
+are valid on every replica. `"offsets": "logical"` (after `load_hour`) says the offsets are
+message numbers of a 0.8-format topic (the n-th message is n); a checkpoint without it holds
+byte offsets (positions in a 0.7-format log), as every checkpoint did before 0.8-format
+topics: a byte checkpoint is written as before, so it reads the same everywhere. An hour is committed when its checkpoint exists. Every load of an hour is a new version: its
 files carry the load's own write id, so a backfill's files sit beside the ones they replace
 until its checkpoint, written last and in one rename, switches the hour to them (as table
 formats switch snapshots); the files of the old version are deleted after that. So a reader
@@ -63,6 +66,11 @@ class PartitionCheckpoint:
         return partition_name(self.broker_id, self.partition)
 
 
+BYTE_OFFSETS = "byte"
+LOGICAL_OFFSETS = "logical"
+OFFSET_KINDS = (BYTE_OFFSETS, LOGICAL_OFFSETS)
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     topic: str
@@ -76,6 +84,12 @@ class Checkpoint:
     version: str | None = None  # None: a checkpoint from before versions
     files: tuple[str, ...] | None = None  # the hour's data files (None: all in its directory)
     error_files: tuple[str, ...] | None = None
+    offsets: str = BYTE_OFFSETS  # "logical": a 0.8-format topic's message numbers
+
+    @property
+    def logical(self) -> bool:
+        """Whether the offsets are logical (message numbers), not byte positions."""
+        return self.offsets == LOGICAL_OFFSETS
 
     @property
     def hour(self) -> datetime:
@@ -110,6 +124,7 @@ class Checkpoint:
         value: dict[str, Any] = {
             "topic": self.topic,
             "load_hour": self.load_hour,
+            **({"offsets": self.offsets} if self.logical else {}),
             "partitions": [
                 {
                     "broker_id": p.broker_id,
@@ -182,6 +197,11 @@ class Checkpoint:
             parse_hour(hour)
         except ValueError as exc:
             raise WarehouseError(f"{where}: 'load_hour': {exc}") from None
+        offsets = get(value, "offsets", str, "") if "offsets" in value else BYTE_OFFSETS
+        if offsets not in OFFSET_KINDS:
+            raise WarehouseError(
+                f"{where}: 'offsets' is {offsets!r}, not one of {', '.join(OFFSET_KINDS)}"
+            )
         return cls(
             topic=get(value, "topic", str, ""),
             load_hour=hour,
@@ -194,6 +214,7 @@ class Checkpoint:
             version=get(value, "version", str, "") if "version" in value else None,
             files=names("files"),
             error_files=names("error_files"),
+            offsets=offsets,
         )
 
 

@@ -11,7 +11,11 @@ Which offsets:
 
 A replicated topic's partitions are `(-1, p)` (broker id REPLICATED) in the ranges and the
 checkpoints, wherever their leaders are: an hour planned on one leader is read, and later
-backfilled, on whichever replica leads then (docs/replication.md).
+backfilled, on whichever replica leads then (docs/replication.md). A 0.8-format topic's are
+too, with logical offsets (message numbers): its ranges are `logical`, and so are its
+checkpoints (`"offsets": "logical"`); a checkpoint without `offsets` holds byte offsets. A
+topic whose offsets are not of the kind its checkpoints hold (deleted and made again in the
+other format) is refused, naming both.
 
 How the load's settings reach the reads: here, once. `plan_hour` turns LoadSettings into the
 `logbroker` source's options (parsed once), enters discovery once (which partitions, where
@@ -63,6 +67,11 @@ class HourPlan:
         return self.own is not None
 
     @property
+    def logical(self) -> bool:
+        """Whether the ranges are logical offsets (a 0.8-format topic's message numbers)."""
+        return any(r.logical for r in self.ranges)
+
+    @property
     def readable(self) -> list[PartitionRange]:
         """The ranges that hold messages."""
         return [r for r in self.ranges if r.end > r.start]
@@ -94,7 +103,9 @@ def plan_hour(
     previous = wh.checkpoint(topic, previous_hour(hour))
     if own is not None:
         ranges = [
-            PartitionRange(topic, p.broker_id, p.partition, p.start_offset, p.end_offset)
+            PartitionRange(
+                topic, p.broker_id, p.partition, p.start_offset, p.end_offset, own.logical
+            )
             for p in own.partitions
         ]
         states = discover(options)
@@ -140,17 +151,20 @@ def _ranges(
 ) -> list[PartitionRange]:
     """Each partition from the previous checkpoint's end to the end it has now."""
     ends = previous.ends() if previous is not None else {}
+    logical = previous is not None and previous.logical
     ranges = []
     for s in states:
+        if previous is not None:
+            _check_kind(topic, s, previous)
         if previous is None:
             start = s.earliest  # a topic's first load starts at what the brokers still have
         else:
             start = ends.get((s.broker_id, s.partition), 0)  # 0: a partition new since
-        ranges.append(PartitionRange(topic, s.broker_id, s.partition, start, s.latest))
+        ranges.append(PartitionRange(topic, s.broker_id, s.partition, start, s.latest, s.logical))
     seen = {(s.broker_id, s.partition) for s in states}
     for (broker_id, partition), end in sorted(ends.items()):
         if (broker_id, partition) not in seen:
-            carried = PartitionRange(topic, broker_id, partition, end, end)
+            carried = PartitionRange(topic, broker_id, partition, end, end, logical)
             log.warning(
                 "topic %s partition %s of the previous checkpoint is on no live broker (or "
                 "has no leader): carried forward with no messages; its data comes in a later "
@@ -162,6 +176,17 @@ def _ranges(
     return sorted(ranges, key=lambda r: (r.broker_id, r.partition))
 
 
+def _check_kind(topic: str, state: PartitionState, cp: Checkpoint) -> None:
+    """The brokers' offsets are of the kind the checkpoint holds (byte or logical)."""
+    if state.logical != cp.logical:
+        kind = "logical offsets (a 0.8-format topic)" if state.logical else "byte offsets"
+        raise LoadError(
+            f"topic {topic!r} partition {state.name} has {kind} now, but the checkpoint of "
+            f"{cp.load_hour} holds {cp.offsets} offsets: was the topic made again in the other "
+            "message format? Its checkpoints do not apply to it"
+        )
+
+
 def _splits(
     options: SourceOptions, states: list[PartitionState], ranges: list[PartitionRange]
 ) -> list[SplitPlan]:
@@ -169,6 +194,14 @@ def _splits(
     Spark's tasks read, each from where its partition is served."""
     served = {(s.broker_id, s.partition): s for s in states}
     readable = [r for r in ranges if r.end > r.start]
+    for r in readable:
+        s = served.get((r.broker_id, r.partition))
+        if s is not None and s.logical != r.logical:
+            raise LoadError(
+                f"{r.describe()}: the range holds {'logical' if r.logical else 'byte'} "
+                f"offsets, the brokers serve {'logical' if s.logical else 'byte'} ones (the "
+                "topic was made again in the other message format?); nothing read"
+            )
     missing = [f"{r.topic} {r.name}" for r in readable if (r.broker_id, r.partition) not in served]
     if missing:
         raise DiscoveryError(

@@ -34,7 +34,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_warehouse import load_summary
-from pipeline_warehouse.checkpoint import Checkpoint, PartitionCheckpoint, Warehouse
+from pipeline_warehouse.checkpoint import (
+    BYTE_OFFSETS,
+    LOGICAL_OFFSETS,
+    Checkpoint,
+    PartitionCheckpoint,
+    Warehouse,
+)
 from pipeline_warehouse.layout import AUDIT_TOPIC
 from pipeline_warehouse.time_format import format_second, parse_hour
 from pipeline_warehouse.topics import PipelineTopicError, check_topic
@@ -239,6 +245,7 @@ def _stage(
         version=staging.run_id,
         files=staging.data_files(),
         error_files=staging.error_files() if bad_count else (),
+        offsets=LOGICAL_OFFSETS if plan.logical else BYTE_OFFSETS,
     )
     if checkpoint.messages != rows + dropped + bad_count:
         raise LoadError(

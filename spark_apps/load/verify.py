@@ -59,7 +59,7 @@ def verify(
         )
     problems: list[str] = []
     ranges = [
-        PartitionRange(topic, p.broker_id, p.partition, p.start_offset, p.end_offset)
+        PartitionRange(topic, p.broker_id, p.partition, p.start_offset, p.end_offset, cp.logical)
         for p in cp.partitions
     ]
     cluster = None
