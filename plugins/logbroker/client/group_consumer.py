@@ -121,8 +121,9 @@ class GroupConsumer:
     `shallow_iterator_enable` (shallow.iterator.enable, Kafka 0.8's key for its mirror maker):
     streams hand out top-level entries without decompressing them; a message's `payload` is
     then the whole stored message (magic, attributes, CRC, payload: a compressed wrapper
-    stays one message), ready to be written into another message set unchanged (0.7-format
-    topics only: a 0.8-format partition stalls with an error saying so).
+    stays one message), ready to be written into another message set unchanged. A 0.8-format
+    topic's stored sets (`MessageStream.next_set`) hold 0.8's entries, offsets and keys
+    included (`StoredSet.format08`); `next()` hands its messages out deep, with their keys.
     `clock` (monotonic seconds) and `sleep` are what every deadline and back-off of the
     consumer goes through: tests pass fake ones.
 

@@ -23,8 +23,10 @@ A 0.8-format topic's partitions are fetched from their leaders' Kafka 0.8 listen
 (`format08`: one fetcher per listener, SimpleConsumer08's Fetch v0 and Offsets v0), with the
 same pauses, resets and growth. Its messages carry their keys and logical offsets: each
 resumes at its own offset + 1, and a fetch that starts inside a compressed wrapper hands out
-only the wrapper's messages from the offset asked for on (messages08.py). The shallow
-iterator (a copier's stored sets) is 0.7's: a 0.8-format partition stalls with its error.
+only the wrapper's messages from the offset asked for on (messages08.py). With the shallow
+iterator (a copier's stored sets) its chunks hold the whole 0.8 entries as stored, offsets
+and keys included (a wrapper that holds the offset asked for comes whole, the messages
+below it too: a copier sends them again, at least once).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ...protocol.errors import (
     OffsetOutOfRangeError,
 )
 from ...protocol.kafka08.message_set import first_entry_size as first_entry_size08
+from ...protocol.kafka08.message_set import validate as validate08
 from ...protocol.message_set import first_entry_size, iter_messages, stored_set_end
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 from ...protocol.wire import Buffer
@@ -194,13 +197,7 @@ class Fetcher:
     def _deliver08(self, p: OwnedPartition, offset: int, data: Buffer) -> None:
         """_deliver of a 0.8-format partition: keyed messages at logical offsets."""
         if self.context.shallow_iterator:
-            self._stall(
-                p,
-                LogbrokerError(
-                    f"{p.topic} is a 0.8-format topic: the shallow iterator "
-                    "(shallow.iterator.enable, stored sets) serves 0.7-format topics only"
-                ),
-            )
+            self._deliver_stored08(p, offset, data)
             return
         try:
             columns = keyed_columns(data, offset)
@@ -220,6 +217,33 @@ class Fetcher:
             ):
                 return
             p.fetch_offset = max(offset, columns.last_offset + 1)
+            p.fetch_size = self.context.fetch_size
+            return
+        self._grow(p, offset, data, first_entry_size08(data))
+
+    def _deliver_stored08(self, p: OwnedPartition, offset: int, data: Buffer) -> None:
+        """The shallow iterator on a 0.8-format partition: its whole entries as stored
+        (`offset | size | message`, each CRC checked, wrappers not opened), resuming after the
+        last one's offset (a wrapper's is its last inner message's)."""
+        data = data if isinstance(data, bytes) else bytes(data)
+        checked = validate08(data, inflate=False)
+        if checked.error is not None:
+            self._stall(p, checked.error)
+            return
+        if checked.entries:
+            next_offset = max(offset, checked.last_offset + 1)
+            stored = StoredSet(
+                p.topic,
+                p.name,
+                offset,
+                next_offset,
+                checked.entries,
+                data[: checked.valid_bytes],
+                format08=True,
+            )
+            if self.stop_event.is_set() or not p.feed.put(Chunk(p, stored=stored), self.stop_event):
+                return
+            p.fetch_offset = next_offset
             p.fetch_size = self.context.fetch_size
             return
         self._grow(p, offset, data, first_entry_size08(data))

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from ...coordination import paths
 from ...coordination.replication_state import REPLICATED
 from ...protocol.message_set import iter_stored_messages
+from ..messages08 import keyed_columns
 from .context import ConsumerContext
 
 
@@ -105,6 +106,7 @@ class StoredSet(NamedTuple):
     next_offset: int  # where the partition resumes after the last
     entries: int  # messages as stored (a compressed wrapper is one)
     data: bytes
+    format08: bool = False  # 0.8's entries (`offset | size | message`, keyed), logical offsets
 
 
 class Chunk:
@@ -128,6 +130,15 @@ class Chunk:
         if self._messages is None:
             assert self.stored is not None
             topic, name, base = self.stored.topic, self.stored.partition, self.stored.offset
+            if self.stored.format08:  # deep, as the fetcher hands out 0.8's messages
+                columns = keyed_columns(self.stored.data, base)
+                self._messages = [
+                    GroupMessage(topic, name, o, o + 1, payload, key)
+                    for o, key, payload in zip(
+                        columns.offsets, columns.keys, columns.payloads, strict=True
+                    )
+                ]
+                return self._messages
             self._messages = [
                 GroupMessage(topic, name, offset, next_offset, stored)
                 for offset, next_offset, stored in iter_stored_messages(self.stored.data, base)
@@ -144,6 +155,11 @@ class Chunk:
             )
         if position == 0:
             return stored
+        if stored.format08:
+            raise TypeError(
+                "a 0.8-format partition's chunk was partly handed out by next(): its stored "
+                "entries cannot be cut at a message (read it with next_set() alone)"
+            )
         start = self.messages[position].offset
         return stored._replace(
             offset=start,
