@@ -3,7 +3,8 @@
 For each partition's batch (its entries as stored) the mirror reads every payload's event time
 with `serde.header.read_timestamp` (the header's first varint, no schema needed); a
 compressed wrapper is decompressed into a copy for that (what is forwarded stays the
-wrapper). After the target acknowledged the batch, its timestamps go to an
+wrapper). A 0.8-format topic's set (0.8's entries, keyed) is read the same way, through
+`client.messages08.keyed_columns`. After the target acknowledged the batch, its timestamps go to an
 `audit.AuditPublisher(tier="mirror")`, which publishes AuditCount deltas to `_audit` on the
 target when a window closes, and on close. Payloads that are not framed events (or whose
 header cannot be read) are counted as undecodable: forwarded all the same. `_audit` itself
@@ -17,6 +18,7 @@ import struct
 from collections.abc import Callable
 
 from ..audit import AUDIT_TOPIC, AuditPublisher
+from ..client.messages08 import keyed_columns
 from ..protocol import compression
 from ..protocol.errors import InvalidMessageError, LogbrokerError
 from ..protocol.message import CODEC_MASK, ENTRY_OVERHEAD
@@ -44,6 +46,23 @@ def payloads_of(stored: bytes) -> list[bytes]:
     return [m.payload for m in iter_messages(inner)]
 
 
+def _count08(topic: str, stored_set: bytes, timestamps: list[int]) -> int:
+    """Append the event times of a 0.8 stored set's payloads (through its wrappers) to
+    `timestamps`; the payloads that are not events."""
+    try:
+        payloads = keyed_columns(stored_set).payloads
+    except InvalidMessageError as exc:  # the target will refuse it too, and say so
+        log.warning("%s: a stored set cannot be opened for counting: %s", topic, exc)
+        return 1
+    undecodable = 0
+    for payload in payloads:
+        try:
+            timestamps.append(read_timestamp(payload))
+        except SerdeError:
+            undecodable += 1
+    return undecodable
+
+
 class AuditedEvents(EventCounter):
     """Counts forwarded events for an AuditPublisher (None: counts only the metrics)."""
 
@@ -58,11 +77,13 @@ class AuditedEvents(EventCounter):
         self.metrics = metrics
         self.closers = closers or []
 
-    def count(self, topic: str, stored_set: bytes) -> tuple[object, int]:
+    def count(self, topic: str, stored_set: bytes, format08: bool = False) -> tuple[object, int]:
         timestamps: list[int] = []
         undecodable = 0
         if topic == AUDIT_TOPIC:
             return (topic, timestamps), 0
+        if format08:
+            return (topic, timestamps), _count08(topic, stored_set, timestamps)
         unpack_size = _SIZE.unpack_from
         pos, length = 0, len(stored_set)
         while pos < length:  # the entries were checked whole by the consumer

@@ -7,7 +7,8 @@
 Each of `num.streams` threads takes what its stream has fetched (stored sets, one source
 partition each, up to `max.request.size` bytes), writes them unchanged (the fetched bytes
 themselves, never cut into messages) as one message set per source partition, marks them `sent` (progress.py), sends them in one
-PRODUCE_ACK request per target broker (target.py) and, once acknowledged, records each
+PRODUCE_ACK request per target broker (target.py; a 0.8-format topic's 0.8 entries, keys
+included, in one Produce v0 per leader's 0.8 listener) and, once acknowledged, records each
 partition's next offset as acknowledged. The main thread commits the acknowledged offsets
 every `autocommit.interval.ms` (never the consumer's own consumed offsets: autocommit is
 off), updates the lag gauges, and watches for the end:
@@ -66,9 +67,10 @@ def mirror_filter(whitelist: str | None, blacklist: str | None) -> TopicFilter:
 class EventCounter:
     """What the mirror needs from the audit side; the default counts nothing."""
 
-    def count(self, topic: str, stored_set: bytes) -> tuple[object, int]:
+    def count(self, topic: str, stored_set: bytes, format08: bool = False) -> tuple[object, int]:
         """(what `add` takes later, payloads that are not events) for one partition's batch:
-        `stored_set` is its entries as stored (`int32 size | message`, CRCs checked)."""
+        `stored_set` is its entries as stored (`int32 size | message`, CRCs checked; with
+        `format08`, 0.8's `int64 offset | int32 size | message`)."""
         return None, 0
 
     def add(self, counted: object) -> None:
@@ -261,10 +263,13 @@ class MirrorMaker:
                 data = fetched_sets[0].data
             else:
                 data = b"".join(f.data for f in fetched_sets)
-            sets.append(OutgoingSet(topic, name, data, sum(f.entries for f in fetched_sets)))
+            format08 = fetched_sets[0].format08  # a topic's format is kept for its life
+            sets.append(
+                OutgoingSet(topic, name, data, sum(f.entries for f in fetched_sets), format08)
+            )
             ends[(topic, name)] = fetched_sets[-1].next_offset
             if topic != AUDIT_TOPIC:
-                events, undecodable = self.events.count(topic, data)
+                events, undecodable = self.events.count(topic, data, format08)
                 counted.append(events)
                 if undecodable:
                     self.metrics.undecodable.labels(topic).inc(undecodable)

@@ -12,7 +12,9 @@ batch as acknowledged only after both the target's answer and that write came ba
 committed offset and its `sent` mark hold all that can have reached the target without
 being committed: the "uncommitted tail" that the restarted mirror sends again (its
 duplicates). Marks are written with headroom (`SentMarks`), so the tail is an upper bound.
-`resume_tail` counts it at start, for the log line.
+`resume_tail` counts it at start, for the log line. A 0.8-format topic's offsets (and so its
+marks) are logical: its tail is counted from the offsets alone, up to the partition's end,
+and adds no bytes (they would take reading it).
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ def resume_tail(source: Cluster, group: str) -> ResumeTail:
     root = f"{paths.consumer_group_path(group)}/mirror/sent"
     partitions = messages = size = 0
     for topic in _children(zk, root):
+        ends08 = _ends08(source, topic)
         for name in _children(zk, f"{root}/{topic}"):
             sent = _read_int(zk, f"{root}/{topic}/{name}")
             broker_id, partition = paths.parse_partition_name(name)
@@ -103,6 +106,11 @@ def resume_tail(source: Cluster, group: str) -> ResumeTail:
             if sent is None or sent <= (committed or 0):
                 continue
             start = committed or 0
+            if ends08 is not None:  # logical offsets: a message each
+                count = max(0, min(sent, ends08.get(name, sent)) - start)
+                partitions += count > 0
+                messages += count
+                continue
             try:
                 count, end = _count_messages(source, topic, broker_id, partition, start, sent)
             except LogbrokerError as exc:
@@ -113,6 +121,17 @@ def resume_tail(source: Cluster, group: str) -> ResumeTail:
                 messages += count
                 size += end - start
     return ResumeTail(partitions, messages, size)
+
+
+def _ends08(source: Cluster, topic: str) -> dict[str, int] | None:
+    """A 0.8-format topic's partitions' ends, None for a 0.7-format topic's."""
+    try:
+        if not source.leaders.is_format08(topic):
+            return None
+        return {row.name: row.latest for row in source.describe(topic)}
+    except LogbrokerError as exc:
+        log.warning("cannot read where %s ends: %s", topic, exc)
+        return {}
 
 
 def _count_messages(

@@ -20,6 +20,15 @@ the topic's leaders are read again. A topic the target does not have yet is crea
 the first write: replicated, with the source's partitions in all, when the target cluster's
 controller publishes a `default.replication.factor` above 1 (needs zk.connect); else 0.7's
 way, on every live broker with the source's count per broker.
+
+A 0.8-format source topic's sets (`OutgoingSet.format08`: 0.8's entries, keys included) go
+to a 0.8-format target topic, created there by the first write as a 0.8-format topic with
+the source's partitions in all and the target's default replication factor (1 included;
+needs zk.connect), and are sent to its leaders' Kafka 0.8 listeners in one Produce v0 per
+leader, with required_acks -1 (the leader assigns the offsets; each message keeps its key).
+A topic whose format differs between source and target, a 0.8-format topic without
+zk.connect, and acks=fsync (0.8 has no such answer) end the mirror with TargetFormatError:
+no retry can mend them.
 """
 
 from __future__ import annotations
@@ -34,11 +43,18 @@ from typing import NamedTuple
 from ..client.brokers import BrokerPartition, BrokerSource, StaticBrokers
 from ..client.cluster import Cluster
 from ..client.connection import BrokerConnection, BrokerUnavailableError
+from ..client.connection08 import Kafka08Connection
 from ..client.leaders import Leaders
+from ..coordination import paths
 from ..coordination.replication_state import NO_LEADER, REPLICATED
 from ..protocol.errors import LogbrokerError, error_for_code
+from ..protocol.kafka08.errors import error_for_code08
 from ..protocol.requests import AckedProduceRequest, CreateTopicRequest, ProduceRequest
-from ..protocol.responses import decode_acked_produce_response, decode_create_topic_response
+from ..protocol.responses import (
+    MalformedResponseError,
+    decode_acked_produce_response,
+    decode_create_topic_response,
+)
 from .partition_map import target_partition
 from .settings import TargetSettings
 
@@ -49,6 +65,10 @@ class TargetUnavailableError(LogbrokerError):
     """The target could not take a write for longer than `delivery.timeout.ms`."""
 
 
+class TargetFormatError(TargetUnavailableError):
+    """The target cannot take a topic's format (see the module's doc): not retried."""
+
+
 class OutgoingSet(NamedTuple):
     """Whole source messages of one source partition, as one message set for the target."""
 
@@ -56,6 +76,7 @@ class OutgoingSet(NamedTuple):
     source_partition: str  # "<brokerId>-<partId>" of the source
     data: bytes  # entries (int32 size + stored message), wrappers untouched
     messages: int  # top-level messages (a compressed wrapper counts once)
+    format08: bool = False  # 0.8's entries (int64 offset + int32 size + message, keyed)
 
 
 class TargetCluster:
@@ -121,6 +142,7 @@ class TargetWriter:
         self.stop = stop if stop is not None else threading.Event()
         self.clock = clock
         self._connections: dict[int, tuple[tuple[str, int], BrokerConnection]] = {}
+        self._connections08: dict[int, tuple[tuple[str, int], Kafka08Connection]] = {}
 
     def write(self, sets: list[OutgoingSet]) -> None:
         """Return once every set is acknowledged; TargetUnavailableError after the limit."""
@@ -129,9 +151,11 @@ class TargetWriter:
         backoff = self.settings.retry_backoff_ms / 1000
         while pending:
             failures: list[tuple[OutgoingSet, int | None, str]] = []
-            by_broker: dict[int, list[tuple[OutgoingSet, BrokerPartition]]] = defaultdict(list)
+            by_broker: dict[tuple[int, bool], list[tuple[OutgoingSet, BrokerPartition]]] = (
+                defaultdict(list)
+            )
             for s in pending:
-                targets = self._partitions(s.topic)
+                targets = self._partitions(s.topic, s.format08)
                 if not targets:
                     failures.append(
                         (s, None, f"no live broker in the target cluster {self.cluster.describe}")
@@ -145,10 +169,11 @@ class TargetWriter:
                     if broker_id == NO_LEADER:
                         failures.append((s, None, f"{s.topic}-{bp.partition} has no leader now"))
                         continue
-                by_broker[broker_id].append((s, bp))
-            for broker_id, group in by_broker.items():
+                by_broker[(broker_id, s.format08)].append((s, bp))
+            for (broker_id, format08), group in by_broker.items():
+                send = self._send08 if format08 else self._send
                 try:
-                    failures += [(s, broker_id, why) for s, why in self._send(broker_id, group)]
+                    failures += [(s, broker_id, why) for s, why in send(broker_id, group)]
                 except (BrokerUnavailableError, LogbrokerError, OSError) as exc:
                     failures += [(s, broker_id, str(exc)) for s, _ in group]
             if not failures:
@@ -186,6 +211,9 @@ class TargetWriter:
         for _, conn in self._connections.values():
             conn.close()
         self._connections.clear()
+        for _, conn08 in self._connections08.values():
+            conn08.close()
+        self._connections08.clear()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -205,10 +233,15 @@ class TargetWriter:
         endpoint = self.cluster.brokers.brokers().get(broker_id)
         return f"broker {broker_id}" + (f" ({endpoint.address})" if endpoint else "")
 
-    def _partitions(self, topic: str) -> list[BrokerPartition]:
+    def _partitions(self, topic: str, format08: bool = False) -> list[BrokerPartition]:
         # replicated first: brokers.partitions() would register the name as a 0.7 topic
         replicated = self.cluster.replicated_partitions(topic)
+        if format08:
+            return self._partitions08(topic, replicated)
         if replicated is not None:
+            assert self.cluster.leaders is not None
+            if self.cluster.leaders.is_format08(topic):
+                raise self._format_mismatch(topic, "0.7", "0.8")
             return replicated
         wanted = self.cluster.wanted_partitions(topic)
         live = self.cluster.brokers.brokers()
@@ -222,6 +255,41 @@ class TargetWriter:
             extra = {BrokerPartition(b, p) for b in live for p in range(wanted)}
             return sorted(set(listed) | extra)
         return listed
+
+    def _partitions08(
+        self, topic: str, replicated: list[BrokerPartition] | None
+    ) -> list[BrokerPartition]:
+        """A 0.8-format source topic's target partitions: its 0.8-format target topic's,
+        created with the first write."""
+        admin, leaders = self.cluster.cluster, self.cluster.leaders
+        if admin is None or leaders is None:
+            raise TargetFormatError(
+                f"{topic!r} is a 0.8-format topic in the source: the mirror creates and writes "
+                f"it in the target through the target's ZooKeeper, and the target is given as "
+                f"broker.list={self.settings.broker_list}: give its zk.connect"
+            )
+        if self.settings.fsync:
+            raise TargetFormatError(
+                f"{topic!r} is a 0.8-format topic: acks=fsync has no Kafka 0.8 equivalent; "
+                "mirror it with acks=ack (written with acks=-1: every in-sync replica has it)"
+            )
+        if replicated is None:
+            if admin.zk.exists(paths.broker_topic_path(topic)):
+                raise self._format_mismatch(topic, "0.8", "0.7")
+            if self._create_replicated(admin, topic, "0.8") is None:
+                return []  # retried: "no live broker" until the creation goes through
+            replicated = self.cluster.replicated_partitions(topic) or []
+        if not leaders.is_format08(topic):
+            raise self._format_mismatch(topic, "0.8", "0.7")
+        return replicated
+
+    def _format_mismatch(self, topic: str, source: str, target: str) -> TargetFormatError:
+        return TargetFormatError(
+            f"{topic!r} is a {source}-format topic in the source and a {target}-format topic in "
+            f"the target cluster ({self.cluster.describe}): a topic keeps its format, and the "
+            f"mirror copies messages as they are stored; delete the target's {topic!r} or "
+            f"create it with --message-format {source}, or leave it out of the whitelist"
+        )
 
     def _create(self, topic: str, live: Mapping[int, object]) -> int | None:
         """Create `topic` with the source's partition count on every live target broker, or
@@ -241,18 +309,26 @@ class TargetWriter:
         self.cluster.created(topic, partitions)
         return partitions
 
-    def _create_replicated(self, admin: Cluster, topic: str) -> int | None:
+    def _create_replicated(
+        self, admin: Cluster, topic: str, message_format: str = "0.7"
+    ) -> int | None:
         partitions = max(1, self.partitions_in_all(topic))
-        factor = admin.default_replication_factor()
+        factor = max(1, admin.default_replication_factor())
         try:
-            admin.create_replicated_topic(topic, partitions, factor)
+            admin.create_replicated_topic(topic, partitions, factor, message_format=message_format)
         except LogbrokerError as exc:
             if admin.assignment(topic) is None:  # not made by another mirror meanwhile
                 log.warning("creating replicated %s on the target: %s", topic, exc)
                 return None
         assert self.cluster.leaders is not None
         self.cluster.leaders.refresh(topic)
-        log.info("topic %s: %d partitions, replication factor %d", topic, partitions, factor)
+        log.info(
+            "topic %s: %d partitions, replication factor %d, %s format",
+            topic,
+            partitions,
+            factor,
+            message_format,
+        )
         self.cluster.created(topic, partitions)
         return partitions
 
@@ -296,4 +372,58 @@ class TargetWriter:
             )
             for (s, bp), answer in zip(group, answers, strict=True)
             if answer.error
+        ]
+
+    def _connection08(self, broker_id: int) -> Kafka08Connection:
+        assert self.cluster.leaders is not None
+        endpoint = self.cluster.leaders.listeners.endpoint(broker_id)
+        if endpoint is None:
+            raise BrokerUnavailableError(
+                f"target broker {broker_id} has no live Kafka 0.8 listener (port.08) registered"
+            )
+        address = (endpoint.host, endpoint.port)
+        known = self._connections08.get(broker_id)
+        if known is not None and known[0] == address:
+            return known[1]
+        if known is not None:
+            known[1].close()
+        conn = Kafka08Connection(
+            endpoint.host, endpoint.port, timeout=self.settings.socket_timeout_ms / 1000
+        )
+        self._connections08[broker_id] = (address, conn)
+        return conn
+
+    def _send08(
+        self, broker_id: int, group: list[tuple[OutgoingSet, BrokerPartition]]
+    ) -> list[tuple[OutgoingSet, str]]:
+        """_send for 0.8-format topics: one Produce v0 (acks=-1) to the leader's 0.8
+        listener, the sets' 0.8 entries as they came (the leader assigns their offsets)."""
+        by_topic: dict[str, list[tuple[OutgoingSet, BrokerPartition]]] = {}
+        for s, bp in group:  # each topic's sets together: the answer lists them so
+            by_topic.setdefault(s.topic, []).append((s, bp))
+        ordered = [entry for found in by_topic.values() for entry in found]
+        conn = self._connection08(broker_id)
+        try:
+            answer = conn.produce(
+                -1,
+                self.settings.request_timeout_ms,
+                [(s.topic, bp.partition, s.data) for s, bp in ordered],
+            )
+        except MalformedResponseError as exc:  # the connection is closed: sent again
+            raise BrokerUnavailableError(f"target broker {broker_id}: {exc}") from exc
+        found = [(t.topic, p) for t in answer.topics for p in t.partitions]
+        if [(t, r.partition) for t, r in found] != [(s.topic, bp.partition) for s, bp in ordered]:
+            raise BrokerUnavailableError(
+                f"target broker {broker_id} answered {len(found)} partitions that are not the "
+                f"{len(ordered)} sent"
+            )
+        return [
+            (
+                s,
+                f"target broker {broker_id} refused {s.messages} messages for "
+                f"{s.topic}-{bp.partition}: {type(error_for_code08(code)).__name__} "
+                f"(0.8 error code {code})",
+            )
+            for (s, bp), (_, result) in zip(ordered, found, strict=True)
+            if (code := result.error_code)
         ]
