@@ -144,3 +144,20 @@ def _copied08(connect: str, topic: str) -> int:
         if Leaders(cluster.zk).partitions(topic) is None:
             return 0
     return sum(map(len, keyed(connect, topic).values()))
+
+
+def test_a_0_8_topic_that_is_0_7_in_the_target_ends_the_mirror_naming_it(
+    clusters08: TwoClusters,
+) -> None:
+    c = clusters08
+    create08(c.live.connect, "f8", 1)
+    produce08(c, "f8", messages08("f", 10), "none")
+    with Cluster(c.analysis.connect) as target:  # the same name, 0.7's format
+        target.create_topic("f8", 1)
+    mirror = c.start_mirror("--whitelist", "f8", "--until-caught-up")
+    assert mirror.wait(timeout=40) == 1, mirror.output()
+    assert (
+        "logbroker mirror: 'f8' is a 0.8-format topic in the source and a 0.7-format topic "
+        "in the target cluster" in mirror.output()
+    ), mirror.output()
+    assert c.committed("f8") == {}  # nothing was acknowledged, nothing committed
