@@ -163,8 +163,11 @@ def print_events(
                 print(f"logbroker consume: skipped: {exc}", file=sys.stderr)
                 printed.skipped += 1
             else:
-                out.write(event_json(record) + "\n")
+                line = event_json(record) + "\n"
+                # counted first: a Ctrl-C is handled between two bytecodes, and after the
+                # write it found the line on the user's screen and not yet in the count
                 printed.events += 1
+                out.write(line)
             if (
                 args.max_messages is not None
                 and printed.events + printed.skipped >= args.max_messages
