@@ -59,8 +59,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import queue
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -338,9 +340,16 @@ def open_replica_log(
 ) -> PartitionLog:
     """The log of this broker's replica of a partition, in its topic's message format: its
     epoch file written first (it is what marks the directory as a replica's), then the log
-    opened."""
+    opened. A new directory appears whole, its epoch file inside: made under a hidden name
+    and renamed. A broker killed between a plain mkdir and the epoch file left a directory
+    that its next start loaded as a 0.7 topic's partition, and then refused to start."""
     directory = logs.partition_dir(topic, partition)
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.exists():
+        building = directory.with_name(f".{directory.name}.new")
+        shutil.rmtree(building, ignore_errors=True)  # left by a broker killed while making it
+        building.mkdir(parents=True)
+        LeaderEpochs.create(building)
+        os.replace(building, directory)
     LeaderEpochs.create(directory)
     return logs.open_replica(topic, partition, message_format)
 
