@@ -201,6 +201,29 @@ def data_loss_message(r: PartitionRange, missing_from: int, earliest: int) -> st
     )
 
 
+def resume_after_out_of_range(
+    r: PartitionRange,
+    offset: int,
+    log: _OnBroker | PartitionReader | PartitionReader08,
+    fail_on_data_loss: bool,
+    warn: Callable[[str], None],
+) -> int:
+    """Where a read of `r` goes on after OffsetOutOfRange at `offset` (either format; `log`
+    answers earliest_offset and latest_offset): from the earliest offset still there, when
+    retention deleted the start and failOnDataLoss is false; otherwise the error that says
+    which."""
+    earliest: int = log.earliest_offset()
+    if offset >= earliest:
+        raise RangeError(
+            f"{r.describe()}: the log ends at offset {log.latest_offset()}, before the range "
+            f"[{r.start}, {r.end}) ends; was the broker's log or the topic replaced?"
+        ) from None
+    if fail_on_data_loss:
+        raise DataLossError(data_loss_message(r, offset, earliest)) from None
+    warn(data_loss_message(r, offset, earliest) + "; reading from there (failOnDataLoss=false)")
+    return earliest
+
+
 def read_range(
     consumer: SimpleConsumer | PartitionReader | PartitionReader08,
     r: PartitionRange,
@@ -272,20 +295,7 @@ def _read(
             try:
                 data = fetches.get(offset, want)
             except OffsetOutOfRangeError:
-                earliest = reads.earliest_offset()
-                if offset >= earliest:
-                    latest = reads.latest_offset()
-                    raise RangeError(
-                        f"{r.describe()}: the log ends at offset {latest}, before the range "
-                        f"[{r.start}, {r.end}) ends; was the broker's log replaced?"
-                    ) from None
-                if fail_on_data_loss:
-                    raise DataLossError(data_loss_message(r, offset, earliest)) from None
-                warn(
-                    data_loss_message(r, offset, earliest)
-                    + "; reading from there (failOnDataLoss=false)"
-                )
-                offset = max(offset, earliest)
+                offset = resume_after_out_of_range(r, offset, reads, fail_on_data_loss, warn)
                 continue
             if owned_from <= offset and offset + len(data) <= owned_to:
                 # The whole fetch is this reader's (nearly every fetch): one walk decodes it.
@@ -577,19 +587,7 @@ def _read08(
                 if offset >= stop:
                     return
         except OffsetOutOfRangeError:
-            earliest = reader.earliest_offset()
-            if offset >= earliest:
-                raise RangeError(
-                    f"{r.describe()}: the log ends at offset {reader.latest_offset()}, before "
-                    f"the range [{r.start}, {r.end}) ends; was the topic replaced?"
-                ) from None
-            if fail_on_data_loss:
-                raise DataLossError(data_loss_message(r, offset, earliest)) from None
-            warn(
-                data_loss_message(r, offset, earliest)
-                + "; reading from there (failOnDataLoss=false)"
-            )
-            offset = earliest
+            offset = resume_after_out_of_range(r, offset, reader, fail_on_data_loss, warn)
             continue
         # the batches ended at the high watermark, below the range's end
         now = reader.clock()
