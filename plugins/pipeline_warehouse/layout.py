@@ -39,10 +39,17 @@ _summary.json (one per audited hour; the hour states are derived from these, nev
      "inputs": {"page_views": [{"load_hour": "2026-11-22T10", "committed_at": "...Z",
                                 "rows_sha256": "...", "read": true}, ...], "_audit": [...]},
      "topic_statuses": {"page_views": {"complete": 6}, ...},
+     "uncounted_producers": [{"topic": "page_views", "window_start": "2026-11-22T10:10:00Z",
+                              "status": "unaccounted", "unaccounted": 8,
+                              "producer_ids": ["web-7", ...], "more": 0}, ...],
      "bad_audit_events": 0, "bad_audit_reasons": {"negative count": 1, ...},
      "bad_audit_examples": [{"load_hour": ..., "broker_id": ..., "partition": ...,
                              "offset": ..., "index": ..., "reason": ...}, ...],
      "topic_hours": [{"topic": ..., "load_hour": ..., "rows": ..., ...}, ...]}
+
+`uncounted_producers` names, for each `unaccounted` or `pending` window, the producers whose
+events it holds and that published no `producer` count for it (at most 10, the most events
+first; `more`: how many others): spark_apps.audit.results.uncounted_producers.
 
 `inputs` lists every committed load the audit considered for the hour, read or skipped because
 its index showed none of the hour's events: a later change of any of them (a backfill, a new

@@ -78,6 +78,10 @@ class AuditEvents:
     events_read: int
     index: dict[str, dict[str, int]]  # load hour -> audit hour -> events (all read)
     index_by_topic: dict[str, dict[str, dict[str, int]]]  # load hour -> topic -> hour -> events
+    # topic, window_start (ms), producer_id: who published a good `producer` count of a window
+    # (an audit event's header is its producer's: the producers a window's events name and this
+    # lacks published no count for them, results.uncounted_producers)
+    counters: pd.DataFrame | None = None
 
 
 def audited_topic_column(columns: Sequence[str]) -> str:
@@ -383,6 +387,14 @@ def _check_and_sum(
         .rename(columns={"a_topic": "topic", "ws": "window_start", "cnt": "count"})
     )
     sums = sums.astype({"window_start": "int64", "count": "int64"})
+    counted = good[good["tier"] == "producer"]
+    counters = (
+        counted[["a_topic", "ws", "producer_id"]]
+        .drop_duplicates()
+        .rename(columns={"a_topic": "topic", "ws": "window_start"})
+        .astype({"window_start": "int64"})
+        .reset_index(drop=True)
+    )
 
     no_header = ev[~named & ev["audit_hour"].isin(names)]
     no_header = no_header.assign(
@@ -411,7 +423,7 @@ def _check_and_sum(
                 example["dropped"] = True  # the load dropped it; its summary kept it
             bad_examples.setdefault(row["audit_hour"], []).append(example)
     events_read = sum(sum(v.values()) for v in index.values())
-    return AuditEvents(sums, bad_counts, bad_examples, events_read, index, index_by_topic)
+    return AuditEvents(sums, bad_counts, bad_examples, events_read, index, index_by_topic, counters)
 
 
 def _refused_topic(topic: str) -> str | None:

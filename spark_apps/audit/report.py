@@ -1,7 +1,8 @@
 """The audit's report pages: one per audited hour, and an index (layout: quality's doc).
 
 A page says, for one hour: the verdict, every window that failed and by how much (missing,
-duplicates, unaccounted), the loads that hold the window's rows (links to their directories) and
+duplicates, unaccounted; for an unaccounted one, the producers that published no count of its
+events), the loads that hold the window's rows (links to their directories) and
 the `_audit` loads that hold its counts, the failed expectations with links to their Data Docs
 pages, the loaded topic hours' profiles, the bad audit events with their positions, and the
 hour's state per topic. It uses the vendored bootstrap, bootstrap-table and vega (report_assets),
@@ -158,6 +159,16 @@ def hour_page(
             if item["read"]
         ]
 
+    uncounted = {(u["topic"], u["window_start"]): u for u in summary.get("uncounted_producers", [])}
+
+    def producers_of(r: Any) -> str:
+        """The producers of a window whose events no count covers: "a, b (+3 more)"."""
+        u = uncounted.get((r.topic, r.window_start.strftime("%Y-%m-%dT%H:%M:%SZ")))
+        if u is None:
+            return ""
+        more = f" (+{u['more']} more)" if u["more"] else ""
+        return ", ".join(u["producer_ids"]) + more
+
     prof = outcome.profiles[outcome.profiles["load_hour"] == hour]
     return _render(
         "hour.html",
@@ -172,7 +183,10 @@ def hour_page(
         waiting=int(results["status"].isin(layout.WAITING_STATUSES).sum()),
         pages=sorted(pages.items()),
         windows=[_window(r) for r in results.itertuples()],
-        failed=[{**_window(r), "links": rows_in(r.topic)} for r in failed.itertuples()],
+        failed=[
+            {**_window(r), "links": rows_in(r.topic), "uncounted": producers_of(r)}
+            for r in failed.itertuples()
+        ],
         chart=_chart(results),
         quality_ran=quality is not None,
         evaluated=quality.evaluated.get(hour, 0) if quality else 0,

@@ -22,16 +22,28 @@ Per topic and window (docs/design.md §3.5; issue 12):
                      complete     produced = loaded_unique > 0
                    Within the grace nothing is a failure; after it, lost and unaccounted are.
     audited_at     the audit's clock (`--now`, or the wall clock)
+
+A window `unaccounted` or `pending` also names, in the hour's `_summary.json` and on its page,
+the producers whose events it holds and that published no `producer` count for it
+(`uncounted_producers`): an audit event carries its producer's id in its header, so a producer
+that publishes no counts at all (one written with confluent-kafka, say) or that was killed before
+it published them is named by its events' `producer_id`. Events without a producer_id name none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from pipeline_warehouse.layout import RESULT_COLUMNS
-from pipeline_warehouse.time_format import HOUR_MS, WINDOW_MS, WINDOWS_PER_HOUR, hour_ms
+from pipeline_warehouse.time_format import (
+    HOUR_MS,
+    WINDOW_MS,
+    WINDOWS_PER_HOUR,
+    format_second,
+    hour_ms,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,6 +148,53 @@ def build_results(
         .sort_values(["audit_hour", "topic", "window"])
         .reset_index(drop=True)
     )
+
+
+UNCOUNTED_SHOWN = 10  # producer ids named per window; `more` says how many others
+
+
+def uncounted_producers(
+    results: pd.DataFrame, profile: pd.DataFrame, counters: pd.DataFrame | None
+) -> dict[str, list[dict[str, Any]]]:
+    """audit hour -> its `unaccounted` and `pending` windows, each with the producers whose
+    events it holds and who published no good `producer` count for it (the module doc).
+
+    `profile`: topic, window, producer_id, rows (reconcile: every load read); `counters`:
+    topic, window_start, producer_id (audit_counts). Per window: topic, window_start (ISO),
+    status, unaccounted, producer_ids (the UNCOUNTED_SHOWN with the most rows, then by name),
+    more (how many others).
+    """
+    waiting = results[results["status"].isin(["unaccounted", "pending"])]
+    if not len(waiting):
+        return {}
+    held = profile[profile["producer_id"].notna() & profile["window"].notna()]
+    held = (
+        held.astype({"window": "int64", "rows": "int64"})
+        .groupby(["topic", "window", "producer_id"], as_index=False)["rows"]
+        .sum()
+    )
+    if counters is not None and len(counters):
+        counted = counters.rename(columns={"window_start": "window"})[
+            ["topic", "window", "producer_id"]
+        ].drop_duplicates()
+        held = held.merge(counted, how="left", indicator=True)
+        held = held[held["_merge"] == "left_only"].drop(columns="_merge")
+    held = held.sort_values(["rows", "producer_id"], ascending=[False, True])
+    ids = {key: list(group["producer_id"]) for key, group in held.groupby(["topic", "window"])}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in waiting.sort_values(["audit_hour", "topic", "window"]).itertuples():
+        named = ids.get((r.topic, r.window), [])
+        out.setdefault(str(r.audit_hour), []).append(
+            {
+                "topic": str(r.topic),
+                "window_start": format_second(datetime.fromtimestamp(r.window / 1000, UTC)),
+                "status": str(r.status),
+                "unaccounted": int(r.unaccounted),
+                "producer_ids": [str(p) for p in named[:UNCOUNTED_SHOWN]],
+                "more": max(0, len(named) - UNCOUNTED_SHOWN),
+            }
+        )
+    return out
 
 
 def result_schema() -> StructType:

@@ -34,7 +34,12 @@ from spark_apps.audit.inputs import Plan, add_found_inputs, make_plan, topics_wi
 from spark_apps.audit.load_profile import event_hours, load_profiles
 from spark_apps.audit.outcome import AuditOptions, AuditOutcome, NothingToAuditError
 from spark_apps.audit.reconcile import WarehouseCounts, count_warehouse
-from spark_apps.audit.results import build_results, parquet_bytes, topic_statuses
+from spark_apps.audit.results import (
+    build_results,
+    parquet_bytes,
+    topic_statuses,
+    uncounted_producers,
+)
 from spark_apps.hadoop_fs import HadoopFS
 
 if TYPE_CHECKING:
@@ -175,6 +180,7 @@ def _summaries(
     opts: AuditOptions,
 ) -> dict[str, dict[str, Any]]:
     statuses = topic_statuses(results)
+    uncounted = uncounted_producers(results, counts.profile, events.counters)
     out: dict[str, dict[str, Any]] = {}
     for hour in plan.hours:
         name = format_hour(hour)
@@ -201,6 +207,7 @@ def _summaries(
             "topics": list(plan.topics),
             "inputs": inputs,
             "topic_statuses": statuses.get(name, {}),
+            "uncounted_producers": uncounted.get(name, []),
             "bad_audit_events": int(sum(bad.values())),
             "bad_audit_reasons": dict(sorted(bad.items())),
             "bad_audit_examples": _jsonable(events.bad_examples.get(name, [])),

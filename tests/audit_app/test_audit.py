@@ -239,6 +239,11 @@ def test_killed_producer_unaccounted_exact(faulty_run: tuple[Path, AuditOutcome]
     assert (killed.unaccounted, killed.status) == (FAULTS.unaccounted, "unaccounted")
     assert out.totals("unaccounted") == FAULTS.unaccounted
     assert out.status_counts() == {"complete": 52, "lost": 1, "unaccounted": 1}
+    # the summary names the producer that published no count (p-killed), and only it
+    named = out.summaries["2026-11-22T12"]["uncounted_producers"]
+    assert [(u["topic"], u["window_start"], u["producer_ids"]) for u in named] == [
+        (FAULTS.killed_topic, f"2026-11-22T{FAULTS.killed_window}:00Z", ["p-killed"])
+    ]
 
 
 def test_bad_audit_events_reported_with_reasons(faulty_run: tuple[Path, AuditOutcome]) -> None:
