@@ -19,6 +19,7 @@ extension is not built or LOGBROKER_PURE_PYTHON=1.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -31,7 +32,14 @@ from spark_apps.source.entry_kernels import (
     walk_entries,
 )
 
-__all__ = ["ENTRY_HEADER", "PlainRun", "byte_array", "ends_with_partial_entry", "plain_run"]
+__all__ = [
+    "ENTRY_HEADER",
+    "PlainRun",
+    "byte_array",
+    "ends_with_partial_entry",
+    "payload_run",
+    "plain_run",
+]
 
 
 class PlainRun(NamedTuple):
@@ -86,6 +94,21 @@ def plain_run(data: Any, *, check_crc: bool = True) -> PlainRun:
     entries = np.empty(len(buf) // ENTRY_HEADER + 1, np.int64)
     n, stop, bad = walk_entries(buf, entries, check_crc)
     return PlainRun(buf, entries[:n], stop, bad)
+
+
+def payload_run(payloads: Sequence[bytes]) -> PlainRun:
+    """Payloads read some other way (a 0.8-format fetch's, decompressed) as a run that the
+    readers of plain runs' payloads take (event_names.NameKeys): each after ENTRY_HEADER zero
+    bytes. Only the payloads are real: no size, magic or CRC is there to check or digest."""
+    if not payloads:
+        return PlainRun(byte_array(b""), np.empty(0, np.int64), 0, -1)
+    pad = bytes(ENTRY_HEADER)
+    buf = byte_array(pad + pad.join(payloads))
+    ends = np.cumsum(np.fromiter(map(len, payloads), np.int64, len(payloads)) + ENTRY_HEADER)
+    entries = np.empty(len(payloads), np.int64)
+    entries[0] = 0
+    entries[1:] = ends[:-1]
+    return PlainRun(buf, entries, len(buf), -1)
 
 
 def ends_with_partial_entry(run: PlainRun) -> bool:

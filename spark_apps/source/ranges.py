@@ -67,7 +67,7 @@ from logbroker.protocol.message_set import (
     message_columns,
     whole_entries_end,
 )
-from spark_apps.source.entry_scan import PlainRun, ends_with_partial_entry, plain_run
+from spark_apps.source.entry_scan import PlainRun, ends_with_partial_entry, payload_run, plain_run
 
 if TYPE_CHECKING:
     from logbroker.client.partition_reader import LeaderFetches, PartitionReader
@@ -427,7 +427,8 @@ class NameKeys(Protocol):
     """Where a digest hands the events' names on its way (the load's event_names.NameKeys)."""
 
     def add(self, run: PlainRun) -> None:
-        """A fetch of plain entries, read."""
+        """A fetch of plain entries, read (a 0.8-format fetch: its messages' payloads, any
+        compressed ones decompressed, as entry_scan.payload_run frames them)."""
 
     def not_read(self) -> None:
         """A fetch whose names were not read (compressed or damaged entries)."""
@@ -506,7 +507,8 @@ def digest_ranges(
     names: NameKeys | None = None,
 ) -> RangeDigest:
     """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts; the
-    events' names into `names` on the way, if given (event_names.py). `consumer_for(range)`
+    events' names into `names` on the way, if given (event_names.py; a logical range's too,
+    compressed sets included: its reader decompresses them). `consumer_for(range)`
     reads a range: its broker's consumer, or a replicated partition's reader
     (consumers.ClusterReads)."""
     decode = digest_input if names is None else functools.partial(digest_input, names=names)
@@ -516,8 +518,8 @@ def digest_ranges(
         messages = 0
         if r.end > r.start and r.logical:
             for batch in _read08(_reader08(consumer_for(r), r), r, None, None, True, log.warning):
-                if names is not None:
-                    names.not_read()  # the repeats are looked for by Spark (dedup.py)
+                if names is not None:  # the payloads as the reader decompressed them
+                    names.add(payload_run(batch.payloads))
                 sha.update(digest_input08(batch))
                 messages += len(batch.offsets)
         elif r.end > r.start:

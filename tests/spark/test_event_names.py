@@ -16,7 +16,7 @@ from fastavro import parse_schema, schemaless_writer
 from logbroker.protocol.message_set import build_message_set
 from logbroker.serde.schemas import EVENT_HEADER_SCHEMA
 from spark_apps.load.event_names import NameKeys, producer_hash
-from spark_apps.source.entry_scan import plain_run
+from spark_apps.source.entry_scan import payload_run, plain_run
 
 EVENT = parse_schema(  # the shared header, as serde defines it, then a field of the event's
     {
@@ -73,6 +73,28 @@ def test_seq_ranges_per_producer_decide_what_the_previous_load_may_share() -> No
     assert not keys.shares_names_with([("a", 0, 99), ("b", 10, 50), ("c", 100, 200)])
     assert keys.shares_names_with([("a", 199, 250)])  # one seq in common is enough
     assert keys.shares_names_with([("b", 0, 5)])
+
+
+def test_a_0_8_fetchs_payloads_give_the_names_and_profile_a_plain_fetch_gives() -> None:
+    """A 0.8-format topic's fetches (payloads decompressed by its reader) are read to names
+    as 0.7's plain fetches are: the same keys, seq ranges and profile, and a repeat seen."""
+    rng = random.Random(4)
+    names = [(f"producer-{p}", seq) for p in range(3) for seq in range(200)]
+    events = [_event(p, seq, random.Random(seq)) for p, seq in names]
+    plain, framed = NameKeys(), NameKeys()
+    plain.add(plain_run(build_message_set(events)))
+    for start, end in ((0, 0), (0, 1), (1, 250), (250, 600)):  # empty and one payload too
+        framed.add(payload_run(events[start:end]))
+    assert framed.complete and framed.events == plain.events == 600
+    assert not framed.repeats_possible()
+    assert framed.seq_ranges == plain.seq_ranges
+    profile = framed.profile("t", "2026-11-22T10")
+    assert profile is not None and profile.equals(plain.profile("t", "2026-11-22T10"))
+    framed.add(payload_run([_event("producer-1", 7, rng)]))  # a re-sent event
+    assert framed.repeats_possible()
+    bad = NameKeys()
+    bad.add(payload_run([events[0], b"not an event"]))
+    assert not bad.complete and bad.repeats_possible()
 
 
 def test_a_payload_that_is_not_an_event_or_a_limit_reached_proves_nothing() -> None:
