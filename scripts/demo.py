@@ -6,6 +6,8 @@
    /analysis), the schema registry (/registry) with the demo's schemas, and Airflow 3
    (api-server, scheduler, dag-processor, triggerer: separate processes on 127.0.0.1,
    SQLite, LocalExecutor, parallelism 4); Spark runs in local mode in the tasks;
+   page_views and searches are 0.7-format topics, ad_clicks a 0.8-format one (logical
+   offsets, keys: traffic.MESSAGE_FORMATS) in both clusters;
 2. for each of the last few finished hours but two (the lateness grace): produces the hour's
    traffic on page_views, searches and ad_clicks with audited producers (a few events late
    for the hour before, a few payloads that are not events), then drives the DAGs through
@@ -13,9 +15,10 @@
    `logbroker_hourly_load` for the hour, and the `logbroker_audit` run that the load's
    assets schedule;
 3. backfills the first hour again from its stored offsets and shows `rows_sha256` unchanged;
-4. prints a table per hour and topic (state, rows, produced, missing, duplicates) and where
-   the reports are; stops everything it started, by PID; exits 0 only if every window is
-   complete and the backfill was identical.
+4. prints a table per hour and topic (its format and its checkpoint's kind of offsets, state,
+   rows, produced, missing, duplicates) and where the reports are; stops everything it
+   started, by PID; exits 0 only if every window is complete, the backfill was identical and
+   each 0.8-format topic's checkpoints hold logical offsets.
 
 `--keep` keeps the data (warehouse, reports, Airflow's logs) under --workdir afterwards.
 """
@@ -50,6 +53,8 @@ LOADED = (*TOPICS, "_audit")
 class HourRow:
     hour: str
     topic: str
+    message_format: str  # the topic's: "0.7" or "0.8"
+    offsets: str | None  # its checkpoint's kind: "byte" or "logical" (None: no checkpoint)
     state: str
     rows: int | None  # rows of the hour's load (events that arrived that hour)
     bad_records: int | None
@@ -121,11 +126,22 @@ def load_and_audit(
     return stack.wait_runs("logbroker_audit", 1, since=audits_before)
 
 
+def read_checkpoint(warehouse: Path, topic: str, hour: datetime) -> dict[str, Any] | None:
+    path = warehouse / "_checkpoints" / topic / f"{hour_name(hour)}.json"
+    return dict(json.loads(path.read_text())) if path.exists() else None
+
+
+def offsets_kind(checkpoint: dict[str, Any]) -> str:
+    """A checkpoint's kind of offsets: "logical" (a 0.8-format topic's) or "byte"."""
+    return str(checkpoint.get("offsets", "byte"))  # written before 0.8 topics: byte
+
+
 def checksums(warehouse: Path, hour: datetime) -> dict[str, str]:
     out = {}
     for topic in LOADED:
-        path = warehouse / "_checkpoints" / topic / f"{hour_name(hour)}.json"
-        out[topic] = json.loads(path.read_text())["rows_sha256"]
+        checkpoint = read_checkpoint(warehouse, topic, hour)
+        assert checkpoint is not None, f"no checkpoint of {topic} {hour_name(hour)}"
+        out[topic] = checkpoint["rows_sha256"]
     return out
 
 
@@ -158,10 +174,19 @@ def hour_rows(stack: PipelineStack, hours: list[datetime]) -> list[HourRow]:
                 else {"produced": 0, "loaded_unique": 0, "missing": 0, "duplicates": 0}
             )
             label = state.state + (" (reopened)" if state.reopened else "")
-            checkpoint = stack.warehouse / "_checkpoints" / topic / f"{name}.json"
-            bad = json.loads(checkpoint.read_text())["bad_records"] if checkpoint.exists() else None
+            checkpoint = read_checkpoint(stack.warehouse, topic, hour)
             rows.append(
-                HourRow(name, topic, label, state.rows, bad, statuses=state.statuses, **sums)
+                HourRow(
+                    name,
+                    topic,
+                    stack.message_format(topic),
+                    offsets_kind(checkpoint) if checkpoint is not None else None,
+                    label,
+                    state.rows,
+                    checkpoint["bad_records"] if checkpoint is not None else None,
+                    statuses=state.statuses,
+                    **sums,
+                )
             )
     return rows
 
@@ -169,13 +194,13 @@ def hour_rows(stack: PipelineStack, hours: list[datetime]) -> list[HourRow]:
 def print_table(rows: list[HourRow]) -> None:
     # rows and bad: what the hour's load read (by arrival); produced to dups: the audit of the
     # hour's events (by event time, late events included)
-    head = ("hour", "topic", "state", "rows", "bad", "produced", "loaded", "missing", "dups",
-            "windows")  # fmt: skip
+    head = ("hour", "topic", "format", "offsets", "state", "rows", "bad", "produced", "loaded",
+            "missing", "dups", "windows")  # fmt: skip
     lines = [head]
     for r in rows:
         windows = ", ".join(f"{n} {s}" for s, n in sorted(r.statuses.items()))
         lines.append(
-            (r.hour, r.topic, r.state, str(r.rows if r.rows is not None else "-"),
+            (r.hour, r.topic, r.message_format, r.offsets or "-", r.state, str(r.rows if r.rows is not None else "-"),
              str(r.bad_records if r.bad_records is not None else "-"), str(r.produced), str(r.loaded_unique), str(r.missing), str(r.duplicates), windows)
         )  # fmt: skip
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
@@ -227,16 +252,22 @@ def run_demo(args: argparse.Namespace) -> int:
         after = checksums(stack.warehouse, hours[0])
         for topic in LOADED:
             same = "unchanged" if before[topic] == after[topic] else "CHANGED"
-            print(f"  rows_sha256 {hour_name(hours[0])} {topic:<10} {after[topic][:16]}... {same}")
+            print(
+                f"  rows_sha256 {hour_name(hours[0])} {topic:<10} "
+                f"({stack.message_format(topic)}) {after[topic][:16]}... {same}"
+            )
         rows = hour_rows(stack, hours)
         print()
+        print("format: the topic's message format; offsets: its checkpoints' (0.8: logical)")
         print("rows, bad: what each hour's load read; produced..dups: the audit of each hour's")
         print("events by event time (late events included), summed over its 10-minute windows")
         print_table(rows)
         print()
         complete = all(set(r.statuses) <= {"complete", "no_data"} and r.statuses for r in rows)
         identical = before == after
-        ok = complete and identical
+        # a 0.8-format topic's hours are checkpointed in logical offsets, a 0.7 one's in bytes
+        kinds = all(r.offsets == ("logical" if r.message_format == "0.8" else "byte") for r in rows)
+        ok = complete and identical and kinds
         print(f"warehouse: {stack.warehouse}")
         print(f"audit reports (Data Docs and a page per hour): {stack.warehouse / '_reports'}")
         print(f"Airflow's task logs: {stack.airflow.home / 'logs'}")
@@ -248,7 +279,7 @@ def run_demo(args: argparse.Namespace) -> int:
             for part in ("live-0", "live-1", "analysis-0", "analysis-1", "zookeeper"):
                 shutil.rmtree(workdir / part, ignore_errors=True)
     progress(
-        "demo succeeded: every window complete, the backfill identical"
+        "demo succeeded: every window complete, the backfill identical, 0.8 in logical offsets"
         if ok
         else "demo FAILED: see the table above"
     )

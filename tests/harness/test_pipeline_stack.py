@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -34,8 +35,13 @@ def test_stop_recorded_stops_every_process_the_stack_started(tmp_path: Path) -> 
     )
     stack.start(airflow=False)  # ZooKeeper and both clusters, the registry, the topics
     try:
-        with Cluster(stack.analysis) as cluster:
-            assert set(TOPICS) <= set(cluster.topics())
+        for zk in (stack.live, stack.analysis):  # the demo's topics, ad_clicks in 0.8's format
+            with Cluster(zk) as cluster:
+                assert {"page_views", "searches", "_audit"} <= set(cluster.topics())
+                assignment = cluster.assignment("ad_clicks")
+                assert assignment is not None and assignment.message_format == "0.8"
+                assert [p.state is not None and p.state.online
+                        for p in cluster.describe_replicated("ad_clicks")] == [True, True]  # fmt: skip
         state = json.loads((tmp_path / "stack" / "stack.json").read_text())
         # Confluent's registry API (issue 45 item 2) serves the stack's registered schemas
         api = state["schema_registry"]["url"]
@@ -57,6 +63,18 @@ def test_stop_recorded_stops_every_process_the_stack_started(tmp_path: Path) -> 
         assert stop_recorded(tmp_path / "stack") == []  # a second `make down`: nothing to do
     finally:
         stack.stop()
+
+
+def test_message_formats_name_the_stacks_topics_and_known_formats(tmp_path: Path) -> None:
+    stack = PipelineStack(tmp_path, message_formats={"searches": "0.8", "page_views": "0.7"})
+    assert [stack.message_format(t) for t in (*TOPICS, "_audit")] == ["0.7", "0.8", "0.7", "0.7"]
+    assert PipelineStack(tmp_path).message_formats == {"ad_clicks": "0.8"}  # the demo's
+    with pytest.raises(ValueError, match="message_formats names 'clicks', not a topic"):
+        PipelineStack(tmp_path, message_formats={"clicks": "0.8"})
+    with pytest.raises(
+        ValueError, match=re.escape("'ad_clicks' has message.format '0.9', not one of")
+    ):
+        PipelineStack(tmp_path, message_formats={"ad_clicks": "0.9"})
 
 
 @pytest.mark.parametrize("shell_env", ["sourced env.sh", "and holds the stack's marker"])

@@ -36,6 +36,12 @@ Topics have 0.7's layout (`partitions` per broker) unless `replicated` names the
 replication factor: then they are replicated topics of `partitions` x brokers partitions
 in both clusters (docs/replication.md), which producers should send with
 `request_required_acks=-1` for an acknowledgement to survive a leader's death.
+
+`message_formats` (topic -> its `message.format`, "0.7" or "0.8"; by default the demo's,
+traffic.MESSAGE_FORMATS: ad_clicks in 0.8's) makes a topic in Kafka 0.8's format in both
+clusters: logical offsets and keys, served by every broker's 0.8 listener (port.08). Such a
+topic is always a replicated one (its factor from `replicated`, else 1), so the mirror finds
+it in the same format at both ends, and its loads checkpoint logical offsets.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from typing import Any, TypeVar
 from ..audit import AuditedProducer
 from ..client.cluster import Cluster, ReplicatedPartition
 from ..client.producer import Producer
+from ..coordination.replication_state import MESSAGE_FORMATS
 from ..include_files import include_path
 from ..serde import SchemaRegistry
 from ..serde.schemas import load_schema_file
@@ -67,6 +74,7 @@ from .broker import BrokerProcess
 from .postgres import PostgresServer, stop_postmaster
 from .registry_api import RegistryApiProcess
 from .spark_standalone import SparkStandalone, stop_groups
+from .traffic import MESSAGE_FORMATS as DEMO_FORMATS
 from .traffic import TOPICS, activity
 from .zookeeper import ZooKeeperServer
 
@@ -121,6 +129,7 @@ class PipelineStack:
         extra_airflow_env: dict[str, str] | None = None,
         topics: tuple[str, ...] = TOPICS,
         replicated: Mapping[str, int] | None = None,
+        message_formats: Mapping[str, str] | None = None,
         broker_settings: Mapping[str, str] | None = None,
         traffic_of: Mapping[str, str] | None = None,
         pipeline_settings: Mapping[str, Any] | None = None,
@@ -132,6 +141,11 @@ class PipelineStack:
         # topic -> the demo topic whose schema and traffic it carries (the demo's own: itself)
         self.traffic_of = {**{t: t for t in TOPICS}, **(traffic_of or {})}
         self.replicated = dict(replicated or {})  # topic -> replication factor (>= 2)
+        # topic -> "0.8" for each topic made in Kafka 0.8's format (the others: "0.7")
+        self.message_formats = _message_formats(
+            DEMO_FORMATS if message_formats is None else message_formats,
+            (*self.traffic_of, "_audit"),
+        )
         self.brokers_per_cluster = brokers_per_cluster
         self.partitions = partitions
         self.grace_hours = grace_hours
@@ -280,20 +294,46 @@ class PipelineStack:
                 registry.register(topic, load_schema_file(SCHEMAS / f"{demo}.avsc"))
             registry.register("_audit", load_schema_file(SCHEMAS / "audit_count.avsc"))
 
+    def message_format(self, topic: str) -> str:
+        """A topic's message.format: "0.8" (logical offsets, keys) or "0.7"."""
+        return self.message_formats.get(topic, "0.7")
+
     def _create_topics(self) -> None:
         """The topics in both clusters; on a stack started again (`make up` resuming), the
-        replicated ones are there already and keep their assignment."""
-        plain = [t for t in (*self.traffic_of, "_audit") if t not in self.replicated]
+        replicated ones are there already and keep their assignment (and their format)."""
+        every = (*self.traffic_of, "_audit")
+        # a 0.8-format topic has an assignment, as a replicated one has (docs/protocol.md)
+        replicated = {t: self.replicated.get(t, 1) for t in every if self._assigned(t)}
+        plain = [t for t in every if t not in replicated]
         for zk in (self.live, self.analysis):
             with Cluster(zk) as cluster:
                 for topic in plain:
                     cluster.create_topic(topic, self.partitions)
-                for topic, factor in sorted(self.replicated.items()):
-                    if cluster.assignment(topic) is not None:
+                for topic, factor in sorted(replicated.items()):
+                    wanted = self.message_format(topic)
+                    found = cluster.assignment(topic)
+                    if found is not None:
+                        if found.message_format != wanted:
+                            self.log(
+                                f"{topic}: kept in the {found.message_format} format it was "
+                                f"created in ({zk}), not {wanted}"
+                            )
                         continue
                     partitions = self.partitions * self.brokers_per_cluster
-                    cluster.create_replicated_topic(topic, partitions, factor)
+                    cluster.create_replicated_topic(
+                        topic, partitions, factor, message_format=wanted
+                    )
                 _wait_registered(cluster, zk, plain)
+        by_format: dict[str, list[str]] = {}
+        for topic in every:
+            by_format.setdefault(self.message_format(topic), []).append(topic)
+        self.log(
+            "topics: "
+            + "; ".join(f"{', '.join(ts)} in the {f} format" for f, ts in sorted(by_format.items()))
+        )
+
+    def _assigned(self, topic: str) -> bool:
+        return topic in self.replicated or self.message_format(topic) != "0.7"
 
     def replication(self) -> dict[str, dict[str, list[ReplicatedPartition]]]:
         """cluster name -> replicated topic -> its partitions (replicas, leader, ISR)."""
@@ -515,6 +555,25 @@ class PipelineStack:
         failed = [t for t, s in self.task_states(dag_id, run_id).items() if s != "success"]
         logs = self.airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
         return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
+
+
+def _message_formats(formats: Mapping[str, str], topics: Iterable[str]) -> dict[str, str]:
+    """topic -> "0.8" of `formats`, checked: a topic of the stack's, a format there is."""
+    known = set(topics)
+    out = {}
+    for topic, value in formats.items():
+        if topic not in known:
+            raise ValueError(
+                f"message_formats names {topic!r}, not a topic of the stack: {sorted(known)}"
+            )
+        if value not in MESSAGE_FORMATS:
+            raise ValueError(
+                f"message_formats: {topic!r} has message.format {value!r}, not one of "
+                f"{', '.join(MESSAGE_FORMATS)}"
+            )
+        if value != "0.7":
+            out[topic] = value
+    return out
 
 
 def _since(started: float) -> str:

@@ -6,6 +6,9 @@ Records for the three demo topics (`include/schemas/{page_views,searches,ad_clic
 each with `header.timestamp` spread over the hour given, so that an audited producer counts
 them in that hour's 10-minute windows; the rest of the header (server, producer_id, seq) is
 the producer's. Deterministic for a seed, so a run can be repeated.
+
+MESSAGE_FORMATS says which of them the demo's stack makes in Kafka 0.8's format (logical
+offsets, keys; docs/protocol.md): ad_clicks, beside the other two in 0.7's.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 HOUR_MS = 3_600_000
 TOPICS = ("page_views", "searches", "ad_clicks")
+MESSAGE_FORMATS = {"ad_clicks": "0.8"}  # topic -> its message.format; the others "0.7"
 
 _PAGES = ("/feed", "/jobs", "/jobs/view/{}", "/in/{}", "/company/{}", "/messaging", "/search")
 _AGENTS = ("Mozilla/5.0 (X11; Linux x86_64)", "Mozilla/5.0 (Macintosh)", "LinkedInApp/9.1 iOS")
