@@ -57,7 +57,7 @@ def summarize_failure(context: Any) -> None:
     default_args={
         "owner": "data-platform",
         "retries": 1,
-        "retry_delay": timedelta(minutes=1),
+        "retry_delay": PIPELINE.retry_delay(timedelta(minutes=1)),
         "retry_exponential_backoff": True,
     },
 )

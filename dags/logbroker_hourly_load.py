@@ -60,7 +60,7 @@ PIPELINE = load_pipeline()
         "owner": "data-platform",
         "depends_on_past": True,
         "retries": 2,
-        "retry_delay": timedelta(minutes=1),
+        "retry_delay": PIPELINE.retry_delay(timedelta(minutes=1)),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=15),
     },

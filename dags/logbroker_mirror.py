@@ -38,7 +38,7 @@ PIPELINE = load_pipeline()
     default_args={
         "owner": "data-platform",
         "retries": 3,
-        "retry_delay": timedelta(seconds=30),
+        "retry_delay": PIPELINE.retry_delay(timedelta(seconds=30)),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=5),
     },

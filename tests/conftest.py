@@ -20,9 +20,11 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -124,6 +126,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return "whole stacks" if module in WHOLE_STACKS else module
 
     return WholeStacksTogether(config, log)  # type: ignore[arg-type]
+
+
+# When each xdist worker ran out of work, in seconds from the session's start: the summary
+# prints them, so a run shows whether the whole stacks' worker or the other one is the longer.
+_WORKERS_DONE: dict[str, float] = {}
+_SESSION_STARTED = time.monotonic()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    _WORKERS_DONE[node.gateway.id] = time.monotonic() - _SESSION_STARTED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _WORKERS_DONE:
+        done = ", ".join(f"{w} at {s:.0f} s" for w, s in sorted(_WORKERS_DONE.items()))
+        terminalreporter.write_line(f"xdist workers ran out of work: {done}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -23,6 +23,10 @@ with `hdfs://` read through WebHDFS (pipeline_warehouse.filesystem.python_uri).
 `topics_per_load` (optional, default 30): how many topics one load task loads, one after the
 other in one Spark application (one JVM); an hour's topics are split into that many or fewer
 a task, in batches of even size (docs/airflow.md, "Many topics").
+`task_retry_delay` (optional, seconds, as Airflow's `[core] default_task_retry_delay`): the
+first retry's delay of every task of the three DAGs (doubling after, with Airflow's jitter);
+unset, each DAG keeps its own (the mirror 30 s, the load and the audit 60 s). The chaos run
+sets a few seconds: its faults make tasks retry, and a minute's wait tests nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -85,6 +89,13 @@ class Pipeline:
     warehouse_python: str | None = None
     reports_python: str | None = None
     topics_per_load: int = DEFAULT_TOPICS_PER_LOAD
+    task_retry_delay_s: int | None = None
+
+    def retry_delay(self, default: timedelta) -> timedelta:
+        """A DAG's first retry delay: `task_retry_delay` when the file sets one."""
+        if self.task_retry_delay_s is None:
+            return default
+        return timedelta(seconds=self.task_retry_delay_s)
 
     @property
     def warehouse_reader(self) -> str:
@@ -158,6 +169,9 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             warehouse_python=raw.get("warehouse_reader"),
             reports_python=raw.get("reports_reader"),
             topics_per_load=_positive(raw.get("topics_per_load", DEFAULT_TOPICS_PER_LOAD)),
+            task_retry_delay_s=_positive(raw["task_retry_delay"], "task_retry_delay", "seconds")
+            if raw.get("task_retry_delay") is not None
+            else None,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc
@@ -175,9 +189,9 @@ def _flag(value: Any, key: str) -> bool:
     return value
 
 
-def _positive(value: object) -> int:
+def _positive(value: object, key: str = "topics_per_load", unit: str = "topics") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"topics_per_load {value!r}: a whole number of topics, at least 1")
+        raise ValueError(f"{key} {value!r}: a whole number of {unit}, at least 1")
     return value
 
 

@@ -87,3 +87,31 @@ def test_parsing_imports_nothing_heavy() -> None:
     assert result["import_errors"] == {}
     assert set(result["dags"]) >= EXPECTED
     assert result["heavy"] == [], "DAG files must not import these at parse time"
+
+
+def test_retry_delays_are_the_dags_own_unless_the_pipeline_sets_one(
+    dagbag, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    from hooks.pipeline import DEFAULT_FILE
+
+    def delays(bag) -> dict[str, set[timedelta]]:  # type: ignore[no-untyped-def]
+        return {
+            d: {t.retry_delay for t in bag.dags[d].tasks if t.retries > 0} for d in sorted(EXPECTED)
+        }
+
+    assert delays(dagbag) == {
+        "logbroker_audit": {timedelta(minutes=1)},
+        "logbroker_hourly_load": {timedelta(minutes=1)},
+        "logbroker_mirror": {timedelta(seconds=30)},
+    }
+    settings = json.loads(DEFAULT_FILE.read_text())
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps({**settings, "task_retry_delay": 5}))
+    monkeypatch.setenv("LOGBROKER_PIPELINE", str(path))
+    fast = DagBag(dag_folder=str(DAGS))
+    assert fast.import_errors == {}
+    assert delays(fast) == {dag_id: {timedelta(seconds=5)} for dag_id in EXPECTED}
