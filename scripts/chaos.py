@@ -226,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
         hours=(hour_name(hours[0]), hour_name(hours[-1])),
         replicated=REPLICATED,
         log=lambda s: progress("  " + s),
+        # The faults make tasks retry: a retry after seconds, not the DAGs' minute, tests the
+        # same recovery (the next try runs after the killed one ended, docs/airflow.md).
+        pipeline_settings={"task_retry_delay": 5},
         extra_airflow_env={
             # A task whose process died is noticed in seconds, not Airflow's 5 minutes; the
             # tasks a killed scheduler had started are reset by the next one (orphan check).

@@ -446,21 +446,34 @@ class PipelineStack:
         `unsent`: events counted for the audit but never sent (lost on purpose). `pause_s`
         between batches spreads the sending over time (the chaos run's steady rate).
         `request_required_acks=-1`: acknowledged once every in-sync replica has a set (a
-        0.7 topic's broker is its whole ISR).
+        0.7 topic's broker is its whole ISR). `acks="fsync"` holds for the 0.7-format topics:
+        0.8's Produce has no fsync, so a 0.8-format topic's events go through a second
+        producer at plain acks, their durability its replicas' (request_required_acks).
         """
         traffic = HourTraffic(hour_ms, dict(events), dict(late or {}), bad_payloads)
-        producer = Producer(
-            zk_connect=self.live,
-            acks=acks,
-            request_required_acks=request_required_acks,
-            compression_codec="snappy",
-            retries=retries,
-            retry_backoff_ms=200,
-        )
+
+        def producer(acks: str) -> Producer:
+            return Producer(
+                zk_connect=self.live,
+                acks=acks,
+                request_required_acks=request_required_acks,
+                compression_codec="snappy",
+                retries=retries,
+                retry_backoff_ms=200,
+            )
+
+        fsync08 = acks == "fsync" and any(self.message_format(t) == "0.8" for t in events)
         with (
             SchemaRegistry(self.registry) as registry,
-            AuditedProducer(producer, registry) as audited,
+            AuditedProducer(producer(acks), registry) as audited,
+            AuditedProducer(producer("ack"), registry)
+            if fsync08
+            else contextlib.nullcontext() as audited08,
         ):
+
+            def audited_for(topic: str) -> AuditedProducer:
+                return audited08 if audited08 and self.message_format(topic) == "0.8" else audited
+
             sends = [
                 (topic, records[i : i + batch])
                 for topic, count in events.items()
@@ -468,23 +481,25 @@ class PipelineStack:
                 for i in range(0, len(records), batch)
             ]
             for topic, records in sorted(sends, key=lambda s: s[1][0]["header"]["timestamp"]):
-                audited.send(topic, records)  # unkeyed: a dead broker's sets fail over
+                # unkeyed: a dead broker's sets fail over
+                audited_for(topic).send(topic, records)
                 if pause_s:
                     time.sleep(pause_s)
-            traffic.sent = audited.sent_events
+            traffic.sent = audited.sent_events + (audited08.sent_events if audited08 else 0)
             for topic, count in (late or {}).items():
                 records = self._activity(topic, hour_ms - 3_600_000, count, seed + 1)
-                audited.send(topic, records)
+                audited_for(topic).send(topic, records)
             for topic, count in (unsent or {}).items():
                 # Counted as if sent, never sent: what a producer losing events looks like.
                 records = self._activity(topic, hour_ms, count, seed + 2)
-                prepared = audited.prepare(topic, records)
-                assert audited.publisher is not None
-                audited.publisher.count_windows(topic, prepared.windows)
+                counting = audited_for(topic)
+                prepared = counting.prepare(topic, records)
+                assert counting.publisher is not None
+                counting.publisher.count_windows(topic, prepared.windows)
                 traffic.unsent[topic] = count
             if bad_payloads:
                 garbage = [b"not an event %d" % i for i in range(bad_payloads)]
-                producer.send(TOPICS[0], garbage, key="garbage")
+                audited.producer.send(TOPICS[0], garbage, key="garbage")
         return traffic
 
     def _activity(self, topic: str, hour_ms: int, count: int, seed: int) -> list[dict[str, Any]]:
