@@ -4,7 +4,8 @@ ZooKeeper, a live and an analysis cluster (two brokers each), the schema registr
 (api-server, scheduler, dag-processor, triggerer) as processes; Spark in local mode inside the
 tasks. Two simulated hours: the first clean, the second with events a producer counted but never
 sent. The DAGs run as a user runs them: a triggered mirror run, backfills of the hourly load,
-and the audit runs that the load's assets schedule.
+and the audit runs that the load's assets schedule. As in `make demo`, ad_clicks is a
+0.8-format topic (logical offsets, keys) beside the 0.7-format page_views and searches.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from logbroker.client.cluster import Cluster
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.stack.pipeline_stack import PipelineStack
 from scripts.demo import EVENTS, LOADED, Progress, demo_hours, hour_name, load_and_audit, mirror
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the module fixture runs ~10 min
 LOST = {"searches": 4}  # counted by the producer of the second hour, never sent
+FORMAT08 = "ad_clicks"  # the demo's 0.8-format topic (traffic.MESSAGE_FORMATS)
 
 
 def audit_results(stack: PipelineStack, hour: datetime) -> Any:
@@ -108,11 +112,62 @@ def test_backfill_of_the_first_hour_is_identical(pipeline: dict[str, Any]) -> No
     for topic, before in pipeline["before"].items():
         after = checkpoint(stack, topic, hours[0])
         assert after["committed_at"] >= before["committed_at"]
-        for key in ("partitions", "rows", "rows_sha256", "duplicates_dropped", "bad_records"):
-            assert after[key] == before[key], (topic, key)
+        for key in (
+            "offsets",
+            "partitions",
+            "rows",
+            "rows_sha256",
+            "duplicates_dropped",
+            "bad_records",
+        ):
+            # (a 0.7 topic's checkpoint has no "offsets": byte offsets, as before 0.8)
+            assert after.get(key) == before.get(key), (topic, key)
     # The audit ran again for the backfilled hour, and it is still complete.
     assert [a["state"] for a in pipeline["backfill_audits"]] == ["success"]
     assert set(audit_results(stack, hours[0])["status"]) == {"complete"}
+
+
+def test_the_0_8_format_topic_is_mirrored_loaded_in_logical_offsets_and_audited(
+    pipeline: dict[str, Any],
+) -> None:
+    """ad_clicks, a 0.8-format topic in both clusters: mirrored whole, every hour loaded and
+    checkpointed in logical offsets (the 0.7 topics' in bytes), and audited complete, the
+    producers' and the mirror's counts in _audit reconciling with the rows loaded."""
+    stack, hours = pipeline["stack"], pipeline["hours"]
+    assert stack.message_format(FORMAT08) == "0.8"
+    with Cluster(stack.analysis) as cluster:  # the mirror's target: the same format
+        assignment = cluster.assignment(FORMAT08)
+        assert assignment is not None and assignment.message_format == "0.8"
+        mirrored = 0
+        for p in range(len(assignment.replicas)):
+            with PartitionReader08.connect(stack.analysis, FORMAT08, p) as reader:
+                mirrored += reader.latest_offset()  # logical: its messages
+    assert mirrored == 2 * EVENTS[FORMAT08]  # both hours, nothing missing or repeated
+    loaded = 0
+    for hour in hours:
+        cp = checkpoint(stack, FORMAT08, hour)
+        assert cp["offsets"] == "logical", hour
+        assert {p["broker_id"] for p in cp["partitions"]} == {-1}  # a replicated topic's
+        for p in cp["partitions"]:  # logical: a range's length is its number of messages
+            assert p["end_offset"] - p["start_offset"] == p["messages"]
+        assert cp["rows"] == EVENTS[FORMAT08] and cp["duplicates_dropped"] == 0
+        loaded += cp["rows"]
+        assert "offsets" not in checkpoint(stack, "page_views", hour)  # 0.7: byte offsets
+    assert loaded == mirrored
+    # the first hour's audit: every window complete, the counts the producers published to
+    # _audit (produced) are the rows the load holds (loaded_unique), window by window
+    results = audit_results(stack, hours[0])
+    mine = results[results["topic"] == FORMAT08]
+    assert len(mine) == 6 and set(mine["status"]) == {"complete"}
+    assert (mine["produced"] == mine["loaded_unique"]).all()
+    assert (mine["mirrored"] == mine["produced"]).all()  # the mirror tier counted 0.8's sets
+    assert (
+        int(mine["produced"].sum())
+        == EVENTS[FORMAT08]
+        == checkpoint(stack, FORMAT08, hours[0])["rows"]
+    )
+    # the backfilled first hour read the same logical ranges (test_backfill_..._identical)
+    assert pipeline["before"][FORMAT08]["offsets"] == "logical"
 
 
 def test_hour_runs_carry_their_data_intervals(pipeline: dict[str, Any]) -> None:
