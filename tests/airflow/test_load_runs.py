@@ -5,7 +5,7 @@ Airflow's four processes; Spark local in the tasks), with one event topic: every
 `page_views` and `_audit`, one after the other in one load task (one batch of topics, one
 spark-submit). The audit DAG is paused: these tests are about the load.
 
-1. a backfill of three hours with max_active_runs 3: the runs are active together, yet the
+1. a backfill of two hours with max_active_runs 2: the runs are active together, yet the
    loads of a topic never overlap (`depends_on_past`), commit in hour order, and their
    checkpoints chain; every row is in the warehouse exactly once;
 2. a load task killed in the middle of its write (its processes frozen with SIGSTOP once its
@@ -39,9 +39,9 @@ DAG = "logbroker_hourly_load"
 TOPIC = "page_views"
 # one batch (the default topics_per_load): the load task's map index 0 loads both, in turn
 LOADED = (TOPIC, "_audit")
-BACKFILLED = 3  # hours in the first backfill, all active at once (max_active_runs)
-FIRST_EVENTS = 1500  # produced before the backfill of the first three hours
-KILLED_EVENTS = 3000  # produced before the fifth hour, whose load is killed
+BACKFILLED = 2  # hours in the first backfill, both active at once (max_active_runs)
+FIRST_EVENTS = 1500  # produced before the backfill of the first hours
+KILLED_EVENTS = 3000  # produced before the hour after them, whose load is killed
 
 
 def checkpoint(stack: PipelineStack, topic: str, hour: str) -> dict[str, Any]:
@@ -109,6 +109,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         brokers_per_cluster=1,
         topics=(TOPIC,),
         hours=(hours[0], hours[-1]),
+        # the killed load's retry after 5 s, not the DAG's minute or two: the same retry
+        pipeline_settings={"task_retry_delay": 5},
         log=lambda _: None,
     )
     progress = Progress()
