@@ -5,6 +5,7 @@ own JSON load of the same events (`spark.read.json(...).write.parquet`), in the 
     .venv/bin/python bench/spark_load.py --events 200000       # a quick run
     .venv/bin/python bench/spark_load.py --events 100000 --standalone   # + a standalone cluster
     .venv/bin/python bench/spark_load.py --read-side-only --reps 5   # the read side alone
+    .venv/bin/python bench/spark_load.py --events 200000 --message-format 0.7,0.8   # + 0.8
 
 For each size it measures, on local[2], --reps times in turn (default 3; the median is
 reported, and every repetition in the JSON: Spark's JVM warms up over the first jobs):
@@ -31,6 +32,13 @@ reported, and every repetition in the JSON: Spark's JVM warms up over the first 
                    payloads into Arrow's buffers: ranges.read_range, Chunk.values) and the
                    rows_sha256 thread's read (ranges.digest_ranges, names included); the
                    seconds (and this process's CPU seconds) of each
+--message-format 0.7,0.8 adds, for each size, a 0.8-format topic (logical offsets, keys: a
+key names the event's user, every third event has none; 4 partitions of replication factor 1
+over the two brokers' 0.8 listeners, as the 0.7 topic's 2 x 2) with the same events, and
+measures in each repetition, after the 0.7 topic's measures:
+  logbroker_load_08, source_only_08   logbroker_load and source_only of the 0.8 topic
+reported under "message_formats" in the JSON ({"0.7": ..., "0.8": ..., "ratio_08_vs_07"})
+and in the table. The 0.7 topic is always measured: the peers are read from it.
 the peak memory of the driver and its JVM (RSS, every 0.1 s) and the Python workers (PSS: a
 page shared by the forked workers counted once; every 0.3 s), together and each,
 and the CPU seconds each of those (and the brokers) spent: where the time goes.
@@ -167,6 +175,33 @@ def event_record(seq: int) -> dict[str, Any]:
     }
 
 
+def event_key(seq: int) -> str | None:
+    """The key of event `seq` in the 0.8-format topic: its user, none for every third."""
+    return None if seq % 3 == 0 else f"user-{event_record(seq)['user_id']}"
+
+
+def produce08(cluster: Any, topic: str, n: int) -> int:
+    """The same n events as produce() to a 0.8-format topic, keyed (event_key), in calls of
+    500 (a set per partition); acknowledged by the leader, so that a load started right
+    after finds them all below the high watermark. Returns payload bytes (keys aside)."""
+    writer = cluster.codec().writer(topic)
+    total = 0
+    from logbroker.client.producer import Producer
+
+    with Producer(zk_connect=cluster.live.connect, request_required_acks=1) as producer:
+        batch: list[tuple[str, str | None, bytes]] = []
+        for seq in range(n):
+            payload = writer.encode(event_record(seq))
+            total += len(payload)
+            batch.append((topic, event_key(seq), payload))
+            if len(batch) == 500:
+                producer.send_batch(batch)
+                batch = []
+        if batch:
+            producer.send_batch(batch)
+    return total
+
+
 def produce(cluster: Any, topic: str, n: int, json_path: Path) -> int:
     """n events to the topic (batches of 500) and as JSON lines; returns payload bytes."""
     writer = cluster.codec().writer(topic)  # logbroker.serde: the subject's latest schema
@@ -229,11 +264,11 @@ def register_ceiling(spark: Any) -> None:
     """format("ceiling"), option "rows": the API's ceiling source (two input partitions)."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    class Share(InputPartition):  # type: ignore[misc]
+    class Share(InputPartition):
         def __init__(self, rows: int) -> None:
             self.rows = rows
 
-    class Reader(DataSourceReader):  # type: ignore[misc]
+    class Reader(DataSourceReader):
         def __init__(self, rows: int) -> None:
             self.rows = rows
 
@@ -245,7 +280,7 @@ def register_ceiling(spark: Any) -> None:
             for start in range(0, share.rows, CEILING_BATCH_ROWS):
                 yield batch.slice(0, min(CEILING_BATCH_ROWS, share.rows - start))
 
-    class Ceiling(DataSource):  # type: ignore[misc]
+    class Ceiling(DataSource):
         @classmethod
         def name(cls) -> str:
             return "ceiling"
@@ -314,10 +349,33 @@ def read_ranges(zookeeper: str, ranges: list[PartitionRange]) -> dict[str, Any]:
     return out
 
 
+FORMATS = ("0.7", "0.8")
+
+
+def message_formats(text: str) -> tuple[str, ...]:
+    """--message-format's value: formats from FORMATS, comma-separated; 0.7 always first
+    (the peers are read from its topic)."""
+    asked = [f.strip() for f in text.split(",") if f.strip()]
+    wrong = [f for f in asked if f not in FORMATS]
+    if wrong or not asked:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: message formats are one or more of {', '.join(FORMATS)}, comma-separated"
+        )
+    return tuple(f for f in FORMATS if f == "0.7" or f in asked)
+
+
 def run_size(
-    spark: Any, cluster: Any, n: int, work: Path, hour: str, reps: int = 1
+    spark: Any,
+    cluster: Any,
+    n: int,
+    work: Path,
+    hour: str,
+    reps: int = 1,
+    formats: tuple[str, ...] = ("0.7",),
 ) -> dict[str, Any]:
     """The three measures `reps` times, in turn (load, source, JSON); medians reported.
+    With "0.8" in `formats`, the load and the source of a 0.8-format topic of the same
+    events too, after them in each repetition.
 
     Spark's JVM compiles its hot paths over the first few jobs (a 2,000,000-event write ran
     in 18.5, 12.0 and then 7.5 s on one session): repetitions in turn give each system the
@@ -332,11 +390,26 @@ def run_size(
         f"  produced {n:,} events ({payload_bytes / n:.0f} bytes each) in {time.perf_counter() - t:.1f}s",
         flush=True,
     )
+    topic08 = f"events08_{n}"
+    if "0.8" in formats:
+        from logbroker.client.cluster import Cluster
+
+        cluster.register(topic08, PAGE_VIEW)
+        with Cluster(cluster.live.connect) as admin:  # as many partitions as the 0.7 topic
+            admin.create_replicated_topic(
+                topic08, 2 * len(cluster.brokers), 1, message_format="0.8"
+            )
+        t = time.perf_counter()
+        produce08(cluster, topic08, n)
+        print(
+            f"  produced the same {n:,} events to 0.8-format {topic08} in {time.perf_counter() - t:.1f}s",
+            flush=True,
+        )
     settings = LoadSettings(
         zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
     )
 
-    def source_only() -> None:
+    def source_only(topic: str = topic, suffix: str = "") -> None:
         (
             spark.read.format("logbroker")
             .option("zookeeper", cluster.live.connect)
@@ -346,7 +419,7 @@ def run_size(
             .option("minPartitions", "2")
             .load()
             .write.mode("overwrite")
-            .parquet(str(work / f"source-{n}"))
+            .parquet(str(work / f"source{suffix}-{n}"))
         )
 
     def json_load() -> None:
@@ -387,6 +460,8 @@ def run_size(
         "api_ceiling": [],
         "read_side": [],
     }
+    if "0.8" in formats:
+        runs.update(logbroker_load_08=[], source_only_08=[])
     for rep in range(reps):
         wh = open_warehouse(str(work / f"wh-{n}-{rep}"), spark)  # a first load each time
         secs, peak, report, cpu = timed(lambda wh=wh: load_hour(spark, wh, settings, topic, hour))
@@ -428,6 +503,25 @@ def run_size(
             runs[kind].append(
                 {"seconds": secs, "peak": peak, "peaks": dict(LAST_PEAKS), "cpu": cpu}
             )
+        if "0.8" in formats:
+            wh = open_warehouse(str(work / f"wh08-{n}-{rep}"), spark)
+            secs, peak, report, cpu = timed(
+                lambda wh=wh: load_hour(spark, wh, settings, topic08, hour)
+            )
+            assert report.checkpoint.rows == n and report.checkpoint.logical, report.summary()
+            runs["logbroker_load_08"].append(
+                {
+                    "seconds": secs,
+                    "peak": peak,
+                    "peaks": dict(LAST_PEAKS),
+                    "phases": report.seconds,
+                    "cpu": cpu,
+                }
+            )
+            secs, peak, _, cpu = timed(lambda: source_only(topic08, "08"))
+            runs["source_only_08"].append(
+                {"seconds": secs, "peak": peak, "peaks": dict(LAST_PEAKS), "cpu": cpu}
+            )
         print(
             f"  rep {rep + 1}: "
             + ", ".join(f"{k} {n / v[-1]['seconds']:,.0f} rows/s" for k, v in runs.items()),
@@ -456,6 +550,16 @@ def run_size(
             f"{ {k: round(v) for k, v in out[kind]['peak_pss_mb_by_process'].items()} }  cpu {median['cpu']}  {median.get('phases', '')}",
             flush=True,
         )
+    if "0.8" in formats:
+        out["message_formats"] = by_format(out, topic, topic08)
+        ratios = out["message_formats"]["ratio_08_vs_07"]
+        print(
+            "  0.8 / 0.7 (rows/s): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items())
+            + f"  (seconds: {out['logbroker_load_08']['seconds']:.2f} vs "
+            f"{out['logbroker_load']['seconds']:.2f})",
+            flush=True,
+        )
     load = out["logbroker_load"]["rows_per_s"]
     out["ratio_vs_json_inferred"] = load / out["json_load"]["rows_per_s"]
     out["ratio_vs_json_schema"] = load / out["json_load_schema"]["rows_per_s"]
@@ -464,6 +568,17 @@ def run_size(
         out["json_load"]["rows_per_s"], out["json_load_schema"]["rows_per_s"]
     )
     return out
+
+
+def by_format(out: dict[str, Any], topic: str, topic08: str) -> dict[str, Any]:
+    """run_size's medians of the load and the source by message format, and 0.8's rows/s
+    over 0.7's (under 1: the 0.8 topic is the slower)."""
+    kinds = ("logbroker_load", "source_only")
+    return {
+        "0.7": {"topic": topic, **{k: out[k] for k in kinds}},
+        "0.8": {"topic": topic08, **{k: out[f"{k}_08"] for k in kinds}},
+        "ratio_08_vs_07": {k: out[f"{k}_08"]["rows_per_s"] / out[k]["rows_per_s"] for k in kinds},
+    }
 
 
 def read_side_only(cluster: Any, n: int, work: Path, reps: int) -> dict[str, Any]:
@@ -664,19 +779,28 @@ def main() -> int:
         help="no Spark: produce --events and time only the read side, --reps times "
         "(writes spark_load_read_side.json)",
     )
+    parser.add_argument(
+        "--message-format",
+        type=message_formats,
+        default=("0.7",),
+        help="the topics' message formats to load, comma-separated: 0.7 (default), 0.7,0.8 "
+        "(0.7 is always measured: the peers read its topic)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spark-load-bench-"))
     zk = ZooKeeperServer(work / "zk").start()
-    cluster = start_cluster(zk, work / "cluster", "bench")
+    formats: tuple[str, ...] = args.message_format
+    port_08 = 0 if "0.8" in formats else None  # the brokers' 0.8 listeners, only if asked
+    cluster = start_cluster(zk, work / "cluster", "bench", port_08=port_08)
     EXCLUDED.update(p for p in [zk.pid, *(b.pid for b in cluster.brokers)] if p)
     try:
         if args.read_side_only:
-            results = read_side_only(cluster, args.events, work, args.reps)
+            side = read_side_only(cluster, args.events, work, args.reps)
             args.out.mkdir(parents=True, exist_ok=True)
             path = args.out / "spark_load_read_side.json"
-            path.write_text(json.dumps(results, indent=1) + "\n")
-            print(json.dumps({k: v for k, v in results.items() if k != "each"}))
+            path.write_text(json.dumps(side, indent=1) + "\n")
+            print(json.dumps({k: v for k, v in side.items() if k != "each"}))
             return 0
         spark = build_session(
             "bench spark_load", master="local[2]", conf={"spark.driver.memory": "2g"}
@@ -685,14 +809,14 @@ def main() -> int:
         register_ceiling(spark)
         results: dict[str, Any] = {"command": " ".join(sys.argv), "sizes": []}
         print("warm-up (JVM, Python workers; not reported):", flush=True)
-        run_size(spark, cluster, 2000, work, "2026-11-22T09")
+        run_size(spark, cluster, 2000, work, "2026-11-22T09", formats=formats)
         if args.only_hour and (args.out / "spark_load.json").exists():
             results = json.loads((args.out / "spark_load.json").read_text())
         else:
             for n in (max(1, args.events // 4), args.events):
                 print(f"{n:,} events:", flush=True)
                 results["sizes"].append(
-                    run_size(spark, cluster, n, work, "2026-11-22T10", args.reps)
+                    run_size(spark, cluster, n, work, "2026-11-22T10", args.reps, formats)
                 )
         if args.hour_topics:
             print(
@@ -708,6 +832,19 @@ def main() -> int:
         (args.out / "spark_load.json").write_text(json.dumps(results, indent=1) + "\n")
         plot(results, args.out / "spark_load.png")
         print(json.dumps({s["events"]: round(s["ratio_vs_json"], 2) for s in results["sizes"]}))
+        if "0.8" in formats:
+            print(
+                json.dumps(
+                    {
+                        s["events"]: {
+                            k: round(v, 3)
+                            for k, v in s["message_formats"]["ratio_08_vs_07"].items()
+                        }
+                        for s in results["sizes"]
+                        if "message_formats" in s
+                    }
+                )
+            )
         if "hour_of_topics" in results:
             print(json.dumps({"hour_of_topics": results["hour_of_topics"]}))
     finally:

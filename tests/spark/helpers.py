@@ -151,7 +151,10 @@ def start_cluster(
     name: str,
     brokers: int = 2,
     overrides: dict[str, str] | None = None,
+    port_08: int | None = None,
 ) -> AnalysisCluster:
+    """`port_08`: each broker's Kafka 0.8 listener (0: a free port; None: none), for
+    0.8-format topics."""
     shutil.rmtree(directory, ignore_errors=True)
     live = zookeeper.create_chroot(f"/spark-{name}/analysis")
     registry = zookeeper.create_chroot(f"/spark-{name}/registry")
@@ -163,6 +166,7 @@ def start_cluster(
                     directory / f"broker-{i}",
                     broker_id=i,
                     zk_connect=live.connect,
+                    port_08=port_08,
                     overrides={"num.partitions": "2", **(overrides or {})},
                 ).start()
             )
