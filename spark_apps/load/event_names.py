@@ -9,8 +9,9 @@ schema id, then the record in Avro binary, whose first field is the one shared E
     seq         long
 
 The rows_sha256 thread reads every message of a load's range anyway; it hands each plain
-fetch (entry_scan.PlainRun), and each fetch of a 0.8-format topic (its payloads as its reader
-decompressed them, framed by entry_scan.payload_run) to `NameKeys`, which reads the names of its payloads in compiled
+fetch (entry_scan.PlainRun), and each other fetch (its payloads, compressed sets' as the reader
+decompressed them: a 0.7 fetch's by message_columns, a 0.8-format topic's by its reader;
+framed by entry_scan.payload_run) to `NameKeys`, which reads the names of its payloads in compiled
 code (numba; ~140 ns per event with the seq ranges) and keeps one 64-bit key per event and each producer's lowest
 and highest seq. From those, without a Spark job:
 
@@ -21,10 +22,9 @@ and highest seq. From those, without a Spark job:
   load's summary (its names' seq ranges per producer): a shared name needs a producer whose
   seq ranges overlap.
 
-Anything unread makes both answer "possible": a 0.7 fetch that is not plain entries only, a
-payload whose header does not read (a bad record), more events than `max_events` (the keys
-take 8 bytes per event: the proof is for hours of up to 16M events by default, the Spark
-check for larger ones).
+Anything unread makes both answer "possible": a payload whose header does not read (a bad
+record), more events than `max_events` (the keys take 8 bytes per event: the proof is for
+hours of up to 16M events by default, the Spark check for larger ones).
 """
 
 from __future__ import annotations

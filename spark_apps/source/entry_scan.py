@@ -97,7 +97,8 @@ def plain_run(data: Any, *, check_crc: bool = True) -> PlainRun:
 
 
 def payload_run(payloads: Sequence[bytes]) -> PlainRun:
-    """Payloads read some other way (a 0.8-format fetch's, decompressed) as a run that the
+    """Payloads read some other way (decompressed: a 0.7 fetch's compressed sets unwrapped by
+    message_set.message_columns, a 0.8-format fetch's by its reader) as a run that the
     readers of plain runs' payloads take (event_names.NameKeys): each after ENTRY_HEADER zero
     bytes. Only the payloads are real: no size, magic or CRC is there to check or digest."""
     if not payloads:

@@ -427,11 +427,9 @@ class NameKeys(Protocol):
     """Where a digest hands the events' names on its way (the load's event_names.NameKeys)."""
 
     def add(self, run: PlainRun) -> None:
-        """A fetch of plain entries, read (a 0.8-format fetch: its messages' payloads, any
-        compressed ones decompressed, as entry_scan.payload_run frames them)."""
-
-    def not_read(self) -> None:
-        """A fetch whose names were not read (compressed or damaged entries)."""
+        """A fetch of plain entries, read; any other fetch (a 0.7 one with compressed sets or
+        magic-0 entries, a 0.8-format one): its messages' payloads, compressed ones
+        decompressed, as entry_scan.payload_run frames them."""
 
 
 class DigestInput(NamedTuple):
@@ -445,7 +443,9 @@ def digest_input(
     data: Buffer, base: int, r: PartitionRange, names: NameKeys | None = None
 ) -> tuple[DigestInput, int]:
     """rows_sha256's bytes for the whole entries of `data` (and where they end); `names`, if
-    given, is handed each plain fetch (or told that a fetch was not read to names).
+    given, is handed the fetch's payloads: a plain fetch as its run, any other as the
+    payloads hashed (compressed sets' inner messages as message_columns, the Spark reader's
+    unwrapping, gives them), framed by entry_scan.payload_run.
 
     Plain entries are walked without a Message or a payload list (about twice as fast as
     decoding them into columns first); any other entry (compressed, magic 0, damaged) goes
@@ -459,8 +459,6 @@ def digest_input(
         if names is not None:
             names.add(run)
         return DigestInput(run.digest_bytes(base), len(run.entries)), run.stop
-    if names is not None:
-        names.not_read()
     if not isinstance(data, bytes):
         data = bytes(data)  # a fetch's memoryview: slices of bytes are ~2x cheaper
     length = len(data)
@@ -491,6 +489,8 @@ def digest_input(
             add(pack(offset, index, len(payload)))
             add(payload)
         pos = end
+    if names is not None:  # every payload, compressed sets' as message_columns unwrapped them
+        names.add(payload_run(parts[1::2]))
     return DigestInput(b"".join(parts), len(parts) // 2), pos  # two parts per message
 
 
@@ -507,8 +507,8 @@ def digest_ranges(
     names: NameKeys | None = None,
 ) -> RangeDigest:
     """rows_sha256 of `ranges` (any order given; hashed in contract order) and counts; the
-    events' names into `names` on the way, if given (event_names.py; a logical range's too,
-    compressed sets included: its reader decompresses them). `consumer_for(range)`
+    events' names into `names` on the way, if given (event_names.py; compressed sets
+    included, as the ranges' readers decompress them). `consumer_for(range)`
     reads a range: its broker's consumer, or a replicated partition's reader
     (consumers.ClusterReads)."""
     decode = digest_input if names is None else functools.partial(digest_input, names=names)

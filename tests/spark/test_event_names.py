@@ -13,10 +13,12 @@ import random
 import pytest
 from fastavro import parse_schema, schemaless_writer
 
+from logbroker.protocol import compression
 from logbroker.protocol.message_set import build_message_set
 from logbroker.serde.schemas import EVENT_HEADER_SCHEMA
 from spark_apps.load.event_names import NameKeys, producer_hash
 from spark_apps.source.entry_scan import payload_run, plain_run
+from spark_apps.source.ranges import PartitionRange, digest_input
 
 EVENT = parse_schema(  # the shared header, as serde defines it, then a field of the event's
     {
@@ -94,6 +96,43 @@ def test_a_0_8_fetchs_payloads_give_the_names_and_profile_a_plain_fetch_gives() 
     assert framed.repeats_possible()
     bad = NameKeys()
     bad.add(payload_run([events[0], b"not an event"]))
+    assert not bad.complete and bad.repeats_possible()
+
+
+@pytest.mark.parametrize("codec", [compression.GZIP, compression.SNAPPY], ids=["gzip", "snappy"])
+def test_a_0_7_fetchs_compressed_sets_give_the_names_and_profile_a_plain_fetch_gives(
+    codec: int,
+) -> None:
+    """The rows_sha256 thread's read of a 0.7 fetch (ranges.digest_input) with compressed
+    sets, plain entries around them, gives the names of the messages inside the wrappers as
+    the Spark reader unwraps them: the same keys, seq ranges and profile as the same events
+    uncompressed; a repeat inside a wrapper, or one plain and one wrapped, is seen, and a
+    payload in a wrapper that is not an event makes the hour the Spark check's."""
+    r = PartitionRange("t", 0, 0, 0, 1 << 40)
+    names = [(f"producer-{p}", seq) for p in range(3) for seq in range(200)]
+    events = [_event(p, seq, random.Random(seq)) for p, seq in names]
+    plain = _keys(build_message_set(events))
+
+    def read(*sets: list[bytes]) -> NameKeys:
+        """One fetch: the sets one after another, every other one compressed."""
+        keys = NameKeys()
+        fetch = b"".join(
+            build_message_set(payloads, compression.NONE if i % 2 else codec)
+            for i, payloads in enumerate(sets)
+        )
+        digest, end = digest_input(fetch, 0, r, names=keys)
+        assert end == len(fetch) and digest.messages == sum(map(len, sets))
+        return keys
+
+    wrapped = read(events[:250], events[250:251], events[251:])
+    assert wrapped.complete and wrapped.events == plain.events == 600
+    assert not wrapped.repeats_possible()
+    assert wrapped.seq_ranges == plain.seq_ranges
+    profile = wrapped.profile("t", "2026-11-22T10")
+    assert profile is not None and profile.equals(plain.profile("t", "2026-11-22T10"))
+    assert read([*events[:300], events[17]], events[300:]).repeats_possible()  # in one wrapper
+    assert read(events[:300], events[300:], events[299:300]).repeats_possible()  # across
+    bad = read([events[0], b"not an event"])
     assert not bad.complete and bad.repeats_possible()
 
 
