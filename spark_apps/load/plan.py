@@ -7,7 +7,10 @@ Which offsets:
   order), and each partition is read from the previous checkpoint's end (the earliest offset
   still there for a topic's first load; 0 for a partition that appeared since) to the end it
   has now. A partition of the previous checkpoint on no live broker (a replicated one: with
-  no leader) is carried forward with no messages: its data comes in a later hour.
+  no leader) is waited for, at most BROKER_WAIT_S, as discovery waits for a replicated
+  partition's new leader: a broker restarting (killed and started again, a rolling restart)
+  is back within it, and the hour holds its data. One still gone after that is carried
+  forward with no messages, and a warning: its data comes in a later hour.
 
 A replicated topic's partitions are `(-1, p)` (broker id REPLICATED) in the ranges and the
 checkpoints, wherever their leaders are: an hour planned on one leader is read, and later
@@ -18,7 +21,8 @@ topic whose offsets are not of the kind its checkpoints hold (deleted and made a
 other format) is refused, naming both.
 
 How the load's settings reach the reads: here, once. `plan_hour` turns LoadSettings into the
-`logbroker` source's options (parsed once), enters discovery once (which partitions, where
+`logbroker` source's options (parsed once), enters discovery once (again only while it
+waits for a broker of the previous checkpoint; which partitions, where
 each is served, its earliest and latest offsets), checks the ranges against it, cuts them
 into the pieces Spark's tasks read (`splits`) and pins the topic's reader schema (`decoder`).
 The rows_sha256 thread (digest.py), the tasks that read and write (parquet_tasks.py) and the
@@ -29,6 +33,8 @@ parses options or discovers again.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pipeline_warehouse.checkpoint import Checkpoint, Warehouse
@@ -47,6 +53,9 @@ from spark_apps.source.ranges import PartitionRange
 from spark_apps.source.splits import SplitPlan, plan_ranges, plan_splits
 
 log = logging.getLogger("logbroker.hourly_load")
+# How long a plan waits for the brokers of the previous checkpoint's partitions: the bound
+# discovery gives a replicated partition's new leader (consumers.LEADER_TIMEOUT_MS).
+BROKER_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ def plan_hour(
         states = discover(options)
     else:
         _check_order(wh, topic, hour)
-        states = discover(options)
+        states = discover_known(options, previous.ends() if previous is not None else ())
         ranges = _ranges(topic, states, previous)
         if not ranges:
             raise LoadError(
@@ -127,6 +136,31 @@ def plan_hour(
         _splits(options, states, ranges),
         AvroDecoder.pinned(options),
     )
+
+
+def discover_known(
+    options: SourceOptions,
+    known: Iterable[tuple[int, int]],
+    wait_s: float = BROKER_WAIT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[PartitionState]:
+    """discover(), waiting up to `wait_s` while a partition of `known` ((broker id,
+    partition), the previous checkpoint's) is on no live broker: without the wait, a broker
+    that is restarting while the plan is made has its hour's data moved to a later hour."""
+    known = set(known)
+    deadline = clock() + wait_s
+    while True:
+        states = discover(options)
+        missing = known - {(s.broker_id, s.partition) for s in states}
+        if not missing or clock() >= deadline:
+            return states
+        log.info(
+            "waiting up to %.0f s for the brokers of %s (the previous checkpoint's partitions)",
+            deadline - clock(),
+            ", ".join(f"{b}-{p}" for b, p in sorted(missing)),
+        )
+        sleep(1.0)
 
 
 def _check_order(wh: Warehouse, topic: str, hour: str) -> None:
