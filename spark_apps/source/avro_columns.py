@@ -359,7 +359,7 @@ class AvroDecoder:
         n = len(chunk)
         header = columns["header"]
         event_time = pc.multiply(header.field("timestamp"), np.int64(1000))
-        arrays = self._positions(r, chunk.offsets, chunk.indexes, chunk.keys)
+        arrays = self._positions(r, chunk.offsets, chunk.indexes, chunk.key_values)
         arrays += [
             event_time.cast(pa.timestamp("us", tz="UTC")),
             header.field("server").cast(pa.string()),
@@ -441,7 +441,11 @@ class AvroDecoder:
         return pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
 
     def _positions(
-        self, r: PartitionRange, offsets: Any, indexes: Any, keys: list[bytes | None] | None
+        self,
+        r: PartitionRange,
+        offsets: Any,
+        indexes: Any,
+        keys: list[bytes | None] | pa.Array | None,
     ) -> list[pa.Array]:
         """The message's place, and its key when the rows have that column."""
         arrays = position_arrays(r, offsets, indexes)

@@ -21,8 +21,8 @@ A 0.8-format topic's range (`logical`) is `[start, end)` of logical offsets: mes
 the n-th message of the partition at offset n, inside a compressed wrapper too. Any offset is a
 boundary there, so a reader owns exactly the messages numbered `[owned_from, owned_to)` and
 reads from `owned_from` through its leader's 0.8 listener (PartitionReader08, which hands out
-only the messages at or after the offset asked for). Each message also has a key (null or
-bytes). rows_sha256 hashes such a range's messages, in offset order, as
+only the messages at or after the offset asked for), each fetch made into columns over its
+bytes by compiled code (keyed_scan.py). Each message also has a key (null or bytes). rows_sha256 hashes such a range's messages, in offset order, as
 
     offset   8 bytes, big-endian    the message's logical offset
     index    4 bytes, big-endian    0 (every message has its own offset)
@@ -42,7 +42,6 @@ for a moment (it learns the high watermark from its followers) the read waits fo
 
 from __future__ import annotations
 
-import bisect
 import functools
 import hashlib
 import logging
@@ -68,6 +67,7 @@ from logbroker.protocol.message_set import (
     whole_entries_end,
 )
 from spark_apps.source.entry_scan import PlainRun, ends_with_partial_entry, payload_run, plain_run
+from spark_apps.source.keyed_scan import KeyedRun, keyed_run
 
 if TYPE_CHECKING:
     from logbroker.client.partition_reader import LeaderFetches, PartitionReader
@@ -150,10 +150,12 @@ class Chunk:
     its walk (`run`, entry_scan.py): the Avro reader reads the payloads in place, and
     `values`, one Arrow binary column, is copied out of the fetch by compiled code only when
     asked for; any other fetch comes as lists, from message_set's general path. Each form
-    gives the others on demand (`payloads`, `values`), for the slower paths.
+    gives the others on demand (`payloads`, `values`), for the slower paths. A 0.8-format
+    topic's fetch always comes as a KeyedRun (keyed_scan.py: its wrappers' messages too),
+    which gives its keys the same ways (`key_values` an Arrow column, `keys` a list).
     """
 
-    __slots__ = ("_payloads", "_values", "indexes", "keys", "offsets", "run")
+    __slots__ = ("_keys", "_payloads", "_values", "indexes", "offsets", "run")
 
     def __init__(
         self,
@@ -161,18 +163,33 @@ class Chunk:
         indexes: Positions,
         *,
         payloads: list[bytes] | None = None,
-        run: PlainRun | None = None,
+        run: PlainRun | KeyedRun | None = None,
         keys: list[bytes | None] | None = None,
     ) -> None:
         self.offsets = offsets
         self.indexes = indexes
-        self.keys = keys  # a 0.8-format topic's message keys (None: a 0.7 topic's, keyless)
+        self._keys = keys
         self._payloads = payloads
         self._values: pa.BinaryArray | None = None  # made from `run` or `payloads` when asked
         self.run = run
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    @property
+    def keys(self) -> list[bytes | None] | None:
+        """A 0.8-format topic's message keys (None: a 0.7 topic's, keyless)."""
+        if self._keys is None and isinstance(self.run, KeyedRun):
+            self._keys = self.run.keys()
+        return self._keys
+
+    @property
+    def key_values(self) -> pa.BinaryArray | list[bytes | None] | None:
+        """The keys as the `key` column takes them: a 0.8 run's copied out by compiled
+        code (an Arrow column), else `keys`."""
+        if isinstance(self.run, KeyedRun):
+            return self.run.key_array()
+        return self._keys
 
     @property
     def payloads(self) -> list[bytes]:
@@ -244,8 +261,8 @@ def read_range(
     """
     if r.logical:
         return (
-            _chunk08(batch)
-            for batch in _read08(
+            _chunk08(run)
+            for run in _read08(
                 _reader08(consumer, r), r, owned_from, owned_to, fail_on_data_loss, warn
             )
         )
@@ -517,11 +534,11 @@ def digest_ranges(
     for r in sorted(ranges, key=lambda x: (x.broker_id, x.partition)):
         messages = 0
         if r.end > r.start and r.logical:
-            for batch in _read08(_reader08(consumer_for(r), r), r, None, None, True, log.warning):
+            for run in _read08(_reader08(consumer_for(r), r), r, None, None, True, log.warning):
                 if names is not None:  # the payloads as the reader decompressed them
-                    names.add(payload_run(batch.payloads))
-                sha.update(digest_input08(batch))
-                messages += len(batch.offsets)
+                    names.add(run.payload_run())
+                sha.update(run.digest_bytes())
+                messages += len(run)
         elif r.end > r.start:
             consumer = consumer_for(r)
             assert not isinstance(consumer, PartitionReader08), f"{r.describe()}: byte offsets"
@@ -565,9 +582,10 @@ def _read08(
     owned_to: int | None,
     fail_on_data_loss: bool,
     warn: Callable[[str], None],
-) -> Iterator[KeyedBatch]:
+) -> Iterator[KeyedRun]:
     """The messages numbered `[owned_from, owned_to)` of a logical range, a fetch at a time,
-    from the partition's leader (followed if it moves). A new leader that shows less than the
+    as columns over the fetch's bytes (keyed_scan.py), from the partition's leader (followed
+    if it moves). A new leader that shows less than the
     range for a moment (it learns the high watermark from its followers) is waited for, up to
     the reader's leader timeout."""
     offset = r.start if owned_from is None else owned_from
@@ -575,17 +593,12 @@ def _read08(
     deadline: float | None = None
     while offset < stop:
         try:
-            for batch in reader.iter_batches(offset):
+            for run in reader.iter_decoded(offset, keyed_run):
                 deadline = None
-                keep = bisect.bisect_left(batch.offsets, stop)
+                keep = int(np.searchsorted(run.offsets, stop))  # ascending: logical offsets
                 if keep:
-                    yield KeyedBatch(
-                        batch.offsets[:keep],
-                        batch.keys[:keep],
-                        batch.payloads[:keep],
-                        min(batch.next_offset, stop),
-                    )
-                offset = batch.next_offset
+                    yield run.head(keep, min(run.next_offset, stop))
+                offset = run.next_offset
                 if offset >= stop:
                     return
         except OffsetOutOfRangeError:
@@ -603,18 +616,14 @@ def _read08(
         reader.sleep(reader.retry_backoff_s)
 
 
-def _chunk08(batch: KeyedBatch) -> Chunk:
-    n = len(batch.offsets)
-    return Chunk(
-        np.array(batch.offsets, np.int64),
-        np.zeros(n, np.int32),
-        payloads=batch.payloads,
-        keys=batch.keys,
-    )
+def _chunk08(run: KeyedRun) -> Chunk:
+    return Chunk(run.offsets, np.zeros(len(run), np.int32), run=run)
 
 
 def digest_input08(batch: KeyedBatch) -> bytes:
-    """rows_sha256's bytes for a logical range's messages (the layout at the top)."""
+    """rows_sha256's bytes for a logical range's messages (the layout at the top), from
+    lists: the reference that KeyedRun.digest_bytes, which the digest runs, is tested
+    against (tests/spark/test_keyed_kernels.py)."""
     head, length = _DIGEST_HEAD08.pack, _INT32.pack
     parts: list[bytes] = []
     add = parts.append

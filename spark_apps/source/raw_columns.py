@@ -57,14 +57,17 @@ def position_arrays(r: PartitionRange, offsets: Positions, indexes: Positions) -
     ]
 
 
-def key_array(keys: list[bytes | None] | None, n: int) -> pa.Array:
-    """The `key` column: a 0.8-format topic's keys, or n nulls (a 0.7 topic's messages)."""
-    return pa.nulls(n, pa.binary()) if keys is None else pa.array(keys, pa.binary())
+def key_array(keys: list[bytes | None] | pa.Array | None, n: int) -> pa.Array:
+    """The `key` column: a 0.8-format topic's keys (a list, or the column already made:
+    ranges.Chunk.key_values), or n nulls (a 0.7 topic's messages)."""
+    if keys is None:
+        return pa.nulls(n, pa.binary())
+    return keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary())
 
 
 def raw_batch(r: PartitionRange, chunk: Chunk, keyed: bool = False) -> pa.RecordBatch:
     arrays = position_arrays(r, chunk.offsets, chunk.indexes)
     if keyed:
-        arrays.append(key_array(chunk.keys, len(chunk)))
+        arrays.append(key_array(chunk.key_values, len(chunk)))
     arrays.append(chunk.values)
     return pa.RecordBatch.from_arrays(arrays, schema=RAW_KEYED_SCHEMA if keyed else RAW_SCHEMA)

@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kazoo.client import KazooClient
 
@@ -52,7 +52,23 @@ from .simple_consumer08 import FetchedData08, describe08, fetch_request, offsets
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-_Item = TypeVar("_Item", KeyedBatch, KeyedMessage)
+
+
+class Resumable(Protocol):
+    @property
+    def next_offset(self) -> int: ...
+
+
+_Decoded = TypeVar("_Decoded", bound=Resumable)
+_Item = TypeVar("_Item", bound=Resumable)
+# A fetch's set made into a batch: (it, where its whole entries end, its messages)
+Decode = Callable[[Buffer, int], tuple[_Decoded, int, int]]
+
+
+def _keyed_batch(data: Buffer, offset: int) -> tuple[KeyedBatch, int, int]:
+    """iter_batches' decoding: the messages at or after `offset`, as lists."""
+    columns = keyed_columns(data, offset)
+    return batch_of(columns, offset), columns.end, len(columns.offsets)
 
 
 class PartitionReader08:
@@ -176,8 +192,25 @@ class PartitionReader08:
         """Every message from `offset` on, a fetch at a time, as columns; stops at the high
         watermark unless told to wait (then each fetch waits up to `max_wait_ms` for data).
         Resume after a batch at its `next_offset`."""
+        return self.iter_decoded(
+            offset, _keyed_batch, stop_at_end=stop_at_end, max_wait_ms=max_wait_ms
+        )
+
+    def iter_decoded(
+        self,
+        offset: int,
+        decode: Decode[_Decoded],
+        *,
+        stop_at_end: bool = True,
+        max_wait_ms: int = 1000,
+    ) -> Iterator[_Decoded]:
+        """iter_batches with each fetch's set made into something else by `decode(data,
+        offset)`: (it, where its whole entries end in `data`, 0 for none; it has a
+        `next_offset`, and a length: its messages). `data` is a view of a buffer the next
+        fetch is read into: `decode` copies what it keeps. The Spark source's columns over
+        a fetch's bytes (spark_apps/source/keyed_scan.py) come this way."""
         return self._follow(
-            offset, lambda conn, at: self._batches(conn, at, stop_at_end, max_wait_ms)
+            offset, lambda conn, at: self._batches(conn, at, stop_at_end, max_wait_ms, decode)
         )
 
     def iter_messages(
@@ -186,7 +219,7 @@ class PartitionReader08:
         """iter_batches one message at a time."""
 
         def messages(conn: Kafka08Connection, at: int) -> Iterator[KeyedMessage]:
-            batches = self._batches(conn, at, stop_at_end, max_wait_ms)
+            batches = self._batches(conn, at, stop_at_end, max_wait_ms, _keyed_batch)
             with closing(batches):
                 for batch in batches:
                     for o, k, p in zip(batch.offsets, batch.keys, batch.payloads, strict=True):
@@ -217,8 +250,13 @@ class PartitionReader08:
         )
 
     def _batches(
-        self, conn: Kafka08Connection, offset: int, stop_at_end: bool, max_wait_ms: int
-    ) -> Generator[KeyedBatch, None, None]:
+        self,
+        conn: Kafka08Connection,
+        offset: int,
+        stop_at_end: bool,
+        max_wait_ms: int,
+        decode: Decode[_Decoded],
+    ) -> Generator[_Decoded, None, None]:
         """The batches from `offset`, the next fetch sent before a batch is handed out."""
         wait = 0 if stop_at_end else max_wait_ms
         size = self.fetch_size
@@ -230,13 +268,12 @@ class PartitionReader08:
                     asked = conn.ask(FETCH_V0, self._request(offset, size, wait))
                 fetched = self._fetched(conn, asked, offset, into)
                 asked = None
-                columns = keyed_columns(fetched.data, offset)
-                if columns.end:
-                    batch = batch_of(columns, offset)
+                batch, end, messages = decode(fetched.data, offset)
+                if end:
                     offset, size = batch.next_offset, self.fetch_size
                     if not stop_at_end or offset < fetched.high_watermark:
                         asked = conn.ask(FETCH_V0, self._request(offset, size, wait))
-                    if batch.offsets:
+                    if messages:
                         yield batch
                     if asked is None and stop_at_end:
                         return  # at the high watermark

@@ -1,5 +1,6 @@
 # The compiled twins of kafka08/message_set.py's walks (_native08.pyx); signatures for mypy.
 from collections.abc import Iterator
+from typing import Any
 
 from .kafka08.message_set import Assigned, IndexPoint, Validation
 from .message_set import InflateBudget
@@ -26,3 +27,26 @@ def index_points(
 ) -> tuple[list[IndexPoint], int, int]: ...
 
 CRC32: str
+
+# spark_apps/source/keyed_kernels.py's loops (their pure-Python twins are there)
+def keyed_entries(
+    buf: Any,
+    from_offset: int,
+    check_crc: bool,
+    offsets: Any,
+    value_starts: Any,
+    value_ends: Any,
+    key_starts: Any,
+    key_lengths: Any,
+) -> tuple[int, int, int, int]: ...
+def gather_spans(
+    buf: Any, starts: Any, ends: Any, pad: int, out: Any, out_offsets: Any
+) -> None: ...
+def digest_keyed(
+    buf: Any,
+    offsets: Any,
+    value_starts: Any,
+    value_ends: Any,
+    key_starts: Any,
+    key_lengths: Any,
+) -> bytes: ...

@@ -11,8 +11,10 @@ int8, attributes int8, key length int32, key, value length int32, value), big-en
 Here: validate (the leader's check of a producer's set, recovery's and a follower's check
 of stored entries), assign_offsets (the leader's offsets written into a copy of the set),
 and the sizes-only walks entry_headers, whole_entries and index_points (the offset index's
-points of an append, a follower's copy, a recovered or reopened segment). Only the loops
-are here: a run of intact plain entries is walked without a Python object per message.
+points of an append, a follower's copy, a recovered or reopened segment); and the Spark
+reader's columns over a fetch (keyed_entries, gather_spans, digest_keyed: twins of
+spark_apps/source/keyed_kernels.py's `<name>_python`, tests/spark/test_keyed_kernels.py).
+Only the loops are here: a run of intact plain entries is walked without a Python object per message.
 What is rare and not per message stays in Python and is called from here: building the
 error of a damaged entry (kafka08/message.py's decode_message names it), inflating a
 wrapper's inner set (message_set._inflate) and compressing it again (message_set._wrap);
@@ -24,7 +26,7 @@ _native.pyx.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 
 cdef extern from "_crc32.h":
@@ -95,6 +97,14 @@ cdef inline void _put_int64(unsigned char *w, int64_t value) noexcept nogil:
     cdef int k
     for k in range(8):
         w[k] = <unsigned char>(v >> (56 - 8 * k))
+
+
+cdef inline void _put_int32(unsigned char *w, int32_t value) noexcept nogil:
+    cdef uint32_t v = <uint32_t>value
+    w[0] = <unsigned char>(v >> 24)
+    w[1] = <unsigned char>(v >> 16)
+    w[2] = <unsigned char>(v >> 8)
+    w[3] = <unsigned char>v
 
 
 cdef inline bint _get(object buffer, Py_buffer *pybuf):
@@ -543,3 +553,153 @@ def index_points(buffer, position, last_indexed, interval, limit=None):
     finally:
         PyBuffer_Release(&pybuf)
     return points, last, pos
+
+
+# -- the Spark reader's columns (spark_apps/source/keyed_kernels.py) -------------------------
+
+
+def keyed_entries(
+    const unsigned char[::1] buf,
+    int64_t from_offset,
+    bint check_crc,
+    int64_t[::1] offsets,
+    int64_t[::1] value_starts,
+    int64_t[::1] value_ends,
+    int64_t[::1] key_starts,
+    int32_t[::1] key_lengths,
+):
+    """keyed_kernels.keyed_entries_python, compiled: (messages found, where the walk stopped,
+    the last entry's offset or -1, status: 0 the end, 1 an entry of another kind at the stop,
+    2 a damaged one there)."""
+    cdef Py_ssize_t length = buf.shape[0], cap = offsets.shape[0], n = 0, pos = 0, end
+    cdef Py_ssize_t value_at, key_at
+    cdef int32_t size, key_length, value_length
+    cdef int64_t offset, last = -1
+    cdef int status = 0
+    cdef const unsigned char *data
+    if (value_starts.shape[0] < cap or value_ends.shape[0] < cap or key_starts.shape[0] < cap
+            or key_lengths.shape[0] < cap):
+        raise ValueError("the columns' arrays differ in length")
+    if cap < length // MIN_ENTRY + 1:
+        raise ValueError(
+            f"room for {cap} messages, a {length}-byte buffer may hold {length // MIN_ENTRY + 1}"
+        )
+    if length == 0:
+        return 0, 0, -1, 0
+    data = &buf[0]
+    with nogil:
+        while pos + MIN_ENTRY <= length:
+            offset = _int64(data + pos)
+            size = _int32(data + pos + 8)
+            end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+            if size < MESSAGE_HEADER or end > length:
+                break  # damage (below) or a partial trailing entry
+            if data[pos + 16] or data[pos + 17]:
+                status = 1  # a wrapper, another magic: the general path reads the fetch
+                break
+            key_length = _int32(data + pos + 18)
+            if key_length == -1:
+                key_at = pos + 22
+                value_at = pos + 26
+                value_length = _int32(data + pos + 22)
+            else:
+                key_at = pos + 22
+                value_at = pos + 22 + <Py_ssize_t>key_length
+                if key_length < -1 or value_at + 4 > end:
+                    status = 2
+                    break
+                value_length = _int32(data + value_at)
+                value_at += 4
+            if value_length < -1 or value_at + (value_length if value_length > 0 else 0) != end:
+                status = 2
+                break
+            if offset >= from_offset:
+                if check_crc and lb_crc32(0, data + pos + 16, <size_t>(end - pos - 16)) != _uint32(data + pos + 12):
+                    status = 2
+                    break
+                offsets[n] = offset
+                value_starts[n] = value_at
+                value_ends[n] = end
+                key_starts[n] = key_at
+                key_lengths[n] = key_length
+                n += 1
+            last = offset
+            pos = end
+        if status == 0 and length - pos >= ENTRY_OVERHEAD and _int32(data + pos + 8) < MESSAGE_HEADER:
+            status = 2
+    return n, pos, last, status
+
+
+def gather_spans(
+    const unsigned char[::1] buf,
+    const int64_t[::1] starts,
+    const int64_t[::1] ends,
+    Py_ssize_t pad,
+    unsigned char[::1] out,
+    int32_t[::1] out_offsets,
+):
+    """keyed_kernels.gather_spans_python, compiled: each span [starts[i], ends[i]) of `buf`
+    copied into `out` after `pad` zero bytes; out_offsets[i] where span i starts there (and
+    out_offsets[n] where the last ends)."""
+    cdef Py_ssize_t n = starts.shape[0], i, at = 0, total = 0, length = buf.shape[0]
+    if ends.shape[0] != n or out_offsets.shape[0] != n + 1 or pad < 0:
+        raise ValueError(f"{n} starts, {ends.shape[0]} ends, {out_offsets.shape[0]} offsets, pad {pad}")
+    for i in range(n):
+        if starts[i] < 0 or starts[i] > ends[i] or ends[i] > length:
+            raise ValueError(f"span {i} [{starts[i]}, {ends[i]}) is outside the {length}-byte buffer")
+        total += pad + ends[i] - starts[i]
+    if out.shape[0] < total or total >= 2 ** 31:
+        raise ValueError(f"{out.shape[0]} bytes of room for {total}")
+    with nogil:
+        for i in range(n):
+            if pad:
+                memset(&out[at], 0, pad)
+                at += pad
+            out_offsets[i] = <int32_t>at
+            if ends[i] > starts[i]:
+                memcpy(&out[at], &buf[starts[i]], ends[i] - starts[i])
+            at += ends[i] - starts[i]
+        out_offsets[n] = <int32_t>at
+
+
+def digest_keyed(
+    const unsigned char[::1] buf,
+    const int64_t[::1] offsets,
+    const int64_t[::1] value_starts,
+    const int64_t[::1] value_ends,
+    const int64_t[::1] key_starts,
+    const int32_t[::1] key_lengths,
+):
+    """keyed_kernels.digest_keyed_python, compiled: rows_sha256's bytes for a logical range's
+    messages, offset (int64) | index (int32, 0) | key length (int32, -1 null) | key | value
+    length (int32) | value per message, big-endian."""
+    cdef Py_ssize_t n = offsets.shape[0], i, total = 0, length = buf.shape[0], k, v
+    cdef unsigned char *w
+    cdef bytes result
+    if (value_starts.shape[0] != n or value_ends.shape[0] != n or key_starts.shape[0] != n
+            or key_lengths.shape[0] != n):
+        raise ValueError("the columns' arrays differ in length")
+    for i in range(n):
+        k = key_lengths[i] if key_lengths[i] > 0 else 0
+        if (key_lengths[i] < -1 or key_starts[i] < 0 or key_starts[i] + k > length
+                or value_starts[i] < 0 or value_starts[i] > value_ends[i] or value_ends[i] > length):
+            raise ValueError(f"message {i}'s key or value is outside the {length}-byte buffer")
+        total += 20 + k + value_ends[i] - value_starts[i]
+    result = PyBytes_FromStringAndSize(NULL, total)
+    w = <unsigned char *>PyBytes_AS_STRING(result)
+    with nogil:
+        for i in range(n):
+            _put_int64(w, offsets[i])
+            w[8] = w[9] = w[10] = w[11] = 0
+            _put_int32(w + 12, key_lengths[i])
+            w += 16
+            k = key_lengths[i] if key_lengths[i] > 0 else 0
+            if k:
+                memcpy(w, &buf[key_starts[i]], k)
+                w += k
+            v = value_ends[i] - value_starts[i]
+            _put_int32(w, <int32_t>v)
+            if v:
+                memcpy(w + 4, &buf[value_starts[i]], v)
+            w += 4 + v
+    return result
