@@ -24,7 +24,11 @@ This thin subclass adds what our apps need and what the pipeline relies on:
                      on a local master: it has no executors, its Python workers run here, where
                      the project is installed, and an archive would only make every application
                      compile the readers' numba code again (numba keys its cache for code in an
-                     archive by the archive's path, which Spark copies anew per application)
+                     archive by the archive's path, which Spark copies anew per application:
+                     ~15 s of a small hour's load). Nor on a standalone master reached on
+                     loopback (`make up`'s spark://127.0.0.1:7077): its workers are on this
+                     host, where the project is installed (a master whose remote workers
+                     should get the archive is named by its network address)
     deploy mode      client on a standalone master (Spark refuses Python apps in its cluster
                      mode): spark-submit runs the driver, so the task ends when the app does;
                      cluster mode on YARN or Kubernetes, where the provider tracks the app
@@ -45,6 +49,7 @@ import sys
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -52,6 +57,7 @@ from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowException
 
 DEFAULT_CONN_ID = "logbroker_spark_default"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class SparkConnectionError(AirflowException):
@@ -88,6 +94,14 @@ def spark_connection(conn_id: str) -> dict[str, Any]:
         "deploy_mode": extra.get("deploy-mode"),
         "conf": {str(k): str(v) for k, v in conf.items()},
     }
+
+
+def workers_on_this_host(master: str) -> bool:
+    """A standalone master reached on loopback: a single-host cluster (`make up`'s)."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = [urlsplit(f"spark://{h}").hostname for h in master[len("spark://") :].split(",")]
+    return all(host in LOOPBACK for host in hosts)
 
 
 def default_conf(master: str) -> dict[str, str]:
@@ -133,8 +147,8 @@ class SparkAppOperator(SparkSubmitOperator):
             )
         self.conf = {**default_conf(settings["master"]), **settings["conf"], **(self.conf or {})}
         shared = settings["deploy_mode"] != "cluster" or os.environ.get("LOGBROKER_PYFILES_DIR")
-        if settings["master"].startswith("local"):
-            pass  # no executors: the installed packages serve the local Python workers
+        if settings["master"].startswith("local") or workers_on_this_host(settings["master"]):
+            pass  # the installed packages serve the Python workers, their numba cache too
         elif not self.py_files and shared:
             self.py_files = str(build_archive())
         elif not self.py_files:  # cluster mode: the driver reads --py-files on a worker's disk

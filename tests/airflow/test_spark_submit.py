@@ -102,18 +102,30 @@ def test_a_connection_that_cannot_be_read_is_an_error_naming_it(
 def test_the_archive_goes_to_executors_not_to_a_local_master(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """--py-files for a master with executors elsewhere; none for a local master, whose
-    Python workers run where the project is installed (an archive would only make every
-    application compile the readers' numba code again)."""
+    """--py-files for a master with executors elsewhere; none for a local master or a
+    standalone one on loopback (`make up`'s), whose Python workers run where the project is
+    installed (an archive would only make every application compile the readers' numba code
+    again)."""
     from hooks.spark_submit import SparkAppOperator
 
-    for name, master in (("spark_local", "local[2]"), ("spark_standalone", "spark://h:7077")):
+    masters = {
+        "spark_local": "local[2]",
+        "spark_loopback": "spark://127.0.0.1:7077",
+        "spark_localhost": "spark://localhost:7077,localhost:7078",
+        "spark_standalone": "spark://h:7077",
+        "spark_half_remote": "spark://127.0.0.1:7077,h:7077",
+    }
+    for name, master in masters.items():
         monkeypatch.setenv(
             f"AIRFLOW_CONN_{name.upper()}", json.dumps({"conn_type": "spark", "host": master})
         )
-    local = SparkAppOperator(task_id="t", application="app.py", conn_id="spark_local")
-    local.prepare_submit()
-    assert not local.py_files
+    for name in ("spark_local", "spark_loopback", "spark_localhost"):
+        here = SparkAppOperator(task_id="t", application="app.py", conn_id=name)
+        here.prepare_submit()
+        assert not here.py_files, name
+    half = SparkAppOperator(task_id="t", application="app.py", conn_id="spark_half_remote")
+    half.prepare_submit()
+    assert half.py_files
     standalone = SparkAppOperator(task_id="t", application="app.py", conn_id="spark_standalone")
     standalone.prepare_submit()
     assert Path(standalone.py_files).name.startswith("pyfiles-")
