@@ -1,8 +1,10 @@
 """The three jobs of the pipeline's users, done in the Airflow UI the way a person does them.
 
 One stack for the module, shaped like `make up`: Airflow on its own PostgreSQL (LocalExecutor),
-the loads and audits submitted to a Spark standalone master with two workers, the live and
-analysis clusters, and Airflow's login form (no all-admins mode). Headless Chromium
+the live and analysis clusters, and Airflow's login form (no all-admins mode). The loads and
+audits run Spark in local mode: what the journeys look at is the same on either master, and
+`make up`'s standalone master is tests/deploy/test_up.py's (each application there starts
+executors on the workers, ~12 more JVMs over this module's run). Headless Chromium
 (harness.browser, the DevTools protocol) logs in with the stack's admin password and
 clicks through:
 
@@ -45,8 +47,6 @@ import pytest
 
 from harness.browser import Browser, BrowserError
 from logbroker.stack.pipeline_stack import PipelineStack, wait_for
-from logbroker.stack.spark_standalone import SparkStandalone
-from logbroker.stack.zookeeper import find_free_port, find_free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 # `make screenshots` (UPDATE_SCREENSHOTS=1) refreshes the README's pictures; a plain test run
@@ -170,15 +170,11 @@ def journey_stack() -> Iterator[Journey]:
     # directory (pytest's tmp_path is 0700).
     parent = Path(tempfile.mkdtemp(prefix="logbroker-journeys-"))
     parent.chmod(0o755)
-    spark = SparkStandalone(
-        parent / "spark", master_port=find_free_port(), ui_port=find_free_ports(3)
-    )
     stack = PipelineStack(
         parent / "stack",
         topics=(TOPIC,),
         grace_hours=0,
         postgres=True,
-        spark_cluster=spark,
         # Paused at first, as a team finds a new deployment: the schedule journey unpauses.
         extra_airflow_env={"AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"},
         log=lambda line: None,
