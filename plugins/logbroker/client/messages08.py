@@ -84,7 +84,7 @@ def keyed_columns_compiled(buffer: Buffer, from_offset: int = 0) -> KeyedColumns
     it (a compressed wrapper, another magic, damage) is read whole by the reference, which
     inflates wrappers and names the damage as it always has."""
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
-    walk = native.IN_USE08.keyed_lists  # type: ignore[union-attr]
+    walk = native.COMPILED08.keyed_lists  # type: ignore[union-attr]
     offsets, keys, payloads, pos, last, status = walk(data, from_offset)
     if status:
         return keyed_columns_python(data, from_offset)
@@ -217,7 +217,7 @@ def build_set_compiled(
     """build_set_python's bytes, the plain set written in C (_native08.build_plain_set) and
     compressed here; keys or payloads of other types (str, bytearray, ...) go to the
     reference, which packs or refuses them as it always has."""
-    inner = native.IN_USE08.build_plain_set(keys, payloads)  # type: ignore[union-attr]
+    inner = native.COMPILED08.build_plain_set(keys, payloads)  # type: ignore[union-attr]
     if inner is None:
         return build_set_python(keys, payloads, codec)
     if codec == compression.NONE or not payloads:
