@@ -558,6 +558,40 @@ def index_points(buffer, position, last_indexed, interval, limit=None):
 # -- the Spark reader's columns (spark_apps/source/keyed_kernels.py) -------------------------
 
 
+cdef inline int _plain_entry(
+    const unsigned char *data,
+    Py_ssize_t pos,
+    Py_ssize_t length,
+    Py_ssize_t *end,
+    int32_t *key_length,
+    Py_ssize_t *value_at,
+) noexcept nogil:
+    """The shape of the entry at `pos` (its header fits): 0 a whole plain entry (its `end`,
+    `key_length`, where its value starts); -1 a size under the minimum or an entry past the
+    end (damage or a partial trailing entry: the caller's check after the walk tells them
+    apart); 1 a wrapper or another magic; 2 damaged lengths. keyed_entries' and keyed_lists'
+    walk."""
+    cdef int32_t size = _int32(data + pos + 8), value_length
+    end[0] = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+    if size < MESSAGE_HEADER or end[0] > length:
+        return -1
+    if data[pos + 16] or data[pos + 17]:
+        return 1
+    key_length[0] = _int32(data + pos + 18)
+    if key_length[0] == -1:
+        value_at[0] = pos + 26
+        value_length = _int32(data + pos + 22)
+    else:
+        value_at[0] = pos + 22 + <Py_ssize_t>key_length[0]
+        if key_length[0] < -1 or value_at[0] + 4 > end[0]:
+            return 2
+        value_length = _int32(data + value_at[0])
+        value_at[0] += 4
+    if value_length < -1 or value_at[0] + (value_length if value_length > 0 else 0) != end[0]:
+        return 2
+    return 0
+
+
 def keyed_entries(
     const unsigned char[::1] buf,
     int64_t from_offset,
@@ -573,7 +607,7 @@ def keyed_entries(
     2 a damaged one there)."""
     cdef Py_ssize_t length = buf.shape[0], cap = offsets.shape[0], n = 0, pos = 0, end
     cdef Py_ssize_t value_at, key_at
-    cdef int32_t size, key_length, value_length
+    cdef int32_t key_length
     cdef int64_t offset, last = -1
     cdef int status = 0
     cdef const unsigned char *data
@@ -590,29 +624,13 @@ def keyed_entries(
     with nogil:
         while pos + MIN_ENTRY <= length:
             offset = _int64(data + pos)
-            size = _int32(data + pos + 8)
-            end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
-            if size < MESSAGE_HEADER or end > length:
-                break  # damage (below) or a partial trailing entry
-            if data[pos + 16] or data[pos + 17]:
-                status = 1  # a wrapper, another magic: the general path reads the fetch
+            status = _plain_entry(data, pos, length, &end, &key_length, &value_at)
+            if status == -1:
+                status = 0  # damage (below) or a partial trailing entry
                 break
-            key_length = _int32(data + pos + 18)
-            if key_length == -1:
-                key_at = pos + 22
-                value_at = pos + 26
-                value_length = _int32(data + pos + 22)
-            else:
-                key_at = pos + 22
-                value_at = pos + 22 + <Py_ssize_t>key_length
-                if key_length < -1 or value_at + 4 > end:
-                    status = 2
-                    break
-                value_length = _int32(data + value_at)
-                value_at += 4
-            if value_length < -1 or value_at + (value_length if value_length > 0 else 0) != end:
-                status = 2
-                break
+            if status:
+                break  # 1: a wrapper, another magic: the general path reads the fetch
+            key_at = pos + 22
             if offset >= from_offset:
                 if check_crc and lb_crc32(0, data + pos + 16, <size_t>(end - pos - 16)) != _uint32(data + pos + 12):
                     status = 2
@@ -716,7 +734,7 @@ def keyed_lists(const unsigned char[::1] buf, int64_t from_offset):
     checked); on status 1 or 2 messages08 reads the whole fetch with the reference, which
     inflates wrappers and names damage."""
     cdef Py_ssize_t length = buf.shape[0], pos = 0, end, value_at, key_at
-    cdef int32_t size, key_length, value_length
+    cdef int32_t key_length
     cdef int64_t offset, last = -1
     cdef int status = 0
     cdef const unsigned char *data
@@ -726,28 +744,13 @@ def keyed_lists(const unsigned char[::1] buf, int64_t from_offset):
     data = &buf[0]
     while pos + MIN_ENTRY <= length:
         offset = _int64(data + pos)
-        size = _int32(data + pos + 8)
-        end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
-        if size < MESSAGE_HEADER or end > length:
-            break  # damage (below) or a partial trailing entry
-        if data[pos + 16] or data[pos + 17]:
-            status = 1
+        status = _plain_entry(data, pos, length, &end, &key_length, &value_at)
+        if status == -1:
+            status = 0  # damage (below) or a partial trailing entry
             break
-        key_length = _int32(data + pos + 18)
+        if status:
+            break
         key_at = pos + 22
-        if key_length == -1:
-            value_at = pos + 26
-            value_length = _int32(data + pos + 22)
-        else:
-            value_at = pos + 22 + <Py_ssize_t>key_length
-            if key_length < -1 or value_at + 4 > end:
-                status = 2
-                break
-            value_length = _int32(data + value_at)
-            value_at += 4
-        if value_length < -1 or value_at + (value_length if value_length > 0 else 0) != end:
-            status = 2
-            break
         if offset >= from_offset:
             if lb_crc32(0, data + pos + 16, <size_t>(end - pos - 16)) != _uint32(data + pos + 12):
                 status = 2
