@@ -12,6 +12,8 @@ is tests/compat/test_kafka08_listener.py's Kafka08Cluster, one for the module.
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import subprocess
 import sys
 from collections import defaultdict
@@ -21,11 +23,20 @@ import pytest
 
 from logbroker.client.cluster import Cluster
 from logbroker.client.group_consumer import GroupConsumer, GroupMessage
+from logbroker.client.messages08 import build_set
 from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.partitioner import default_partitioner
 from logbroker.client.producer import ProduceError, Producer, SendResult
 from logbroker.protocol.errors import LogbrokerError
+from logbroker.protocol.kafka08.apis import encode_request
+from logbroker.protocol.kafka08.metadata import METADATA_V0, MetadataRequest
+from logbroker.protocol.kafka08.produce import (
+    PRODUCE_V0,
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+)
 from logbroker.stack.zookeeper import ZooKeeperServer
 from tests.compat.test_kafka08_listener import KCAT, Kafka08Cluster, wait_until
 
@@ -267,3 +278,46 @@ def test_the_group_consumer_starts_where_kafka_python_committed(cluster: Kafka08
     finally:
         consumer.close()
     assert [(m.offset, m.payload) for m in got] == [(i, f"e{i}".encode()) for i in range(12, 20)]
+
+
+def test_unanswered_produces_in_a_row_keep_each_sets_offsets_and_refuse_only_the_bad_ones(
+    cluster: Kafka08Cluster,
+) -> None:
+    """acks=0 Produce requests that reach the listener in one read are appended together
+    (Kafka08Apis.produce_unanswered): each set still gets its own consecutive offsets, a
+    damaged set and one for a partition that does not exist are refused alone, and the
+    request after them is answered on the same connection."""
+    topic = "unanswered-run"
+    cluster.create(topic, partitions=1)
+    port = cluster.ports08[cluster.leaders(topic)[0]]
+    sets = [build_set([b"k%d" % i] * 3, [b"v%d-%d" % (i, j) for j in range(3)]) for i in range(20)]
+    damaged = bytearray(sets[5])
+    damaged[-1] ^= 1  # the CRC of its last message no longer matches
+
+    def produce(partition: int, data: bytes, correlation_id: int) -> bytes:
+        parts = (ProduceTopic(topic, (ProducePartition(partition, data),)),)
+        return encode_request(PRODUCE_V0, ProduceRequest(0, 1000, parts), correlation_id, "run")
+
+    frames = [produce(0, bytes(damaged) if i == 5 else s, i) for i, s in enumerate(sets)]
+    frames.insert(9, produce(7, sets[0], 100))  # no partition 7
+    frames.append(encode_request(METADATA_V0, MetadataRequest((topic,)), 99, "run"))
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"".join(frames))
+        head = b""
+        while len(head) < 8:
+            got = sock.recv(8 - len(head))
+            assert got, "the listener closed the connection"
+            head += got
+        assert struct.unpack(">ii", head)[1] == 99  # the request after the run is answered
+
+    expected = [(b"k%d" % i, b"v%d-%d" % (i, j)) for i in range(20) if i != 5 for j in range(3)]
+    found: list[tuple[int, bytes | None, bytes]] = []
+
+    def all_read() -> bool:
+        nonlocal found
+        with PartitionReader08.connect(cluster.target.connect, topic, 0) as reader:
+            found = [(m.offset, m.key, m.payload) for m in reader.iter_messages(0)]
+        return len(found) >= len(expected)
+
+    wait_until(f"{len(expected)} messages of {topic}", all_read)
+    assert found == [(offset, k, v) for offset, (k, v) in enumerate(expected)]

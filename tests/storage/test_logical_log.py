@@ -801,3 +801,52 @@ def test_a_second_cut_at_the_same_offset_gets_its_own_file(tmp_path):
     assert log.recovery.kept_in == first_aside.with_name(first_aside.name + ".1")
     assert log.recovery.kept_in.stat().st_size == ENTRY - 1
     assert first_aside.read_bytes() == b"an earlier cut"
+
+
+def log_files(log: LogicalLog) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(log.directory.iterdir())}
+
+
+@pytest.mark.parametrize("segment_bytes", [10**6, 3000])
+def test_append_many_makes_the_files_one_append_per_set_makes(
+    tmp_path: Path, segment_bytes: int
+) -> None:
+    """The 0.8 listener's unanswered produces (append_many: one write per segment) leave the
+    segments, their indexes and the offsets that appends of one set each leave, across rolls
+    and with wrappers among plain sets."""
+    rng = random.Random(44)
+    sets = []
+    for i in range(40):
+        batch = [(rng.choice([None, b"k%d" % i]), rng.randbytes(rng.randrange(0, 120)))]
+        batch *= rng.randrange(1, 6)
+        codec = rng.choice([compression.NONE] * 3 + [compression.GZIP])
+        data = build_message_set(batch)
+        if codec != compression.NONE:
+            data = entry(len(batch) - 1, compression.compress(codec, data), None, codec)
+        sets.append(data)
+    one_each = make_log(tmp_path, name="one-each-0", segment_bytes=segment_bytes)
+    many = make_log(tmp_path, name="many-0", segment_bytes=segment_bytes)
+    for data in sets:
+        one_each.append(data)
+    checked = [(data, validate(data)) for data in sets]
+    messages, nbytes = many.append_many(checked[:25])
+    more = many.append_many(checked[25:])
+    assert (messages + more[0], nbytes + more[1]) == (
+        one_each.end_offset,
+        sum(len(data) for data in sets),
+    )
+    assert many.end_offset == one_each.end_offset
+    assert len(many.segments) == len(one_each.segments) > (1 if segment_bytes < 10**6 else 0)
+    assert log_files(many) == log_files(one_each)
+    for offset in (0, 7, many.end_offset - 1):  # reads find what they found
+        assert bytes(many.read(offset, 10**6).read()) == bytes(one_each.read(offset, 10**6).read())
+
+
+def test_append_many_refuses_a_damaged_set_before_writing_any(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    good = build_message_set([(None, b"a")])
+    cut = build_message_set([(None, b"bc")])[:-1]  # its only entry incomplete
+    with pytest.raises(InvalidMessageError, match="incomplete"):
+        log.append_many([(good, validate(good)), (cut, validate(cut))])
+    assert log.end_offset == 0
+    assert stored(log) == []

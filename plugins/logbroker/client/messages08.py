@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..protocol import compression
+from ..protocol import compression, native
 from ..protocol.errors import CorruptMessageError
 from ..protocol.kafka08.message import MESSAGE_HEADER, decode_message
 from ..protocol.kafka08.message_set import ENTRY_OVERHEAD, entry, iter_messages
@@ -78,8 +78,22 @@ class KeyedColumns(NamedTuple):
     "The offset of the last whole entry's last message, -1 when there is none."
 
 
-def keyed_columns(buffer: Buffer, from_offset: int = 0) -> KeyedColumns:
-    """The messages of a fetched 0.8 set at or after `from_offset`, as columns.
+def keyed_columns_compiled(buffer: Buffer, from_offset: int = 0) -> KeyedColumns:
+    """keyed_columns_python's answer, its plain entries walked in C (_native08.keyed_lists:
+    every CRC checked, one bytes object per key and payload). A set with anything else in
+    it (a compressed wrapper, another magic, damage) is read whole by the reference, which
+    inflates wrappers and names the damage as it always has."""
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    walk = native.COMPILED08.keyed_lists  # type: ignore[union-attr]
+    offsets, keys, payloads, pos, last, status = walk(data, from_offset)
+    if status:
+        return keyed_columns_python(data, from_offset)
+    return KeyedColumns(offsets, keys, payloads, pos, last)
+
+
+def keyed_columns_python(buffer: Buffer, from_offset: int = 0) -> KeyedColumns:
+    """The messages of a fetched 0.8 set at or after `from_offset`, as columns (the
+    reference; keyed_columns_compiled runs when _native08 is in use, protocol/native.py).
 
     The consumers' hot loop: one struct read and two slices per plain entry; the CRCs of
     the plain entries are computed together at the end (zlib over each message's head, then
@@ -197,7 +211,21 @@ def _damaged(data: bytes, pos: int, end: int, offset: int) -> None:
     raise CorruptMessageError(f"{where} is damaged")
 
 
-def build_set(
+def build_set_compiled(
+    keys: Sequence[bytes | None], payloads: Sequence[bytes], codec: int = compression.NONE
+) -> bytes:
+    """build_set_python's bytes, the plain set written in C (_native08.build_plain_set) and
+    compressed here; keys or payloads of other types (str, bytearray, ...) go to the
+    reference, which packs or refuses them as it always has."""
+    inner = native.COMPILED08.build_plain_set(keys, payloads)  # type: ignore[union-attr]
+    if inner is None:
+        return build_set_python(keys, payloads, codec)
+    if codec == compression.NONE or not payloads:
+        return inner  # type: ignore[no-any-return]
+    return entry(len(payloads) - 1, compression.compress(codec, inner), None, codec)
+
+
+def build_set_python(
     keys: Sequence[bytes | None], payloads: Sequence[bytes], codec: int = compression.NONE
 ) -> bytes:
     """A producer's 0.8 message set of (key, payload) messages, offsets 0 to n-1 (the leader
@@ -235,3 +263,9 @@ def batch_of(columns: KeyedColumns, from_offset: int) -> KeyedBatch:
     """The KeyedBatch of `keyed_columns(..., from_offset)`'s answer."""
     next_offset = max(from_offset, columns.last_offset + 1)
     return KeyedBatch(columns.offsets, columns.keys, columns.payloads, next_offset)
+
+
+# What the clients call: the compiled walk and build when native.py chose _native08 (the same columns,
+# the same errors), else the reference.
+keyed_columns = keyed_columns_python if native.IN_USE08 is None else keyed_columns_compiled
+build_set = build_set_python if native.IN_USE08 is None else build_set_compiled

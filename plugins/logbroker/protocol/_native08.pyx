@@ -24,7 +24,7 @@ _native.pyx.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
@@ -558,6 +558,40 @@ def index_points(buffer, position, last_indexed, interval, limit=None):
 # -- the Spark reader's columns (spark_apps/source/keyed_kernels.py) -------------------------
 
 
+cdef inline int _plain_entry(
+    const unsigned char *data,
+    Py_ssize_t pos,
+    Py_ssize_t length,
+    Py_ssize_t *end,
+    int32_t *key_length,
+    Py_ssize_t *value_at,
+) noexcept nogil:
+    """The shape of the entry at `pos` (its header fits): 0 a whole plain entry (its `end`,
+    `key_length`, where its value starts); -1 a size under the minimum or an entry past the
+    end (damage or a partial trailing entry: the caller's check after the walk tells them
+    apart); 1 a wrapper or another magic; 2 damaged lengths. keyed_entries' and keyed_lists'
+    walk."""
+    cdef int32_t size = _int32(data + pos + 8), value_length
+    end[0] = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
+    if size < MESSAGE_HEADER or end[0] > length:
+        return -1
+    if data[pos + 16] or data[pos + 17]:
+        return 1
+    key_length[0] = _int32(data + pos + 18)
+    if key_length[0] == -1:
+        value_at[0] = pos + 26
+        value_length = _int32(data + pos + 22)
+    else:
+        value_at[0] = pos + 22 + <Py_ssize_t>key_length[0]
+        if key_length[0] < -1 or value_at[0] + 4 > end[0]:
+            return 2
+        value_length = _int32(data + value_at[0])
+        value_at[0] += 4
+    if value_length < -1 or value_at[0] + (value_length if value_length > 0 else 0) != end[0]:
+        return 2
+    return 0
+
+
 def keyed_entries(
     const unsigned char[::1] buf,
     int64_t from_offset,
@@ -573,7 +607,7 @@ def keyed_entries(
     2 a damaged one there)."""
     cdef Py_ssize_t length = buf.shape[0], cap = offsets.shape[0], n = 0, pos = 0, end
     cdef Py_ssize_t value_at, key_at
-    cdef int32_t size, key_length, value_length
+    cdef int32_t key_length
     cdef int64_t offset, last = -1
     cdef int status = 0
     cdef const unsigned char *data
@@ -590,29 +624,13 @@ def keyed_entries(
     with nogil:
         while pos + MIN_ENTRY <= length:
             offset = _int64(data + pos)
-            size = _int32(data + pos + 8)
-            end = pos + ENTRY_OVERHEAD + <Py_ssize_t>size
-            if size < MESSAGE_HEADER or end > length:
-                break  # damage (below) or a partial trailing entry
-            if data[pos + 16] or data[pos + 17]:
-                status = 1  # a wrapper, another magic: the general path reads the fetch
+            status = _plain_entry(data, pos, length, &end, &key_length, &value_at)
+            if status == -1:
+                status = 0  # damage (below) or a partial trailing entry
                 break
-            key_length = _int32(data + pos + 18)
-            if key_length == -1:
-                key_at = pos + 22
-                value_at = pos + 26
-                value_length = _int32(data + pos + 22)
-            else:
-                key_at = pos + 22
-                value_at = pos + 22 + <Py_ssize_t>key_length
-                if key_length < -1 or value_at + 4 > end:
-                    status = 2
-                    break
-                value_length = _int32(data + value_at)
-                value_at += 4
-            if value_length < -1 or value_at + (value_length if value_length > 0 else 0) != end:
-                status = 2
-                break
+            if status:
+                break  # 1: a wrapper, another magic: the general path reads the fetch
+            key_at = pos + 22
             if offset >= from_offset:
                 if check_crc and lb_crc32(0, data + pos + 16, <size_t>(end - pos - 16)) != _uint32(data + pos + 12):
                     status = 2
@@ -703,3 +721,94 @@ def digest_keyed(
                 memcpy(w + 4, &buf[value_starts[i]], v)
             w += 4 + v
     return result
+
+
+# -- the clients' hot loops (client/messages08.py) ------------------------------------------
+
+
+def keyed_lists(const unsigned char[::1] buf, int64_t from_offset):
+    """The walk of messages08.keyed_columns_python over a fetch's plain entries, compiled:
+    (offsets, keys, payloads, where the walk stopped, the last entry's offset or -1, status)
+    with keyed_entries' status (0 the end, 1 an entry of another kind at the stop, 2 a
+    damaged one there). The lists hold the messages at or after `from_offset` (each CRC
+    checked); on status 1 or 2 messages08 reads the whole fetch with the reference, which
+    inflates wrappers and names damage."""
+    cdef Py_ssize_t length = buf.shape[0], pos = 0, end, value_at, key_at
+    cdef int32_t key_length
+    cdef int64_t offset, last = -1
+    cdef int status = 0
+    cdef const unsigned char *data
+    cdef list offsets = [], keys = [], payloads = []
+    if length == 0:
+        return offsets, keys, payloads, 0, -1, 0
+    data = &buf[0]
+    while pos + MIN_ENTRY <= length:
+        offset = _int64(data + pos)
+        status = _plain_entry(data, pos, length, &end, &key_length, &value_at)
+        if status == -1:
+            status = 0  # damage (below) or a partial trailing entry
+            break
+        if status:
+            break
+        key_at = pos + 22
+        if offset >= from_offset:
+            if lb_crc32(0, data + pos + 16, <size_t>(end - pos - 16)) != _uint32(data + pos + 12):
+                status = 2
+                break
+            offsets.append(offset)
+            keys.append(
+                None if key_length == -1
+                else PyBytes_FromStringAndSize(<const char *>data + key_at, key_length)
+            )
+            payloads.append(PyBytes_FromStringAndSize(<const char *>data + value_at, end - value_at))
+        last = offset
+        pos = end
+    if status == 0 and length - pos >= ENTRY_OVERHEAD and _int32(data + pos + 8) < MESSAGE_HEADER:
+        status = 2
+    return offsets, keys, payloads, pos, last, status
+
+
+def build_plain_set(keys, payloads):
+    """messages08.build_set_python's set without a codec, compiled: the same bytes, or None
+    when a key is not exactly bytes or None, a payload not exactly bytes, or the counts
+    differ (messages08 then builds it with the reference, which raises what it raises)."""
+    cdef Py_ssize_t n = len(payloads), i, total = 0, k, v
+    cdef object key, value
+    cdef bytes out
+    cdef unsigned char *w
+    cdef unsigned char *msg
+    if len(keys) != n:
+        return None
+    keys = list(keys)
+    payloads = list(payloads)
+    for i in range(n):
+        key, value = keys[i], payloads[i]
+        if not PyBytes_CheckExact(value) or (key is not None and not PyBytes_CheckExact(key)):
+            return None
+        k = PyBytes_GET_SIZE(key) if key is not None else 0
+        v = PyBytes_GET_SIZE(value)
+        if k + v > 0x7FFFFF00:
+            return None
+        total += MIN_ENTRY + k + v
+    out = PyBytes_FromStringAndSize(NULL, total)
+    w = <unsigned char *>PyBytes_AS_STRING(out)
+    for i in range(n):
+        key, value = keys[i], payloads[i]
+        v = PyBytes_GET_SIZE(value)
+        _put_int64(w, i)
+        msg = w + 12  # crc, then what it covers
+        msg[4] = 0  # magic
+        msg[5] = 0  # attributes
+        if key is None:
+            k = 0
+            _put_int32(msg + 6, -1)
+        else:
+            k = PyBytes_GET_SIZE(key)
+            _put_int32(msg + 6, <int32_t>k)
+            memcpy(msg + 10, PyBytes_AS_STRING(key), k)
+        _put_int32(msg + 10 + k, <int32_t>v)
+        memcpy(msg + 14 + k, PyBytes_AS_STRING(value), v)
+        _put_int32(w + 8, <int32_t>(14 + k + v))
+        _put_int32(msg, <int32_t>lb_crc32(0, msg + 4, <size_t>(10 + k + v)))
+        w += MIN_ENTRY + k + v
+    return out

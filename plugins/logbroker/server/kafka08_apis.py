@@ -53,11 +53,13 @@ from ..protocol.kafka08 import produce as produce08
 from ..protocol.kafka08.apis import Request, encode_response_parts
 from ..protocol.kafka08.errors import Code, code08
 from ..protocol.kafka08.header import ApiKey
+from ..protocol.kafka08.message_set import Validation
 from ..protocol.kafka08.message_set import validate as validate08
 from ..protocol.message_formats import FORMAT_08
 from ..protocol.message_set import InflateBudget
 from ..protocol.requests import EARLIEST_TIME, LATEST_TIME
 from ..protocol.topics import validate_topic
+from ..protocol.wire import Buffer
 from ..replication.metadata_cache import MetadataCache
 from ..replication.replicas import Replica, ReplicaManager
 from ..storage.segment import FileRegion, empty_region
@@ -147,15 +149,7 @@ class Kafka08Apis:
             for p in topic.partitions:
                 try:
                     replica = self._leader(topic.topic, p.partition)
-                    check = validate08(p.messages, budget=budget)
-                    if check.error is not None:
-                        raise check.error
-                    if check.largest_entry > self.config.max_message_size:
-                        raise MessageSizeTooLargeError(
-                            f"an entry of {check.largest_entry} bytes for {topic.topic}-"
-                            f"{p.partition} is over max.message.size "
-                            f"({self.config.max_message_size})"
-                        )
+                    check = self._checked(topic.topic, p, budget)
                     if body.required_acks == -1:
                         self.replicas.check_enough_replicas(replica)
                     first, end = replica.append(p.messages, check)
@@ -174,6 +168,56 @@ class Kafka08Apis:
         if pending:
             return self._after_isr(request, results, pending, body.timeout_ms / 1000)
         return self._answer(request, _produce_response(results))
+
+    def _checked(
+        self, topic: str, p: produce08.ProducePartition, budget: InflateBudget
+    ) -> Validation:
+        """A produced set's validation; its damage, or an entry over max.message.size,
+        raised as the error to answer with."""
+        check = validate08(p.messages, budget=budget)
+        if check.error is not None:
+            raise check.error
+        if check.largest_entry > self.config.max_message_size:
+            raise MessageSizeTooLargeError(
+                f"an entry of {check.largest_entry} bytes for {topic}-{p.partition} is over "
+                f"max.message.size ({self.config.max_message_size})"
+            )
+        return check
+
+    def produce_unanswered(self, requests: list[Request], client: str) -> None:
+        """Produce requests with required_acks 0 that came in a row on one connection
+        (Kafka08Connection gathers them): each set checked and refused as `produce` does,
+        and each partition's sets appended in order by one `append_many` (the log's next
+        offsets per set, as `append` gives them, but one write per segment for all of them
+        instead of two per set). Nothing is answered, as for one such request."""
+        self.replicas.check_pause()
+        batches: dict[tuple[str, int], tuple[Replica, list[tuple[Buffer, Validation]]]] = {}
+        for request in requests:
+            self.metrics.request("kafka08_produce")
+            body: produce08.ProduceRequest = request.body
+            budget = InflateBudget(
+                self.config.inflated_set_limit, self.config.inflated_request_limit, 1
+            )
+            for topic in body.topics:
+                for p in topic.partitions:
+                    try:
+                        replica = self._leader(topic.topic, p.partition)
+                        check = self._checked(topic.topic, p, budget)
+                        if not check.valid_bytes:  # empty, or a cut first entry: refused alone
+                            replica.append(p.messages, check)
+                            continue
+                        key = (topic.topic, p.partition)
+                        batches.setdefault(key, (replica, []))[1].append((p.messages, check))
+                    except LogbrokerError as exc:
+                        self._refused("produce", topic.topic, client, exc)
+        for (topic_name, _), (replica, sets) in batches.items():
+            try:
+                messages, nbytes = replica.append_many(sets)
+            except LogbrokerError as exc:
+                self._refused("produce", topic_name, client, exc)
+                continue
+            self._appended(replica)
+            self.metrics.produced(topic_name, messages, nbytes)
 
     async def _after_isr(
         self,

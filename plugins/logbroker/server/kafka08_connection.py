@@ -8,7 +8,9 @@ It is a ClientConnection (connection.py) that frames and decodes 0.8's requests 
 0.7's: one request is handled at a time, the next only once the answer has gone (0.8's
 brokers muted a connection the same way), so answers leave in request order; the sending
 (sendfile for fetched sets), the waiting fetches, the timeouts and the closing are the base
-class's. Unlike a 0.7 connection it batches no produces: 0.8 assigns offsets per set.
+class's. Produces with required_acks 0 that arrive in a row (one read of the socket) are
+appended together, as a 0.7 connection's are: each set still gets its own offsets, but each
+partition's sets go in one write (Kafka08Apis.produce_unanswered, LogicalLog.append_many).
 
 A frame that does not decode (cut off, a bad size, an absurd array count, bytes left over)
 closes the connection with one log line naming the client, the API and the field; an api key
@@ -24,8 +26,8 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import InvalidRequestError, LogbrokerError
-from ..protocol.kafka08.apis import UnsupportedApiError, decode_request
-from ..protocol.kafka08.header import MIN_REQUEST_SIZE
+from ..protocol.kafka08.apis import Request, UnsupportedApiError, decode_request
+from ..protocol.kafka08.header import MIN_REQUEST_SIZE, ApiKey
 from .connection import ClientConnection
 
 if TYPE_CHECKING:
@@ -43,14 +45,18 @@ class Kafka08Connection(ClientConnection):
         self.apis = apis
 
     def _handle_frames(self, buf: bytearray, pos: int, end: int) -> int:
-        """Handle whole frames of `buf[pos:end]`, one at a time; where unhandled bytes start."""
+        """Handle whole frames of `buf[pos:end]` in order; where unhandled bytes start.
+        Produces with required_acks 0 in a row are appended together (`_unanswered`)
+        before anything after them is handled, or the connection closed."""
         view = memoryview(buf)
         max_size = self.server.max_request_bytes
+        unanswered: list[Request] = []
         while pos < end and not self.closed:
             if end - pos < 4:
-                return pos
+                break
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < MIN_REQUEST_SIZE or size > max_size:
+                self._unanswered(unanswered)
                 self.server.metrics.error("request_too_large" if size > 0 else "invalid_request")
                 self.close(
                     f"0.8 request size {size} is outside {MIN_REQUEST_SIZE}..{max_size} "
@@ -59,41 +65,81 @@ class Kafka08Connection(ClientConnection):
                 )
                 return end
             if end - pos - 4 < size:
-                return pos
+                break
             body = view[pos + 4 : pos + 4 + size]
             pos += 4 + size
             self.partial_since = None
-            if self._handle(body):  # the answer is on its way: the next request waits
+            request = self._decode(body, unanswered)
+            if request is None:  # closed
+                break
+            if request.header.api_key == ApiKey.PRODUCE and request.body.required_acks == 0:
+                unanswered.append(request)
+                continue
+            self._unanswered(unanswered)
+            if self._handle_request(request):  # the answer is on its way: the next request waits
                 return pos
+        self._unanswered(unanswered)
         return end if self.closed else pos
 
-    def _handle(self, body: memoryview) -> bool:
-        server = self.server
+    def _decode(self, body: memoryview, unanswered: list[Request]) -> Request | None:
+        """The request in `body`; None when it does not decode (the connection is closed,
+        after the unanswered produces before it are appended)."""
         try:
-            request = decode_request(body)
-            outcome = self.apis.handle(request, self.client)
+            return decode_request(body)
         except UnsupportedApiError as exc:
-            server.metrics.error("unsupported_api")
+            self._unanswered(unanswered)
+            self.server.metrics.error("unsupported_api")
             self.close(str(exc), cause="unsupported_api")
-            return False
+        except LogbrokerError as exc:
+            self._unanswered(unanswered)
+            self.server.metrics.error("invalid_request")
+            self.close(str(exc), cause="invalid_request")
+        except Exception:
+            self._unanswered(unanswered)
+            self._broker_failed()
+        return None
+
+    def _unanswered(self, requests: list[Request]) -> None:
+        """Append the produces gathered (and forget them): one alone as any request, more
+        in one go (Kafka08Apis.produce_unanswered: one write per partition)."""
+        if not requests:
+            return
+        gathered = requests.copy()
+        requests.clear()
+        if len(gathered) == 1:
+            self._handle_request(gathered[0])
+            return
+        try:
+            self.apis.produce_unanswered(gathered, self.client)
+        except LogbrokerError as exc:
+            self.server.metrics.error("rejected")
+            self.close(str(exc), cause="rejected")
+        except Exception:
+            self._broker_failed()
+
+    def _handle_request(self, request: Request) -> bool:
+        try:
+            outcome = self.apis.handle(request, self.client)
         except LogbrokerError as exc:
             kind = "invalid_request" if isinstance(exc, InvalidRequestError) else "rejected"
-            server.metrics.error(kind)
+            self.server.metrics.error(kind)
             self.close(str(exc), cause=kind)
             return False
         except Exception:
-            server.warnings.log(
-                logging.ERROR, "broker_error", "0.8 request from %s failed", self.client,
-                exc_info=True,
-            )  # fmt: skip
-            server.metrics.error("unknown")
-            self.close(
-                "the broker failed on this request (see the traceback)", cause="broker_error"
-            )
+            self._broker_failed()
             return False
         if outcome is None:  # a Produce with acks 0
             return False
         return self._deliver(outcome)
+
+    def _broker_failed(self) -> None:
+        server = self.server
+        server.warnings.log(
+            logging.ERROR, "broker_error", "0.8 request from %s failed", self.client,
+            exc_info=True,
+        )  # fmt: skip
+        server.metrics.error("unknown")
+        self.close("the broker failed on this request (see the traceback)", cause="broker_error")
 
     async def _drain(self) -> None:
         """Append the acks=0 Produces a departed client sent after its last answered

@@ -29,6 +29,7 @@ an illegal one with error 17 InvalidTopic for that topic, as 0.8 did.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, NamedTuple
 
 from ..errors import InvalidRequestError
@@ -54,7 +55,7 @@ from .header import (
 )
 from .metadata import METADATA_V0
 from .offsets import OFFSETS_V0
-from .produce import PRODUCE_V0
+from .produce import PRODUCE_V0, ProducePartition, ProduceRequest, ProduceTopic
 from .types import Part, decode_with, encode_with
 
 APIS: dict[tuple[int, int], Api] = {
@@ -100,6 +101,9 @@ def api_name(key: int) -> str:
 def decode_request(frame_body: Buffer) -> Request:
     """The request in a frame without its size prefix: see the module's doc for errors."""
     view = byte_view(frame_body)
+    fast = _fast_produce(view)
+    if fast is not None:
+        return fast
     header, start = decode_header(view)
     api = APIS.get((header.api_key, header.api_version))
     if api is None:
@@ -121,6 +125,63 @@ def decode_request(frame_body: Buffer) -> Request:
             f"from byte {end} to {len(view)}"
         )
     return Request(header, api, body)
+
+
+_PRODUCE_HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_PRODUCE_FIELDS = struct.Struct(">hii")  # required_acks, timeout, topic count
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">ii")  # partition, message set size
+
+
+def _fast_produce(view: memoryview) -> Request | None:
+    """A well-formed Produce v0 request read with a few struct reads (the producers' hot
+    path: the schema walk costs more than the broker's append of a 50-message set), or None
+    for anything else, or anything unusual (a null or undecodable string, a count or size
+    out of range, bytes left over): decode_request's schema walk then reads it, and raises
+    what it raises. The answer is the schema walk's, field for field."""
+    length = len(view)
+    if length < 10:
+        return None
+    api_key, version, correlation_id, n = _PRODUCE_HEAD.unpack_from(view, 0)
+    if api_key != PRODUCE_V0.key or version != PRODUCE_V0.version or n < -1:
+        return None
+    pos = 10 + max(n, 0)
+    if pos + 10 > length:
+        return None
+    try:
+        client_id = None if n == -1 else str(view[10:pos], "utf-8")
+        acks, timeout, topic_count = _PRODUCE_FIELDS.unpack_from(view, pos)
+        pos += 10
+        if topic_count <= 0 or topic_count > (length - pos) // 6:
+            return None
+        topics = []
+        for _ in range(topic_count):
+            (n,) = _INT16.unpack_from(view, pos)
+            start = pos + 2
+            pos = start + n
+            if n < 0 or pos + 4 > length:
+                return None
+            name = str(view[start:pos], "utf-8")
+            (count,) = _INT32.unpack_from(view, pos)
+            pos += 4
+            if count <= 0 or count > (length - pos) // 8:
+                return None
+            partitions = []
+            for _ in range(count):
+                partition, size = _PARTITION.unpack_from(view, pos)
+                start = pos + 8
+                pos = start + size
+                if size < 0 or pos > length:
+                    return None
+                partitions.append(ProducePartition(partition, view[start:pos]))
+            topics.append(ProduceTopic(name, tuple(partitions)))
+    except (struct.error, UnicodeDecodeError):
+        return None
+    if pos != length:
+        return None
+    header = RequestHeader(api_key, version, correlation_id, client_id)
+    return Request(header, PRODUCE_V0, ProduceRequest(acks, timeout, tuple(topics)))
 
 
 def encode_request(api: Api, body: Any, correlation_id: int, client_id: str | None) -> bytes:
