@@ -134,7 +134,8 @@ def plan_hour(
         previous,
         options,
         _splits(options, states, ranges),
-        AvroDecoder.pinned(options),
+        # the ranges' kind is the discovery's (or the checkpoints'): no ZooKeeper session more
+        AvroDecoder.pinned(options, logical=any(r.logical for r in ranges)),
     )
 
 

@@ -259,11 +259,15 @@ class AvroDecoder:
     schema: StructType
 
     @classmethod
-    def pinned(cls, options: SourceOptions) -> AvroDecoder:
+    def pinned(cls, options: SourceOptions, logical: bool | None = None) -> AvroDecoder:
         """The topics' reader schemas read from the registry once, and the rows' schema made
-        of them: a decoder planned ahead of every read of a query (the hourly load's plan)."""
+        of them: a decoder planned ahead of every read of a query (the hourly load's plan).
+        `logical`: whether a topic read is of the 0.8 format, when the caller's discovery
+        already said (the plan's ranges); None asks ZooKeeper (a session of its own)."""
         readers = reader_schemas(options)
-        schema = build_schema(readers, options.mode == "PERMISSIVE", keyed(options, readers))
+        if logical is None:
+            logical = keyed(options, readers)
+        schema = build_schema(readers, options.mode == "PERMISSIVE", logical)
         return cls(options, readers, schema)
 
     @classmethod

@@ -193,7 +193,9 @@ def test_a_load_parses_its_options_and_discovers_its_partitions_once(
     cluster.produce(topic, [*(cluster.event(topic) for _ in range(50)), b"not an event"])
     parsed: list[int] = []
     discovered: list[int] = []
+    asked_format: list[int] = []  # ZooKeeper sessions only to ask a topic's message format
     construct, find = SourceOptions.__init__, discovery._from_zookeeper
+    format08_topics = discovery.format08_topics
 
     def counted_options(self: SourceOptions, *args: object, **kwargs: object) -> None:
         parsed.append(1)
@@ -203,16 +205,24 @@ def test_a_load_parses_its_options_and_discovers_its_partitions_once(
         discovered.append(1)
         return find(*args, **kwargs)
 
+    def counted_format(*args: object, **kwargs: object) -> set[str]:
+        asked_format.append(1)
+        return format08_topics(*args, **kwargs)
+
     monkeypatch.setattr(SourceOptions, "__init__", counted_options)
     monkeypatch.setattr(discovery, "_from_zookeeper", counted_discovery)
+    monkeypatch.setattr(discovery, "format08_topics", counted_format)
     loaded = {}
     for writer in ("arrow", "spark"):
         parsed.clear()
         discovered.clear()
+        asked_format.clear()
         wh = open_warehouse(str(tmp_path / writer), spark)
         s = settings(cluster, parquet_writer=writer, max_bad_fraction=0.1)
         loaded[writer] = load_hour(spark, wh, s, topic, H10).checkpoint
         assert (len(parsed), len(discovered)) == (1, 1), writer
+        # the discovery says whether the rows have a key column (a 0.8-format topic's)
+        assert not asked_format, writer
     arrow, spark_written = loaded["arrow"], loaded["spark"]
     assert (arrow.rows, arrow.bad_records) == (spark_written.rows, spark_written.bad_records)
     assert (arrow.rows, arrow.bad_records) == (50, 1)
