@@ -10,7 +10,9 @@ LeaderNotAvailable or a lost connection, resumes at the same offset on the next 
 (replicas are byte-identical, and consumers see only what is below the high watermark, which
 every in-sync replica holds). So a range planned on one leader is read on another. A
 0.8-format topic (always replicated; its ranges `logical`) is read from its leader's 0.8
-listener with PartitionReader08, which follows the leader the same way.
+listener with PartitionReader08, which follows the leader the same way; it starts at the 0.8
+listener the plan found leading (`host:port`) and opens a ZooKeeper session only if that
+broker refuses or goes (a session per range cost more than reading a small range).
 
     with open_reads(zookeeper, r.topic, r.broker_id, r.partition, host, port) as reads: ...
     with ClusterReads(cluster) as reads_for: digest_ranges(reads_for, ranges)
@@ -18,6 +20,7 @@ listener with PartitionReader08, which follows the leader the same way.
 
 from __future__ import annotations
 
+from logbroker.client.brokers import BrokerEndpoint
 from logbroker.client.cluster import Cluster
 from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.partition_reader08 import PartitionReader08
@@ -52,7 +55,9 @@ def open_reads(
     """What reads one partition: broker `host:port`'s SimpleConsumer for a 0.7 partition, a
     PartitionReader with its own ZooKeeper session for a replicated one (`host:port`, its
     leader when it was planned, is not needed: the reader asks ZooKeeper); a PartitionReader08
-    for a 0.8-format topic's (`logical` offsets). Close it."""
+    for a 0.8-format topic's (`logical` offsets), reading first from `host:port` (its leader's
+    0.8 listener when it was planned) and asking ZooKeeper only once that one refuses or goes.
+    Close it."""
     if broker_id != REPLICATED:
         return SimpleConsumer(host, port, fetch_size=fetch_size, timeout=timeout)
     if not zookeeper:
@@ -61,10 +66,11 @@ def open_reads(
             "the option 'zookeeper' (the cluster's connect string), not 'brokers'"
         )
     if logical:
-        return PartitionReader08.connect(
+        return PartitionReader08.at(
             zookeeper,
             topic,
             partition,
+            BrokerEndpoint(REPLICATED, host, port),
             fetch_size=fetch_size,
             timeout=timeout,
             leader_timeout_ms=LEADER_TIMEOUT_MS,

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from logbroker.client.brokers import BrokerEndpoint
 from logbroker.client.cluster import Cluster
 from logbroker.client.group_consumer import GroupConsumer, GroupMessage
 from logbroker.client.messages08 import build_set
@@ -28,6 +29,7 @@ from logbroker.client.partition_reader import PartitionReader
 from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.partitioner import default_partitioner
 from logbroker.client.producer import ProduceError, Producer, SendResult
+from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.kafka08.apis import encode_request
 from logbroker.protocol.kafka08.metadata import METADATA_V0, MetadataRequest
@@ -148,6 +150,35 @@ def test_the_partition_reader_reads_keys_from_any_offset_inside_a_compressed_wra
         assert (rows[partition].earliest, rows[partition].latest) == (0, 30)
         with pytest.raises(LogbrokerError, match=r"is a 0\.8-format topic: read it with"):
             PartitionReader(view.leaders, "own-reader", partition)
+
+
+def test_a_reader_at_the_planned_leader_needs_no_zookeeper_and_follows_a_moved_one(
+    cluster: Kafka08Cluster,
+) -> None:
+    """PartitionReader08.at: the Spark source's reads start at the 0.8 listener the plan found
+    leading; ZooKeeper is asked only when that broker refuses (the leader moved)."""
+    cluster.create("own-planned", 1)
+    with Producer(zk_connect=cluster.target.connect, request_required_acks=-1) as producer:
+        producer.send_batch([("own-planned", f"k{i}", f"m{i}".encode()) for i in range(50)])
+    leader = cluster.leaders("own-planned")[0]
+    other = (leader + 1) % 3  # alive, a follower: it refuses with NotLeaderForPartition
+    listener = {b: BrokerEndpoint(REPLICATED, "127.0.0.1", cluster.ports08[b]) for b in (0, 1, 2)}
+    # the planned leader still leads: read with a ZooKeeper nobody serves (port 1)
+    with PartitionReader08.at(
+        "127.0.0.1:1/nowhere", "own-planned", 0, listener[leader], leader_timeout_ms=2000
+    ) as reader:
+        batches = list(reader.iter_batches(0))
+        assert [p for b in batches for p in b.payloads] == [f"m{i}".encode() for i in range(50)]
+        assert reader.latest_offset() == 50
+    # the plan named a broker that does not lead: the reader asks ZooKeeper and reads on
+    with PartitionReader08.at(
+        cluster.target.connect, "own-planned", 0, listener[other], retry_backoff_ms=10
+    ) as reader:
+        messages = list(reader.iter_messages(20))
+        assert [(m.offset, m.key) for m in messages] == [
+            (i, f"k{i}".encode()) for i in range(20, 50)
+        ]
+        assert reader.leader is not None and reader.leader.port == cluster.ports08[leader]
 
 
 def logbroker(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

@@ -19,7 +19,10 @@ leads, `Leaders.endpoint08` where its 0.8 listener is; after NotLeaderForPartiti
 LeaderNotAvailable or a lost connection the reader reads the leaders again and resumes at the
 same offset on the new leader (replicas hold the same offsets; consumers see only what is below
 the high watermark, which every in-sync replica has), for up to `leader_timeout_ms` (each try
-`retry_backoff_ms` after the last) before it raises the last refusal. Fetches are pipelined:
+`retry_backoff_ms` after the last) before it raises the last refusal. A reader made `at` a
+known leader (the Spark source's: its plan found the leader's 0.8 listener) reads from it with
+no ZooKeeper session, and opens one only once that broker refuses or goes; a session for each
+range cost the hourly load more than reading a small range. Fetches are pipelined:
 the next is on its way while a batch is handed out, and the fetch size grows (doubling, up to
 `max_fetch_size`) while not even one entry fits; a larger entry is a MessageTooLargeError.
 """
@@ -76,10 +79,11 @@ class PartitionReader08:
 
     def __init__(
         self,
-        leaders: Leaders,
+        leaders: Leaders | str,
         topic: str,
         partition: int,
         *,
+        leader: BrokerEndpoint | None = None,
         fetch_size: int = DEFAULT_FETCH_SIZE,
         max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
         timeout: float = 30.0,
@@ -88,18 +92,6 @@ class PartitionReader08:
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        assignment = leaders.assignment(topic)
-        if assignment is None or assignment.message_format != "0.8":
-            what = "a 0.7-format topic" if assignment is not None else "not a replicated topic"
-            raise LogbrokerError(
-                f"{topic!r} is {what}: PartitionReader08 reads 0.8-format topics (created with "
-                "--message-format 0.8); read this one with PartitionReader or SimpleConsumer"
-            )
-        if not 0 <= partition < assignment.partitions:
-            raise LogbrokerError(
-                f"{topic} has partitions 0 to {assignment.partitions - 1}, not {partition}"
-            )
-        self.leaders = leaders
         self.topic = topic
         self.partition = partition
         self.fetch_size = fetch_size
@@ -111,7 +103,17 @@ class PartitionReader08:
         self.clock = clock
         self._connection: Kafka08Connection | None = None
         self._endpoint: BrokerEndpoint | None = None
-        self._zk: KazooClient | None = None  # set by connect(): closed with the reader
+        self._zk: KazooClient | None = None  # set by connect() or _opened(): closed with us
+        self._leaders: Leaders | None = None
+        self._zk_connect: str | None = None
+        # The plan's leader: read until it refuses or goes; only then is ZooKeeper asked
+        self._planned = leader
+        if isinstance(leaders, str):
+            if leader is None:
+                raise ValueError("a ZooKeeper connect string for the leaders needs `leader`")
+            self._zk_connect = leaders
+        else:
+            self._leaders = self._checked(leaders)
 
     @classmethod
     def connect(
@@ -128,6 +130,57 @@ class PartitionReader08:
             raise
         reader._zk = zk
         return reader
+
+    @classmethod
+    def at(
+        cls, zk_connect: str, topic: str, partition: int, leader: BrokerEndpoint, **kwargs: object
+    ) -> PartitionReader08:
+        """A reader that starts at `leader` (the 0.8 listener a plan found leading the
+        partition) with no ZooKeeper session: it opens one, as `connect` does, only once that
+        broker refuses (not the leader any more) or goes, and then follows the leader."""
+        return cls(zk_connect, topic, partition, leader=leader, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def leaders(self) -> Leaders:
+        """Who leads, from ZooKeeper (a reader made by `at` opens its session now)."""
+        if self._leaders is None:
+            self._leaders = self._opened()
+        return self._leaders
+
+    def _opened(self) -> Leaders:
+        assert self._zk_connect is not None
+        zk = KazooClient(hosts=self._zk_connect, timeout=10)
+        try:
+            try:
+                zk.start(timeout=10)
+            except Exception as exc:  # kazoo's timeout is no KazooException
+                raise LogbrokerError(
+                    f"cannot reach ZooKeeper at {self._zk_connect} to find the leader of "
+                    f"{self.topic}-{self.partition}: {exc}"
+                ) from exc
+            leaders = self._checked(Leaders(zk))
+        except BaseException:
+            zk.stop()
+            zk.close()
+            raise
+        self._zk = zk
+        return leaders
+
+    def _checked(self, leaders: Leaders) -> Leaders:
+        """`leaders`, once they say the topic is a 0.8-format one with our partition."""
+        topic, partition = self.topic, self.partition
+        assignment = leaders.assignment(topic)
+        if assignment is None or assignment.message_format != "0.8":
+            what = "a 0.7-format topic" if assignment is not None else "not a replicated topic"
+            raise LogbrokerError(
+                f"{topic!r} is {what}: PartitionReader08 reads 0.8-format topics (created with "
+                "--message-format 0.8); read this one with PartitionReader or SimpleConsumer"
+            )
+        if not 0 <= partition < assignment.partitions:
+            raise LogbrokerError(
+                f"{topic} has partitions 0 to {assignment.partitions - 1}, not {partition}"
+            )
+        return leaders
 
     def close(self) -> None:
         if self._connection is not None:
@@ -334,7 +387,9 @@ class PartitionReader08:
 
     def _current(self) -> Kafka08Connection:
         """A connection to the leader's 0.8 listener as last seen (a new one when it moved)."""
-        endpoint = self.leaders.endpoint08(self.topic, self.partition)
+        endpoint = self._planned
+        if endpoint is None:
+            endpoint = self.leaders.endpoint08(self.topic, self.partition)
         if endpoint is None:
             raise LeaderNotAvailableError(
                 f"{self.topic}-{self.partition} has no live leader with a 0.8 listener now"
@@ -364,5 +419,6 @@ class PartitionReader08:
         if self._connection is not None:
             self._connection.close()  # a broken or refusing connection: never reused
         self.sleep(self.retry_backoff_s)
+        self._planned = None  # the plan's leader refused or went: ZooKeeper says who leads
         self.leaders.refresh(self.topic)
         return deadline
