@@ -43,6 +43,7 @@ from spark_apps.load.errors import LoadError, LoadOrderError
 from spark_apps.load.settings import LoadSettings
 from spark_apps.source.avro_columns import AvroDecoder
 from spark_apps.source.discovery import (
+    BrokerNotAnsweringError,
     DiscoveryError,
     PartitionState,
     discover,
@@ -152,7 +153,16 @@ def discover_known(
     known = set(known)
     deadline = clock() + wait_s
     while True:
-        states = discover(options)
+        try:
+            states = discover(options)
+        except BrokerNotAnsweringError as exc:
+            # Registered while it starts (or stops): asked again within the wait, as one
+            # not yet registered is; past the wait the error stands.
+            if not known or clock() >= deadline:
+                raise
+            log.info("waiting up to %.0f s: %s", deadline - clock(), exc)
+            sleep(1.0)
+            continue
         missing = known - {(s.broker_id, s.partition) for s in states}
         if not missing or clock() >= deadline:
             return states

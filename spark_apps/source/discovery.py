@@ -48,6 +48,11 @@ class DiscoveryError(LogbrokerError):
     """The cluster cannot be reached or does not have what the options ask for."""
 
 
+class BrokerNotAnsweringError(DiscoveryError):
+    """A broker that is listed (registered in ZooKeeper, or given) did not answer METADATA:
+    down, or registered while it starts or stops."""
+
+
 class PartitionState(NamedTuple):
     topic: str
     broker_id: int
@@ -143,7 +148,9 @@ def _from_brokers(
         except (OSError, LogbrokerError) as exc:
             if isinstance(exc, DiscoveryError):
                 raise
-            raise DiscoveryError(f"broker {listed.address} did not answer METADATA: {exc}") from exc
+            raise BrokerNotAnsweringError(
+                f"broker {listed.address} did not answer METADATA: {exc}"
+            ) from exc
         broker = BrokerEndpoint(meta.broker_id, listed.host, listed.port)
         for t in matching:
             states += _states(broker, meta.topics, t.topic)
