@@ -8,12 +8,16 @@ comes in a later hour), as before.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from kazoo.client import KazooClient
 
+from logbroker.coordination import paths
 from logbroker.stack.zookeeper import ZooKeeperServer
 from spark_apps.load.plan import discover_known, source_options
 from spark_apps.load.settings import LoadSettings
@@ -60,3 +64,60 @@ def test_a_broker_restarting_while_the_hour_is_planned_is_waited_for(
         back.join()
     assert {(s.broker_id, s.partition) for s in states} == known
     assert {(s.broker_id, s.partition): s.latest for s in states} == ends  # its data is there
+
+
+def test_a_broker_registered_before_it_answers_is_waited_for(cluster: AnalysisCluster) -> None:
+    """Registered in ZooKeeper while it cannot answer yet (a broker starting, or stopping):
+    its METADATA fails, and the plan asks again within its wait instead of failing."""
+    options = source_options(
+        LoadSettings(zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect),
+        TOPIC,
+        2,
+    )
+    before = discover_known(options, ())
+    known = {(s.broker_id, s.partition) for s in before}
+    ends = {(s.broker_id, s.partition): s.latest for s in before}
+
+    # A listener that takes each connection and closes it, as a broker not yet serving does.
+    closing = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def refuse() -> None:
+        closing.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                conn, _ = closing.accept()
+                conn.close()
+
+    refuser = threading.Thread(target=refuse, daemon=True)
+    refuser.start()
+    zk = KazooClient(hosts=cluster.live.connect)
+    zk.start()
+    restarting = cluster.broker(1)
+    try:
+        restarting.stop()
+        node = paths.broker_id_path(1)
+        wait_until = time.monotonic() + 30
+        while zk.exists(node) is not None and time.monotonic() < wait_until:
+            time.sleep(0.1)
+        port = closing.getsockname()[1]
+        zk.create(node, paths.broker_value("starting", "127.0.0.1", port).encode(), ephemeral=True)
+
+        def real_broker_back() -> None:
+            zk.delete(node)
+            restarting.start()
+
+        back = threading.Timer(2.0, real_broker_back)
+        back.start()
+        try:
+            states = discover_known(options, known, wait_s=60, sleep=lambda s: time.sleep(0.2))
+        finally:
+            back.join()
+    finally:
+        stop.set()
+        refuser.join()
+        closing.close()
+        zk.stop()
+        zk.close()
+    assert {(s.broker_id, s.partition) for s in states} == known
+    assert {(s.broker_id, s.partition): s.latest for s in states} == ends
