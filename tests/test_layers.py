@@ -48,11 +48,19 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "spark_apps.session",
         "spark_apps.audit",
     ),
-    "spark_apps.session": ("spark_apps.source",),
+    "spark_apps.session": ("spark_apps.source", "spark_apps.class_archive"),
+    # the JVM options that map Spark's class archive: the sessions' and the submits' own
+    "spark_apps.class_archive": (),
     # it archives the three: imports their roots
     "spark_apps.pyfiles": ("logbroker", "pipeline_warehouse", "spark_apps"),
     "spark_apps.jobs": ("spark_apps.load", "spark_apps.audit"),
-    "hooks": ("logbroker", "pipeline_warehouse", "spark_apps.pyfiles", "hooks"),
+    "hooks": (
+        "logbroker",
+        "pipeline_warehouse",
+        "spark_apps.pyfiles",
+        "spark_apps.class_archive",
+        "hooks",
+    ),
     "pipeline_ui": ("logbroker", "pipeline_warehouse", "hooks", "pipeline_ui"),
     "dags": ("logbroker", "pipeline_warehouse", "hooks"),
     # the tests' tools (not installed): on the library and its stacks, never the other way

@@ -36,6 +36,9 @@ seen = {key: conf.get(key, None) for key in (
 seen["driver_python"] = sys.executable
 seen["worker_python"] = spark.sparkContext.parallelize([0], 1).map(
     lambda _: __import__("sys").executable).collect()[0]
+seen["driver_java_options"] = conf.get("spark.driver.extraJavaOptions", None)
+jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+seen["jvm_maps"] = open(f"/proc/{jvm_pid}/maps").read()
 
 open(sys.argv[1], "w").write(json.dumps(seen))
 spark.stop()
@@ -161,6 +164,13 @@ def test_submit_runs_the_app_with_our_settings_and_masks_secrets(
     assert seen["spark.pyspark.python"] == seen["spark.pyspark.driver.python"] == sys.executable
     assert seen["driver_python"] == seen["worker_python"] == sys.executable
     assert seen["spark.driver.host"] == "127.0.0.1"  # a local master binds loopback only
+    # The driver's JVM maps Spark's class archive (make setup made it), and the connection's
+    # own JVM options are kept after the archive's.
+    from spark_apps.class_archive import ARCHIVE
+
+    assert ARCHIVE.is_file(), f"no {ARCHIVE}: `make setup` makes it"
+    assert str(ARCHIVE) in seen["jvm_maps"], seen["driver_java_options"]
+    assert seen["driver_java_options"].endswith("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     assert Path(seen["spark.submit.pyFiles"].removeprefix("file:")).name == archive.name
     # The whole command is in the task log, the secret's value masked.
     [command] = [line for line in logged.splitlines() if "Spark-Submit cmd" in line]
