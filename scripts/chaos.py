@@ -52,6 +52,7 @@ from typing import Any
 from harness.faults import KINDS, FaultPlan, Faults
 from logbroker.stack.pipeline_stack import PipelineStack
 from logbroker.stack.traffic import TOPICS
+from spark_apps.class_archive import with_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,7 +177,7 @@ def verify_checksums(stack: PipelineStack, hours: list[datetime]) -> dict[str, b
     for hour in hours:
         done = subprocess.run(
             [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]",
-             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
+             "--conf", f"spark.driver.extraJavaOptions={with_archive('-XX:TieredStopAtLevel=1')}",
              str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"), "verify",
              "--zookeeper", stack.analysis, "--topics", ",".join(LOADED), "--hour", hour_name(hour),
              "--warehouse", stack.warehouse_uri],

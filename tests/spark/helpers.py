@@ -22,6 +22,7 @@ from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.serde import EventCodec, SchemaRegistry
 from logbroker.stack.broker import BrokerProcess
 from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
+from spark_apps.class_archive import java_options
 
 HEADER = {
     "type": "record",
@@ -57,6 +58,8 @@ def load_command(cluster: AnalysisCluster, warehouse: Path, hour: str, *select: 
         str(Path(sys.executable).parent / "spark-submit"),
         "--master", "local[2]",
         "--conf", "spark.ui.enabled=false",
+        # as the hook gives it: the driver maps Spark's class archive (spark_apps.class_archive)
+        *(["--conf", f"spark.driver.extraJavaOptions={java_options()}"] if java_options() else []),
         str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
         "--zookeeper", cluster.live.connect,
         "--schema-registry", cluster.registry.connect,
