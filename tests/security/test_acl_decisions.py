@@ -25,6 +25,8 @@ from logbroker.protocol.requests import (
     MetadataRequest,
     ProduceRequest,
     WaitingFetchRequest,
+    encode_request,
+    produce_run,
 )
 from logbroker.protocol.responses import (
     decode_acked_produce_response,
@@ -123,6 +125,9 @@ def test_no_acl_found_is_decided_by_allow_everyone_if_no_acl_found() -> None:
 
 
 def test_super_users_may_do_anything_even_when_denied() -> None:
+    denied = [acl("User:admin", READ, DENY)]
+    assert decide(denied, "User:admin", "h", READ, super_users=frozenset({"User:admin"}))
+    assert not decide(denied, "User:admin", "h", READ, super_users=frozenset({"User:root"}))
     acls = {topic("t"): {acl("User:admin", READ, DENY)}}
     auth = authorizer(acls, supers=" User:admin ; User:broker-0;")
     assert auth.authorize("User:admin", "h", READ, topic("t"))
@@ -268,3 +273,19 @@ def test_metadata_hides_topics_and_create_topic_needs_the_cluster(
     assert "made" not in handlers.logs.topics()
     answer(handlers, CreateTopicRequest("made", 2), "User:admin")  # a super user
     assert "made" in handlers.logs.topics()
+
+
+def test_a_run_of_produces_in_one_read_is_refused_too(handlers: RequestHandlers) -> None:
+    """PRODUCE frames in a row (one socket read, requests.produce_run) are appended without
+    `handle`: the run is given back (handled one by one, refused there) unless allowed."""
+    frame = encode_request(ProduceRequest("open", 0, build_message_set([b"z"])))
+    frames = memoryview(frame * 3)
+    run = produce_run(frames, 0, len(frames), 1 << 20, 1 << 20)
+    assert run is not None
+    before = ends(handlers)
+    with handlers.batched_appends():
+        assert not handlers.produce_run(run, "10.0.0.1:5000", "User:bob")
+    assert ends(handlers) == before
+    with handlers.batched_appends():
+        assert handlers.produce_run(run, "10.0.0.1:5000", ALICE)
+    assert ends(handlers) > before
