@@ -17,13 +17,18 @@ from pathlib import Path
 import pytest
 
 from logbroker.client.cluster import Cluster
+from logbroker.coordination.paths import consumer_offset_path
+from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.kafka08 import fetch as fetch08
+from logbroker.protocol.kafka08 import group_offsets as groups08
 from logbroker.protocol.kafka08 import produce as produce08
 from logbroker.protocol.kafka08.apis import decode_response, encode_request
 from logbroker.protocol.kafka08.message_set import build_message_set, iter_messages
 from logbroker.protocol.message_set import build_message_set as build_message_set07
 from logbroker.protocol.requests import ProduceRequest
 from logbroker.protocol.requests import encode_request as encode_request07
+from logbroker.security.acl_store import AclStore
+from logbroker.security.acls import Acl, Operation, Permission, group, topic
 from logbroker.stack.broker import BrokerProcess
 from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
 
@@ -173,3 +178,30 @@ def test_a_0_7_produce_without_write_closes_the_connection_and_creates_nothing(
         ),
     )
     assert not list(Path(secured.broker.log_dir).glob("plain07-*"))
+
+
+def commit(port: int, group_name: str, offset: int) -> int:
+    part = groups08.CommitPartitionV0(0, offset, None)
+    body = groups08.OffsetCommitRequestV0(group_name, (groups08.CommitTopicV0(TOPIC, (part,)),))
+    answer = call08(port, groups08.OFFSET_COMMIT_V0, body)
+    [topic] = answer.topics  # type: ignore[attr-defined]
+    [result] = topic.partitions
+    return result.error_code  # type: ignore[no-any-return]
+
+
+def test_an_offset_commit_needs_read_on_the_group(secured: Secured) -> None:
+    client = secured.target.client()
+    client.start(timeout=10)
+    try:
+        store = AclStore(client)
+        anonymous_read = Acl("User:ANONYMOUS", "*", Operation.READ, Permission.ALLOW)
+        store.add(topic(TOPIC), [anonymous_read])
+        assert commit(secured.port08, "loaders", 5) == 30  # GroupAuthorizationFailed
+        stored = consumer_offset_path("loaders", TOPIC, REPLICATED, 0)
+        assert not client.exists(stored)
+        store.add(group("loaders"), [anonymous_read])
+        eventually("Read on the group", lambda: commit(secured.port08, "loaders", 5) == 0)
+        assert client.exists(stored)
+    finally:
+        client.stop()
+        client.close()
