@@ -52,7 +52,9 @@ def test_add_list_and_remove_round_trip_in_kafkas_layout(
     assert all(c.startswith("acl_changes_") for c in changes)
 
     capsys.readouterr()
-    assert acls(zk_chroot, "--list", "--topic", "page_views") == 0
+    # kafka-acls.sh's way of naming ZooKeeper works too
+    where = f"zookeeper.connect={zk_chroot.connect}"
+    assert main(["acls", "--authorizer-properties", where, "--list", "--topic", "page_views"]) == 0
     listed = capsys.readouterr().out
     assert "Current ACLs for resource `Topic:page_views`:" in listed
     assert "User:loader has Allow permission for operations: Read from hosts: *" in listed
@@ -82,6 +84,7 @@ def test_add_list_and_remove_round_trip_in_kafkas_layout(
          "--operation Write does not apply to Group"),
         (["--add", "--allow-principal", "User:a"], "needs a resource"),
         (["--add", "--allow-principal", "User:a", "--topic", "a/b"], "--topic 'a/b'"),
+        (["--list", "--authorizer-properties", "zk=x"], "takes zookeeper.connect="),
     ],
 )  # fmt: skip
 def test_bad_options_are_one_line_errors_and_write_nothing(

@@ -39,6 +39,7 @@ examples:
   logbroker acls --zookeeper 127.0.0.1:2181/live --add --allow-principal User:admin \\
       --operation Create --cluster
   logbroker acls --zookeeper 127.0.0.1:2181/live --list
+  logbroker acls --authorizer-properties zookeeper.connect=127.0.0.1:2181/live --list
   logbroker acls --zookeeper 127.0.0.1:2181/live --list --topic page_views
   logbroker acls --zookeeper 127.0.0.1:2181/live --remove --allow-principal User:loader \\
       --operation Read --topic page_views --force
@@ -65,7 +66,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "keeps them.",
         epilog=EPILOG,
     )
-    p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    p.add_argument("--zookeeper", metavar="CONNECT", help="host:port[/chroot]")
+    p.add_argument(
+        "--authorizer-properties",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-acls.sh's way: zookeeper.connect=host:port[/chroot]",
+    )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add the ACLs described")
     action.add_argument("--remove", action="store_true", help="remove them")
@@ -99,6 +107,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
     from ..security.acls import AclError
 
     try:
+        args.zookeeper = _zookeeper(args)
         plan = _plan(args)
     except (UsageError, AclError) as exc:
         print(f"logbroker acls: {exc}", file=sys.stderr)
@@ -123,6 +132,19 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
     finally:
         zk.stop()
         zk.close()
+
+
+def _zookeeper(args: argparse.Namespace) -> str:
+    """--zookeeper, or kafka-acls.sh's --authorizer-properties zookeeper.connect=..."""
+    found = args.zookeeper
+    for item in args.authorizer_properties:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() != "zookeeper.connect":
+            raise UsageError(f"--authorizer-properties takes zookeeper.connect=..., got {item!r}")
+        found = found or value.strip()
+    if not found:
+        raise UsageError("where are the ACLs? --zookeeper host:port[/chroot]")
+    return str(found)
 
 
 class _Plan:

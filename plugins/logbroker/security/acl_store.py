@@ -171,10 +171,10 @@ class AclCache:
     def stop(self) -> None:
         self._client = None  # kazoo's watch stops with its client; late calls do nothing
 
-    def _changed(self, children: list[str]) -> None:
+    def _changed(self, children: list[str]) -> bool:
         client = self._client
         if client is None:
-            return
+            return False  # stopped: kazoo ends the watch
         with self._lock:
             fresh = sorted(c for c in children if _sequence(c) > self._seen)
             store = AclStore(client)
@@ -191,6 +191,7 @@ class AclCache:
                 self._seen = max(self._seen, _sequence(child))
         if updates:
             self._update(lambda: self._merge(updates))
+        return True
 
     def _replace(self, loaded: dict[Resource, frozenset[Acl]]) -> None:
         self._acls = loaded
