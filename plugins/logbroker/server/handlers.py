@@ -215,16 +215,14 @@ class RequestHandlers:
         if isinstance(request, (ProduceRequest, MultiProduceRequest)):
             produces = request.produces if isinstance(request, MultiProduceRequest) else (request,)
             for p in produces:
-                refusal = self._produce_refusal(p.topic, client, principal, auth)
+                refusal = self._produce_refusal(p, client, principal, auth)
                 if refusal is not None:
                     self.metrics.error(error_kind(refusal), p.topic)
                     raise type(refusal)(f"{kind.__name__} refused, nothing appended: {refusal}")
         elif isinstance(request, AckedProduceRequest):
             request = request._replace(
                 produces=tuple(
-                    _DeniedProduce(*p)
-                    if self._produce_refusal(p.topic, client, principal, auth)
-                    else p
+                    _DeniedProduce(*p) if self._produce_refusal(p, client, principal, auth) else p
                     for p in request.produces
                 )
             )
@@ -256,11 +254,21 @@ class RequestHandlers:
         return self._dispatch[kind](request, client)
 
     def _produce_refusal(
-        self, topic: str, client: str, principal: str, auth: RequestAuthorizer
+        self,
+        produce: ProduceRequest | ProduceRun,
+        client: str,
+        principal: str,
+        auth: RequestAuthorizer,
     ) -> AuthorizationError | None:
         """Write on the topic, and Create on the cluster for a 0.7 topic a produce creates."""
+        topic = produce.topic
         refusal = auth.topic(client, principal, Operation.WRITE, topic)
-        if refusal is None and topic not in self.logs.topics() and not self._replicated(topic):
+        if (
+            refusal is None
+            and self.logs.lookup(topic, produce.partition) is None  # the usual: it is there
+            and topic not in self.logs.topics()
+            and not self._replicated(topic)
+        ):
             return auth.cluster(client, principal, Operation.CREATE)
         return refusal
 
@@ -442,7 +450,7 @@ class RequestHandlers:
         if part_log is None or not self._batching:
             return False
         if self.authorizer is not None and self._produce_refusal(
-            run.topic, client, principal, self.authorizer
+            run, client, principal, self.authorizer
         ):
             return False
         sets = run.sets
