@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fixtures_brokers import BrokerFactory
 
 from logbroker.client.cluster import Cluster
 from logbroker.coordination.paths import consumer_offset_path
@@ -25,7 +26,7 @@ from logbroker.protocol.kafka08 import produce as produce08
 from logbroker.protocol.kafka08.apis import decode_response, encode_request
 from logbroker.protocol.kafka08.message_set import build_message_set, iter_messages
 from logbroker.protocol.message_set import build_message_set as build_message_set07
-from logbroker.protocol.requests import ProduceRequest
+from logbroker.protocol.requests import CreateTopicRequest, ProduceRequest
 from logbroker.protocol.requests import encode_request as encode_request07
 from logbroker.security.acl_store import AclStore
 from logbroker.security.acls import Acl, Operation, Permission, group, topic
@@ -205,3 +206,25 @@ def test_an_offset_commit_needs_read_on_the_group(secured: Secured) -> None:
     finally:
         client.stop()
         client.close()
+
+
+def create_topic07(address: tuple[str, int], name: str) -> int:
+    """A 0.7 CREATE_TOPIC's answer: its error code (0: created, the metadata follows)."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(encode_request07(CreateTopicRequest(name, 1)))
+        (size,) = struct.unpack(">i", _recv(sock, 4))
+        (error,) = struct.unpack(">h", _recv(sock, size)[:2])
+    return int(error)
+
+
+def test_creating_a_topic_needs_create_on_the_cluster_which_a_super_user_has(
+    secured: Secured, broker_factory: BrokerFactory, zk_chroot: ZkTarget
+) -> None:
+    assert create_topic07(secured.broker.address, "made07") == 31  # ClusterAuthorizationFailed
+    assert not list(Path(secured.broker.log_dir).glob("made07-*"))
+    # the same request on a broker whose super.users names the PLAINTEXT principal
+    open_broker = broker_factory(
+        zk=zk_chroot, authorizer_class_name="acl", super_users="User:admin;User:ANONYMOUS"
+    )
+    assert create_topic07(open_broker.address, "made07") == 0
+    assert list(Path(open_broker.log_dir).glob("made07-*"))
