@@ -154,13 +154,22 @@ def test_imports_point_down(module: str, path: Path) -> None:
 # the one sideways import, and only in server/broker.py, the composition of a broker.
 LIBRARY: dict[str, tuple[str, ...]] = {
     "protocol": (),
+    "security": (),  # the authorizer's ACLs: a model of their own, and kazoo
     "coordination": ("protocol",),
-    "config": ("protocol", "coordination"),
+    "config": ("protocol", "coordination", "security"),
     "storage": ("protocol", "config"),
     "serde": ("protocol",),
     "client": ("protocol", "coordination", "config"),
     "replication": ("protocol", "coordination", "config", "storage"),
-    "server": ("protocol", "coordination", "config", "storage", "replication", "client"),
+    "server": (
+        "protocol",
+        "coordination",
+        "config",
+        "storage",
+        "replication",
+        "client",
+        "security",
+    ),
     "audit": ("protocol", "client", "serde"),
     "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
     # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no storage
@@ -180,6 +189,7 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "mirror",
         "stack",
         "logging_setup",
+        "security",
     ),
     "cli": ("commands", "logging_setup", "protocol"),
 }

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from .commands import (
+    acls,
     bench,
     broker,
     consume,
@@ -39,6 +40,8 @@ examples:
       --subject page_views --file include/schemas/page_views.avsc
   logbroker schema-registry --zookeeper 127.0.0.1:2181/registry   # Confluent's API on :8081
   logbroker mirror --consumer.config live.properties --producer.config analysis.properties --whitelist ".*"
+  logbroker acls --zookeeper 127.0.0.1:2181/live --add --allow-principal User:loader \\
+      --operation Read --topic page_views --group loaders
 
 Every subcommand has its own --help with examples.
 """
@@ -54,6 +57,7 @@ SUBCOMMANDS = (
     schemas,
     schema_registry,
     mirror,
+    acls,
     quickstart,
     bench,
 )

@@ -285,6 +285,25 @@ class BrokerConfig:
             0,
         ),
     )
+    authorizer_class_name: str = field(
+        default="",
+        metadata=_key(
+            "authorizer.class.name",
+            "empty = no authorization (anyone may do anything); "
+            "kafka.security.auth.SimpleAclAuthorizer (or acl) = ACLs in ZooKeeper",
+        ),
+    )
+    super_users: str = field(
+        default="",
+        metadata=_key("super.users", "principals allowed everything: User:admin;User:broker-0"),
+    )
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False,
+        metadata=_key(
+            "allow.everyone.if.no.acl.found",
+            "with an authorizer: a resource without any ACL is open to everyone",
+        ),
+    )
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"key": "", "doc": ""})
 
     def __post_init__(self) -> None:
@@ -325,6 +344,28 @@ class BrokerConfig:
                 split_connect_string(self.zk_connect)
             except ValueError as exc:
                 raise ConfigError(f"zk.connect={self.zk_connect}: {exc}") from None
+
+        if self.authorizer_class_name.strip():
+            from .security.acls import AUTHORIZER_NAMES, AclError, parse_super_users
+
+            if self.authorizer_class_name.strip() not in AUTHORIZER_NAMES:
+                raise ConfigError(
+                    f"authorizer.class.name={self.authorizer_class_name}: unknown authorizer "
+                    f"(one of {', '.join(AUTHORIZER_NAMES)}, or empty for none)"
+                )
+            if not self.enable_zookeeper:
+                raise ConfigError(
+                    "authorizer.class.name is set and enable.zookeeper=false: the ACLs are "
+                    "kept in ZooKeeper"
+                )
+            try:
+                parse_super_users(self.super_users)
+            except AclError as exc:
+                raise ConfigError(f"super.users={self.super_users}: {exc}") from None
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.authorizer_class_name.strip())
 
     @classmethod
     def keys(cls) -> dict[str, dataclasses.Field[Any]]:

@@ -28,6 +28,15 @@ and a client turns a code it received back into an exception with `error_for_cod
 |  12  | RequestTimedOut   | (replication) acks=-1 and the ISR did not have the set       |
 |      |                   | within the request's timeout: not acknowledged (as 11)       |
 |  13  | FencedLeaderEpoch | (replication) a replica request from an older leader epoch   |
+|  29  | TopicAuthorizationFailed | (authorizer, Kafka 0.9's number) the principal may not  |
+|      |                   | do this to the topic (security/acls.py); nothing was done    |
+|  30  | GroupAuthorizationFailed | (authorizer) nor to the consumer group                  |
+|  31  | ClusterAuthorizationFailed | (authorizer) nor to the cluster (create a topic,      |
+|      |                   | replicate)                                                   |
+
+The three authorization codes have Kafka's numbers on both ports; where a 0.7 request has no
+error field (PRODUCE, MULTIPRODUCE, OFFSETS) the broker closes the connection instead, and a
+plain 0.7 FETCH answers -1, the codes a 0.7 client knows.
 """
 
 from __future__ import annotations
@@ -157,6 +166,31 @@ class FencedLeaderEpochError(LogbrokerError):
     partition's current one."""
 
     code = 13
+
+
+class AuthorizationError(LogbrokerError):
+    """A request the authorizer refused (security/acls.py): one of the three below."""
+
+
+@_register
+class TopicAuthorizationFailedError(AuthorizationError):
+    """Code 29 (Kafka's): the principal may not do this to the topic; nothing was done."""
+
+    code = 29
+
+
+@_register
+class GroupAuthorizationFailedError(AuthorizationError):
+    """Code 30 (Kafka's): the principal may not use this consumer group."""
+
+    code = 30
+
+
+@_register
+class ClusterAuthorizationFailedError(AuthorizationError):
+    """Code 31 (Kafka's): the principal may not do this to the cluster."""
+
+    code = 31
 
 
 class WrongMessageFormatError(WrongPartitionError):

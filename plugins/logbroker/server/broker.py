@@ -29,6 +29,7 @@ from ..protocol.errors import LogbrokerError, describe_exception
 from ..replication.epochs import FILE_NAME as EPOCH_FILE
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
+from .authorization import RequestAuthorizer
 from .handlers import RequestHandlers
 from .log_limiter import RateLimitedLog
 from .memory import keep_freed_memory
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..replication.controller import Controller
     from ..replication.metadata_cache import MetadataCache
     from ..replication.replicas import ReplicaManager
+    from ..security.acl_store import AclCache
     from .kafka08_apis import Kafka08Apis
     from .registration import BrokerRegistration
 
@@ -61,6 +63,7 @@ class BrokerServer:
         self.server: SocketServer | None = None
         self.server08: SocketServer | None = None  # the Kafka 0.8 listener (port.08)
         self.metadata08: MetadataCache | None = None
+        self.acls: AclCache | None = None  # with authorizer.class.name: the ACLs' copy
         self.metrics = BrokerMetrics(config.brokerid)
         self.waiters = AppendWaiters()
         self.replica_waiters = AppendWaiters()  # followers' REPLICA_FETCHes (handlers.py)
@@ -140,6 +143,9 @@ class BrokerServer:
                 replicas=self.replicas,
                 replica_waiters=self.replica_waiters,
             )
+            if config.authorizer_enabled:
+                # before the first request: until the ACLs are read, only super users pass
+                handlers.authorizer = self._authorizer(warnings, loop)
             self.metrics.set_gauge_source(self._gauges)
             if self.replicas is not None:
                 self.replicas.on_isr_change = self.metrics.isr_changed
@@ -153,6 +159,7 @@ class BrokerServer:
             if config.port_08 >= 0 and self.replicas is not None:
                 self._step = f"listening on {config.hostname}:{config.port_08} (port.08)"
                 apis08, self.server08 = self._kafka08_listener(handlers, warnings, loop)
+                apis08.authorizer = handlers.authorizer
                 self.address08 = await self.server08.start()
                 apis08.advertised = (config.hostname, self.address08[1])
             if config.enable_zookeeper:
@@ -178,6 +185,9 @@ class BrokerServer:
 
                 client = self.registration.client
                 assert client is not None and self.replicas is not None
+                if self.acls is not None:
+                    self._step = "reading the ACLs (authorizer.class.name)"
+                    await loop.run_in_executor(None, self.acls.start, client)
                 await loop.run_in_executor(None, self.replicas.start, client, loop)
                 self.controller = Controller(
                     client,
@@ -202,6 +212,23 @@ class BrokerServer:
         except BaseException:
             await self._stop_parts()
             raise
+
+    def _authorizer(
+        self, warnings: RateLimitedLog, loop: asyncio.AbstractEventLoop
+    ) -> RequestAuthorizer:
+        """The authorizer over a copy of the ACLs, which the registration's ZooKeeper session
+        loads and keeps up to date (updates applied on this loop: security/acl_store.py)."""
+        from ..security.acl_store import AclCache
+        from ..security.acls import Authorizer, parse_super_users
+
+        self.acls = cache = AclCache(apply=loop.call_soon_threadsafe)
+        authorizer = Authorizer(
+            cache.get,
+            parse_super_users(self.config.super_users),
+            self.config.allow_everyone_if_no_acl_found,
+            ready=lambda: cache.loaded,
+        )
+        return RequestAuthorizer(authorizer, warnings)
 
     def _kafka08_listener(
         self,
@@ -318,6 +345,8 @@ class BrokerServer:
             await self.server08.stop()
         if self.metadata08 is not None:
             self.metadata08.stop()
+        if self.acls is not None:
+            self.acls.stop()
         if self.server is not None:
             await self.server.stop()
             self.server.handlers.close()

@@ -44,6 +44,7 @@ from ..protocol.requests import (
     decode_request,
     produce_run,
 )
+from ..security.acls import ANONYMOUS
 from ..storage.segment import FileRegion
 from .handlers import Response
 from .waiters import WaitingFetch
@@ -184,6 +185,10 @@ class _Received:
 
 
 class ClientConnection(asyncio.BufferedProtocol):
+    # Who the client is, for the authorizer (server/authorization.py): Kafka's name for a
+    # PLAINTEXT client; an authenticating listener sets its own on the connection.
+    principal = ANONYMOUS
+
     def __init__(self, server: SocketServer) -> None:
         self.server = server
         self.loop = server.loop
@@ -323,7 +328,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             if runs and pos >= one_by_one:
                 run = produce_run(view, pos, end, max_size, max_message)
                 if run is not None:
-                    if handlers.produce_run(run):
+                    if handlers.produce_run(run, self.client, self.principal):
                         pos = run.end
                         self.partial_since = None
                         continue
@@ -350,7 +355,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         server = self.server
         try:
             request = decode_produce_fast(body) or decode_request(body, validate_topics=False)
-            outcome = server.handlers.handle(request, self.client)
+            outcome = server.handlers.handle(request, self.client, self.principal)
         except _LOST_PRODUCES as exc:  # earlier produces of this connection were not written
             self._lost_produces(exc)
             return False
@@ -493,7 +498,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 request = decode_request(body, validate_topics=False)
                 if not isinstance(request, _PRODUCES):
                     continue
-                outcome = handlers.handle(request, self.client)
+                outcome = handlers.handle(request, self.client, self.principal)
                 if inspect.isawaitable(outcome):
                     await outcome
                 handlers.flush_appends()

@@ -30,6 +30,12 @@ PRODUCE(S) past a limit close the connection, PRODUCE_ACK answers code 5 (code 2
 A set that cannot be written (a full disk: StorageError) is never kept in part: PRODUCE_ACK
 answers code 7 for it; PRODUCE(S), which get no answer, have their connection closed so that
 the producer learns that something was lost, and the failure is counted either way.
+
+With an authorizer (`authorizer.class.name`), `handle` asks it first what the request needs
+(server/authorization.py): a refused produce, OFFSETS or replica request closes the
+connection, a refused fetch or acked produce is rewritten into a denied one that
+`_fetch_set` and `_try_check` answer with code 29 (-1 in a plain 0.7 fetch), and nothing of it
+is stored.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from typing import Union
 
 from ..config import BrokerConfig
 from ..protocol.errors import (
+    AuthorizationError,
     InflatedSizeTooLargeError,
     InvalidFetchSizeError,
     InvalidMessageError,
@@ -52,6 +59,7 @@ from ..protocol.errors import (
     MessageSizeTooLargeError,
     NotLeaderForPartitionError,
     StorageError,
+    TopicAuthorizationFailedError,
     UnknownError,
     WrongMessageFormatError,
     WrongPartitionError,
@@ -104,9 +112,11 @@ from ..protocol.responses import (
 )
 from ..protocol.topics import is_legal_topic, validate_topic
 from ..replication.replicas import Replica, ReplicaManager
+from ..security.acls import ANONYMOUS, Operation
 from ..storage.log import Log
 from ..storage.log_manager import LogManager, PartitionLog
 from ..storage.segment import FileRegion, empty_region
+from .authorization import RequestAuthorizer, TopicCheck, no_check
 from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics, error_kind
 from .waiters import AppendWaiters, WaitingFetch
@@ -125,6 +135,18 @@ Target = Union[Log, Replica]  # noqa: UP007 - what a produce appends to: a 0.7 l
 
 class ProduceRejected(LogbrokerError):
     """A produce 0.7 answered by closing the connection; nothing of it was appended."""
+
+
+class _DeniedFetch(FetchRequest):
+    """A fetch of a topic the principal may not Read: answered code 29 (`_fetch_set`)."""
+
+    __slots__ = ()
+
+
+class _DeniedProduce(ProduceRequest):
+    """An acked produce to a topic the principal may not Write: code 29 (`_try_check`)."""
+
+    __slots__ = ()
 
 
 class RequestHandlers:
@@ -173,11 +195,82 @@ class RequestHandlers:
         }
         if replicas is not None:  # the high watermark moved outside a request: wake readers
             replicas.on_high_watermark = self._high_watermark_moved
+        # None: no authorizer, anyone may do anything (the broker sets it when configured)
+        self.authorizer: RequestAuthorizer | None = None
 
-    def handle(self, request: Request, client: str) -> Outcome:
+    def handle(self, request: Request, client: str, principal: str = ANONYMOUS) -> Outcome:
         if self._deferred and type(request) not in _UNANSWERED:
             self.flush_appends()  # whatever comes next sees the produces before it
+        if self.authorizer is not None:
+            return self._handle_authorized(request, client, principal, self.authorizer)
         return self._dispatch[type(request)](request, client)
+
+    # -- authorization (server/authorization.py) ----------------------------------------
+
+    def _handle_authorized(
+        self, request: Request, client: str, principal: str, auth: RequestAuthorizer
+    ) -> Outcome:
+        """`request` as far as `principal` may make it; refusals as the module's doc says."""
+        kind = type(request)  # a denied fetch's is its own: dispatched as the original
+        if isinstance(request, (ProduceRequest, MultiProduceRequest)):
+            produces = request.produces if isinstance(request, MultiProduceRequest) else (request,)
+            for p in produces:
+                refusal = self._produce_refusal(p, client, principal, auth)
+                if refusal is not None:
+                    self.metrics.error(error_kind(refusal), p.topic)
+                    raise type(refusal)(f"{kind.__name__} refused, nothing appended: {refusal}")
+        elif isinstance(request, AckedProduceRequest):
+            request = request._replace(
+                produces=tuple(
+                    _DeniedProduce(*p) if self._produce_refusal(p, client, principal, auth) else p
+                    for p in request.produces
+                )
+            )
+        elif isinstance(request, FetchRequest):
+            if auth.topic(client, principal, Operation.READ, request.topic):
+                request = _DeniedFetch(*request)
+        elif isinstance(request, (MultiFetchRequest, WaitingFetchRequest)):
+            check = auth.topics(client, principal, Operation.READ)
+            fetches = tuple(_DeniedFetch(*f) if check(f.topic) else f for f in request.fetches)
+            request = request._replace(fetches=fetches)
+        elif isinstance(request, OffsetsRequest):
+            refusal = auth.topic(client, principal, Operation.DESCRIBE, request.topic)
+            if refusal is not None:
+                raise refusal  # OFFSETS has no error code: the connection closes
+        elif isinstance(request, MetadataRequest):
+            return self.metadata(
+                request, client, auth.topics(client, principal, Operation.DESCRIBE)
+            )
+        elif isinstance(request, CreateTopicRequest):
+            refusal = auth.cluster(client, principal, Operation.CREATE)
+            if refusal is not None:
+                self.metrics.error(error_kind(refusal))
+                return [encode_refusal(error_code(refusal), str(refusal))]
+        elif isinstance(request, (ReplicaFetchRequest, OffsetsForLeaderEpochRequest)):
+            refusal = auth.cluster(client, principal, Operation.CLUSTER_ACTION)
+            if refusal is not None:
+                self.metrics.error(error_kind(refusal))
+                raise refusal  # nothing of the follower's state is recorded
+        return self._dispatch[kind](request, client)
+
+    def _produce_refusal(
+        self,
+        produce: ProduceRequest | ProduceRun,
+        client: str,
+        principal: str,
+        auth: RequestAuthorizer,
+    ) -> AuthorizationError | None:
+        """Write on the topic, and Create on the cluster for a 0.7 topic a produce creates."""
+        topic = produce.topic
+        refusal = auth.topic(client, principal, Operation.WRITE, topic)
+        if (
+            refusal is None
+            and self.logs.lookup(topic, produce.partition) is None  # the usual: it is there
+            and topic not in self.logs.topics()
+            and not self._replicated(topic)
+        ):
+            return auth.cluster(client, principal, Operation.CREATE)
+        return refusal
 
     def batched_appends(self) -> _BatchedAppends:
         """Within this block, produces that get no answer are appended together at its end
@@ -347,13 +440,18 @@ class RequestHandlers:
             self.metrics.request("produce")
         return None
 
-    def produce_run(self, run: ProduceRun) -> bool:
+    def produce_run(self, run: ProduceRun, client: str = "?", principal: str = ANONYMOUS) -> bool:
         """The PRODUCEs of a run (requests.produce_run: whole frames to one partition, each
         set valid and within max.message.size), deferred as `produce` defers each of them;
-        only within `batched_appends`. False, with nothing done, if their log does not exist
-        or this broker does not lead it: the caller then hands them to `handle` one by one."""
+        only within `batched_appends`. False, with nothing done, if their log does not exist,
+        this broker does not lead it or the principal may not write it: the caller then
+        hands them to `handle` one by one."""
         part_log = self.logs.lookup(run.topic, run.partition)
         if part_log is None or not self._batching:
+            return False
+        if self.authorizer is not None and self._produce_refusal(
+            run, client, principal, self.authorizer
+        ):
             return False
         sets = run.sets
         self.metrics.request("produce", len(sets))
@@ -432,6 +530,8 @@ class RequestHandlers:
 
     def _try_check(self, p: ProduceRequest) -> _Check:
         try:
+            if type(p) is _DeniedProduce:
+                raise TopicAuthorizationFailedError(f"not authorized to Write to {p.topic}")
             partition, check = self._check_produce(p)
             too_large = self._too_large(p, partition, check)  # before inflating anything
             if too_large:
@@ -598,6 +698,8 @@ class RequestHandlers:
         try:
             if req.max_size < 0:
                 raise InvalidFetchSizeError(f"fetch size {req.max_size} is negative")
+            if type(req) is _DeniedFetch:  # never with no authorizer
+                raise TopicAuthorizationFailedError(f"not authorized to Read {req.topic}")
             # an existing log's name and partition need no checks (as for produces)
             part_log = self.logs.lookup(req.topic, req.partition)
             if part_log is not None:
@@ -717,14 +819,21 @@ class RequestHandlers:
         log.info("%s created topic %s with %d partitions", client, req.topic, req.partitions)
         return self.metadata(MetadataRequest((req.topic,)), client)
 
-    def metadata(self, req: MetadataRequest, client: str) -> Response:
+    def metadata(
+        self, req: MetadataRequest, client: str, denied: TopicCheck = no_check
+    ) -> Response:
+        """`denied`: the authorizer's Describe check (a topic refused: code 29; the list of
+        all topics leaves it out, as Kafka's does)."""
         self.metrics.request("metadata")
-        topics = req.topics or tuple(self.logs.topics())
+        topics = req.topics or tuple(t for t in self.logs.topics() if denied(t) is None)
         answer = []
         for topic in topics:
             try:
                 validate_topic(topic)
-            except InvalidTopicError as exc:
+                refusal = denied(topic)
+                if refusal is not None:
+                    raise refusal
+            except (InvalidTopicError, AuthorizationError) as exc:
                 answer.append(TopicMetadata(topic, error_code(exc), ()))
                 continue
             partitions = []

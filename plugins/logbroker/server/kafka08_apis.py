@@ -22,6 +22,13 @@ UnknownTopicOrPartition (3), and the 0.7 port answers the same for 0.8-format to
 Replicated partitions go through the ReplicaManager, as on the 0.7 port; the appends it makes
 wake the followers and, once the high watermark moves, the fetches waiting here.
 
+With an authorizer (`authorizer.class.name`), `handle` gives each handler the check its
+request needs (server/authorization.py: Write for Produce, Read for Fetch, Describe for
+Offsets and Metadata, Read on the group and the topics for OffsetCommit and OffsetFetch): a
+refused topic's partitions are answered 29 (TopicAuthorizationFailed) or, for a refused
+group, 30, and nothing of them is stored; a list of all topics leaves out those the principal
+may not Describe. Without one, the check allows everything (`no_check`).
+
 A handler returns the answer as parts (bytes, and file regions the connection sends with
 sendfile), None for a Produce with acks 0, an awaitable of parts (acks=-1, the ZooKeeper
 calls of the offset APIs, run in a thread), or a WaitingFetch.
@@ -62,7 +69,9 @@ from ..protocol.topics import validate_topic
 from ..protocol.wire import Buffer
 from ..replication.metadata_cache import MetadataCache
 from ..replication.replicas import Replica, ReplicaManager
+from ..security.acls import ANONYMOUS, Operation
 from ..storage.segment import FileRegion, empty_region
+from .authorization import RequestAuthorizer, TopicCheck, no_check
 from .group_offsets import GroupOffsets
 from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics, error_kind
@@ -101,7 +110,9 @@ class Kafka08Apis:
         self._appended = appended
         self.advertised = advertised
         self.warnings = warnings or RateLimitedLog(log, config.connection_log_interval_ms / 1000)
-        self._dispatch: dict[int, Callable[[Request, str], Outcome]] = {
+        # None: no authorizer, anyone may do anything (the broker sets it when configured)
+        self.authorizer: RequestAuthorizer | None = None
+        self._dispatch: dict[int, Callable[[Request, str, TopicCheck], Outcome]] = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.OFFSETS: self.offsets,
@@ -111,9 +122,34 @@ class Kafka08Apis:
             ApiKey.CONSUMER_METADATA: self.consumer_metadata,
         }
 
-    def handle(self, request: Request, client: str) -> Outcome:
+    def handle(self, request: Request, client: str, principal: str = ANONYMOUS) -> Outcome:
         self.metrics.request(f"kafka08_{request.api.name.lower()}")
-        return self._dispatch[request.header.api_key](request, client)
+        key = request.header.api_key
+        check: TopicCheck = no_check
+        if self.authorizer is not None:
+            check = self._check(request, client, principal, self.authorizer)
+        return self._dispatch[key](request, client, check)
+
+    def _check(
+        self, request: Request, client: str, principal: str, auth: RequestAuthorizer
+    ) -> TopicCheck:
+        """What `principal` may not do to each topic of `request` (module doc)."""
+        key = request.header.api_key
+        if key == ApiKey.PRODUCE:
+            return auth.topics(client, principal, Operation.WRITE)
+        if key == ApiKey.FETCH:
+            return auth.topics(client, principal, Operation.READ)
+        if key in (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH):
+            # decided here, on the loop's thread (the offsets are read and written in another)
+            refused = auth.group(client, principal, Operation.READ, request.body.group)
+            names = [t.topic for t in request.body.topics]
+            refusals = {
+                n: refused or auth.topic(client, principal, Operation.READ, n) for n in names
+            }
+            return lambda name: refusals.get(name)
+        if key in (ApiKey.OFFSETS, ApiKey.METADATA):
+            return auth.topics(client, principal, Operation.DESCRIBE)
+        return no_check
 
     def _answer(self, request: Request, body: Any) -> Response:
         return encode_response_parts(request.api, request.header.correlation_id, body)  # type: ignore[return-value]
@@ -137,7 +173,7 @@ class Kafka08Apis:
 
     # -- produce ------------------------------------------------------------------------
 
-    def produce(self, request: Request, client: str) -> Outcome:
+    def produce(self, request: Request, client: str, denied: TopicCheck = no_check) -> Outcome:
         body: produce08.ProduceRequest = request.body
         self.replicas.check_pause()  # a leader paused for long holds back its writes
         budget = InflateBudget(
@@ -146,8 +182,11 @@ class Kafka08Apis:
         results: list[tuple[str, produce08.ProduceResult]] = []
         pending: list[tuple[int, Replica, int]] = []  # acks=-1: (result, replica, its end)
         for topic in body.topics:
+            refusal = denied(topic.topic)
             for p in topic.partitions:
                 try:
+                    if refusal is not None:
+                        raise refusal
                     replica = self._leader(topic.topic, p.partition)
                     check = self._checked(topic.topic, p, budget)
                     if body.required_acks == -1:
@@ -184,13 +223,18 @@ class Kafka08Apis:
             )
         return check
 
-    def produce_unanswered(self, requests: list[Request], client: str) -> None:
+    def produce_unanswered(
+        self, requests: list[Request], client: str, principal: str = ANONYMOUS
+    ) -> None:
         """Produce requests with required_acks 0 that came in a row on one connection
         (Kafka08Connection gathers them): each set checked and refused as `produce` does,
         and each partition's sets appended in order by one `append_many` (the log's next
         offsets per set, as `append` gives them, but one write per segment for all of them
         instead of two per set). Nothing is answered, as for one such request."""
         self.replicas.check_pause()
+        denied: TopicCheck = no_check
+        if self.authorizer is not None:
+            denied = self.authorizer.topics(client, principal, Operation.WRITE)
         batches: dict[tuple[str, int], tuple[Replica, list[tuple[Buffer, Validation]]]] = {}
         for request in requests:
             self.metrics.request("kafka08_produce")
@@ -199,8 +243,11 @@ class Kafka08Apis:
                 self.config.inflated_set_limit, self.config.inflated_request_limit, 1
             )
             for topic in body.topics:
+                refusal = denied(topic.topic)
                 for p in topic.partitions:
                     try:
+                        if refusal is not None:
+                            raise refusal
                         replica = self._leader(topic.topic, p.partition)
                         check = self._checked(topic.topic, p, budget)
                         if not check.valid_bytes:  # empty, or a cut first entry: refused alone
@@ -235,8 +282,13 @@ class Kafka08Apis:
 
     # -- fetch ----------------------------------------------------------------------------
 
-    def _fetched(self, topic: str, p: fetch08.FetchPartition) -> fetch08.FetchedPartition:
+    def _fetched(
+        self, topic: str, p: fetch08.FetchPartition, denied: TopicCheck = no_check
+    ) -> fetch08.FetchedPartition:
         try:
+            refusal = denied(topic)
+            if refusal is not None:
+                raise refusal
             if p.max_bytes < 0:
                 raise InvalidFetchSizeError(f"max_bytes {p.max_bytes} is negative")
             replica = self._leader(topic, p.partition)
@@ -249,7 +301,7 @@ class Kafka08Apis:
             self.metrics.fetched(topic, region.length)
         return fetch08.FetchedPartition(p.partition, 0, mark, region)
 
-    def fetch(self, request: Request, client: str) -> Outcome:
+    def fetch(self, request: Request, client: str, denied: TopicCheck = no_check) -> Outcome:
         body: fetch08.FetchRequest = request.body
         if body.replica_id >= 0:
             # 0.8's followers fetch this way; logbroker's copy through REPLICA_FETCH on the
@@ -259,7 +311,7 @@ class Kafka08Apis:
                 "through the 0.7 port's REPLICA_FETCH; clients send -1"
             )
         wanted = [(t.topic, p) for t in body.topics for p in t.partitions]
-        fetched = [self._fetched(topic, p) for topic, p in wanted]
+        fetched = [self._fetched(topic, p, denied) for topic, p in wanted]
         if (
             body.max_wait_ms <= 0
             or not wanted
@@ -269,7 +321,7 @@ class Kafka08Apis:
             return self._answer(request, _fetch_response(wanted, fetched))
 
         def look(final: bool) -> Response | None:
-            again = [self._fetched(topic, p) for topic, p in wanted]
+            again = [self._fetched(topic, p, denied) for topic, p in wanted]
             if final or _enough(again, body.min_bytes):
                 return self._answer(request, _fetch_response(wanted, again))
             return None
@@ -280,13 +332,16 @@ class Kafka08Apis:
 
     # -- offsets and metadata ---------------------------------------------------------------
 
-    def offsets(self, request: Request, client: str) -> Response:
+    def offsets(self, request: Request, client: str, denied: TopicCheck = no_check) -> Response:
         body: offsets08.OffsetsRequest = request.body
         topics = []
         for topic in body.topics:
             answers = []
+            refusal = denied(topic.topic)
             for p in topic.partitions:
                 try:
+                    if refusal is not None:
+                        raise refusal
                     replica = self._leader(topic.topic, p.partition)
                     mark = replica.high_watermark  # a consumer sees nothing past it
                     if p.time == LATEST_TIME:
@@ -305,7 +360,7 @@ class Kafka08Apis:
             topics.append(offsets08.OffsetsResponseTopic(topic.topic, tuple(answers)))
         return self._answer(request, offsets08.OffsetsResponse(tuple(topics)))
 
-    def metadata(self, request: Request, client: str) -> Response:
+    def metadata(self, request: Request, client: str, denied: TopicCheck = no_check) -> Response:
         body: metadata08.MetadataRequest = request.body
         cache = self.metadata_cache
         brokers = tuple(metadata08.Broker(b.broker_id, b.host, b.port) for b in cache.brokers())
@@ -313,13 +368,17 @@ class Kafka08Apis:
         names = body.topics or tuple(
             t
             for t in cache.topics()
-            if (view := cache.topic(t)) and view.assignment.message_format == "0.8"
+            if (view := cache.topic(t))
+            and view.assignment.message_format == "0.8"
+            and denied(t) is None  # all topics: those the principal may Describe
         )
         topics = []
         for name in names:
             view = cache.topic(name)
             if not _legal(name):
                 topics.append(metadata08.TopicMetadata(int(Code.INVALID_TOPIC), name, ()))
+            elif (refusal := denied(name)) is not None:
+                topics.append(metadata08.TopicMetadata(int(code08(refusal)), name, ()))
             elif view is None or view.assignment.message_format != "0.8":
                 topics.append(
                     metadata08.TopicMetadata(int(Code.UNKNOWN_TOPIC_OR_PARTITION), name, ())
@@ -343,21 +402,28 @@ class Kafka08Apis:
 
     # -- a group's offsets ----------------------------------------------------------------
 
-    def consumer_metadata(self, request: Request, client: str) -> Response:
+    def consumer_metadata(
+        self, request: Request, client: str, denied: TopicCheck = no_check
+    ) -> Response:
         host, port = self.advertised
         answer = groups08.ConsumerMetadataResponse(0, self.config.brokerid, host, port)
         return self._answer(request, answer)
 
-    def offset_commit(self, request: Request, client: str) -> Awaitable[Response]:
+    def offset_commit(
+        self, request: Request, client: str, denied: TopicCheck = no_check
+    ) -> Awaitable[Response]:
         body = request.body  # v0 or v1: the same topics, partitions and offsets
-        return self._in_thread(lambda: self._commit(request, body, client))
+        return self._in_thread(lambda: self._commit(request, body, client, denied))
 
-    def _commit(self, request: Request, body: Any, client: str) -> Response:
+    def _commit(self, request: Request, body: Any, client: str, denied: TopicCheck) -> Response:
         topics = []
         for topic in body.topics:
             results = []
             try:
                 validate_topic(topic.topic)
+                refusal = denied(topic.topic)
+                if refusal is not None:
+                    raise refusal
                 self.group_offsets.commit(
                     body.group, [(topic.topic, p.partition, p.offset) for p in topic.partitions]
                 )
@@ -370,17 +436,26 @@ class Kafka08Apis:
             topics.append(groups08.CommitResponseTopic(topic.topic, tuple(results)))
         return self._answer(request, groups08.OffsetCommitResponse(tuple(topics)))
 
-    def offset_fetch(self, request: Request, client: str) -> Awaitable[Response]:
+    def offset_fetch(
+        self, request: Request, client: str, denied: TopicCheck = no_check
+    ) -> Awaitable[Response]:
         body: groups08.OffsetFetchRequest = request.body
-        return self._in_thread(lambda: self._fetch_offsets(request, body, client))
+        return self._in_thread(lambda: self._fetch_offsets(request, body, client, denied))
 
     def _fetch_offsets(
-        self, request: Request, body: groups08.OffsetFetchRequest, client: str
+        self,
+        request: Request,
+        body: groups08.OffsetFetchRequest,
+        client: str,
+        denied: TopicCheck,
     ) -> Response:
         topics = []
         for topic in body.topics:
             try:
                 validate_topic(topic.topic)
+                refusal = denied(topic.topic)
+                if refusal is not None:
+                    raise refusal
                 found = self.group_offsets.fetch(
                     body.group, [(topic.topic, p) for p in topic.partitions]
                 )

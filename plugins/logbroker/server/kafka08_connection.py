@@ -110,7 +110,7 @@ class Kafka08Connection(ClientConnection):
             self._handle_request(gathered[0])
             return
         try:
-            self.apis.produce_unanswered(gathered, self.client)
+            self.apis.produce_unanswered(gathered, self.client, self.principal)
         except LogbrokerError as exc:
             self.server.metrics.error("rejected")
             self.close(str(exc), cause="rejected")
@@ -119,7 +119,7 @@ class Kafka08Connection(ClientConnection):
 
     def _handle_request(self, request: Request) -> bool:
         try:
-            outcome = self.apis.handle(request, self.client)
+            outcome = self.apis.handle(request, self.client, self.principal)
         except LogbrokerError as exc:
             kind = "invalid_request" if isinstance(exc, InvalidRequestError) else "rejected"
             self.server.metrics.error(kind)
@@ -158,7 +158,7 @@ class Kafka08Connection(ClientConnection):
                 request = decode_request(body)
                 if request.header.api_key != 0 or request.body.required_acks != 0:
                     continue
-                outcome = self.apis.handle(request, self.client)
+                outcome = self.apis.handle(request, self.client, self.principal)
                 if inspect.isawaitable(outcome):
                     await outcome
             except LogbrokerError as exc:

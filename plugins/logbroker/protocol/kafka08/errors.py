@@ -33,6 +33,9 @@ sends, `error_code(exc)` (protocol/errors.py) the one the 0.7 port sends.
 |  18 | MessageSetSizeTooLarge           | RecordListTooLargeError (0.8 only)            |
 |  19 | NotEnoughReplicas                | NotEnoughReplicasError (10)                   |
 |  20 | NotEnoughReplicasAfterAppend     | NotEnoughReplicasAfterAppendError (11)        |
+|  29 | TopicAuthorizationFailed (0.9)   | TopicAuthorizationFailedError (29)            |
+|  30 | GroupAuthorizationFailed (0.9)   | GroupAuthorizationFailedError (30)            |
+|  31 | ClusterAuthorizationFailed (0.9) | ClusterAuthorizationFailedError (31)          |
 
 13 was 0.8.2's StaleLeaderEpoch, a code between brokers that no client is sent; the clients
 of later Kafkas read 13 as NetworkException, so the 0.8 listener never sends it. The 0.8-only
@@ -45,7 +48,9 @@ from __future__ import annotations
 from enum import IntEnum
 
 from ..errors import (
+    ClusterAuthorizationFailedError,
     FencedLeaderEpochError,
+    GroupAuthorizationFailedError,
     InvalidFetchSizeError,
     InvalidMessageError,
     InvalidTopicError,
@@ -58,6 +63,7 @@ from ..errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
     StorageError,
+    TopicAuthorizationFailedError,
     UnknownError,
     WrongPartitionError,
 )
@@ -87,6 +93,9 @@ class Code(IntEnum):
     MESSAGE_SET_SIZE_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    TOPIC_AUTHORIZATION_FAILED = 29  # 0.9's: a secured broker's answer
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 class Kafka08Error(LogbrokerError):
@@ -161,6 +170,9 @@ _CODES: dict[type[BaseException], Code] = {
     NotEnoughReplicasAfterAppendError: Code.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     RequestTimedOutError: Code.REQUEST_TIMED_OUT,
     FencedLeaderEpochError: Code.UNKNOWN,
+    TopicAuthorizationFailedError: Code.TOPIC_AUTHORIZATION_FAILED,
+    GroupAuthorizationFailedError: Code.GROUP_AUTHORIZATION_FAILED,
+    ClusterAuthorizationFailedError: Code.CLUSTER_AUTHORIZATION_FAILED,
 }
 
 _EXCEPTIONS: dict[int, type[LogbrokerError]] = {
