@@ -287,7 +287,7 @@ def test_client_config_from_properties() -> None:
     )
     assert config == SaslClientConfig("SCRAM-SHA-256", "alice", "alice-secret")
     assert "alice-secret" not in repr(config)
-    with pytest.raises(ValueError, match="needs sasl.username and sasl.password"):
+    with pytest.raises(ValueError, match=r"needs sasl\.username and sasl\.password"):
         SaslClientConfig.from_properties({"sasl.mechanism": "PLAIN", "sasl.username": "a"})
     with pytest.raises(ValueError, match="known are PLAIN"):
         SaslClientConfig.from_properties({"sasl.mechanism": "GSSAPI"})

@@ -90,16 +90,17 @@ def _string(data: bytes, pos: int, what: str, nullable: bool = False) -> tuple[s
 
 def decode_handshake(body: bytes) -> tuple[int, str]:
     """A SaslHandshake request's body (after its size) -> (correlation_id, mechanism)."""
+    if len(body) >= 2 and _I16.unpack_from(body)[0] != SASL_HANDSHAKE:
+        raise SaslError(
+            f"expected a SaslHandshake (api key {SASL_HANDSHAKE}) before any other request, "
+            f"got api key {_I16.unpack_from(body)[0]}: a listener with SASL "
+            "(sasl.enabled.mechanisms) serves nothing before the login"
+        )
     if len(body) < _HEADER.size:
         raise SaslError(
             f"the first request is {len(body)} bytes, too short for a SaslHandshake header"
         )
-    api_key, version, correlation_id = _HEADER.unpack_from(body)
-    if api_key != SASL_HANDSHAKE:
-        raise SaslError(
-            f"expected a SaslHandshake (api key {SASL_HANDSHAKE}) before any other request, "
-            f"got api key {api_key}: this listener needs SASL (sasl.enabled.mechanisms)"
-        )
+    _api_key, version, correlation_id = _HEADER.unpack_from(body)
     if version != 0:
         raise SaslError(f"SaslHandshake version {version} is not served (only 0, Kafka 0.10's)")
     _client, pos = _string(body, _HEADER.size, "client id", nullable=True)

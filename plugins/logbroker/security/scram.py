@@ -452,8 +452,7 @@ class ScramClient:
         text = _text(server_final, "SCRAM server-final message")
         if text.startswith("e="):
             raise AuthenticationFailed(
-                f"{self.mechanism} authentication of user {self.username!r} failed "
-                f"({text[2:60]}): wrong password or unknown user"
+                f"the broker refused the proof (e={text[2:60]}): wrong password or unknown user"
             )
         attrs = _attributes(text, "SCRAM server-final message", "v")
         if not hmac.compare_digest(_b64(attrs[0][1], "SCRAM verifier"), self._server_signature):
