@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixtures_brokers import BrokerFactory
 from kazoo.client import KazooClient
 
 from logbroker.cli import main
+from logbroker.client.cluster import Cluster
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.client.simple_consumer08 import SimpleConsumer08
@@ -407,3 +409,39 @@ def test_sasl_to_a_listener_without_it(tmp_path: Path, chroot: ZkTarget) -> None
             consumer.latest_offset("anything", 0)
     finally:
         plain.stop(timeout=15)
+
+
+def test_replication_between_brokers_logs_in(
+    zookeeper: ZooKeeperServer, broker_factory: BrokerFactory
+) -> None:
+    """Followers fetch from their leader with the broker's own login (sasl.jaas.config): an
+    acks=-1 produce is acknowledged once the follower has it, which it fetched logged in."""
+    target = zookeeper.create_chroot(f"/t/sasl-replication-{uuid.uuid4().hex[:8]}")
+    brokers = {}
+    for broker_id in (0, 1):
+        add_user(target, f"broker-{broker_id}", f"broker-{broker_id}-secret")
+        brokers[broker_id] = broker_factory(
+            broker_id,
+            zk=target,
+            sasl_enabled_mechanisms="SCRAM-SHA-512",
+            sasl_jaas_config=(
+                f'ScramLoginModule required username="broker-{broker_id}" '
+                f'password="broker-{broker_id}-secret";'
+            ),
+            replica_lag_time_max_ms=60000,  # a follower that cannot fetch stays in the ISR
+        )
+    add_user(target, "loader", "loader-secret")
+    loader = SaslClientConfig("SCRAM-SHA-512", "loader", "loader-secret")
+    with Cluster(target.connect) as cluster:
+        [partition] = cluster.create_replicated_topic("payments", 1, 2)
+    [follower] = [r for r in partition.replicas if r != partition.leader]
+    with Producer(
+        zk_connect=target.connect,
+        request_required_acks=-1,
+        request_timeout_ms=5000,
+        retries=20,
+        sasl=loader,
+    ) as producer:
+        [sent] = producer.send("payments", [b"paid"])
+    assert (sent.offset, sent.messages) == (0, 1)
+    wait_for_log(brokers[partition.leader], f"authenticated as User:broker-{follower}", 0)
