@@ -11,6 +11,7 @@ and topics.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import socket
@@ -26,6 +27,7 @@ from kazoo.client import KazooClient
 
 from logbroker.cli import main
 from logbroker.client.cluster import Cluster
+from logbroker.client.group_consumer import GroupConsumer
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.client.simple_consumer08 import SimpleConsumer08
@@ -445,3 +447,32 @@ def test_replication_between_brokers_logs_in(
         [sent] = producer.send("payments", [b"paid"])
     assert (sent.offset, sent.messages) == (0, 1)
     wait_for_log(brokers[partition.leader], f"authenticated as User:broker-{follower}", 0)
+
+
+def test_a_group_consumer_logs_in_from_its_properties(
+    chroot: ZkTarget, broker: BrokerProcess
+) -> None:
+    """consumer.properties with Kafka's sasl.mechanism and sasl.jaas.config: the group's
+    fetchers log in (the mirror's consumer is made so)."""
+    add_user(chroot, "hank", "hank-secret")
+    config = SaslClientConfig("SCRAM-SHA-256", "hank", "hank-secret")
+    wait_for_user(broker, config)
+    topic = f"group-{uuid.uuid4().hex[:8]}"
+    with Producer(broker_list=f"0:{broker.host}:{broker.port}", acks="ack", sasl=config) as p:
+        p.send(topic, [b"a", b"b"])
+    consumer = GroupConsumer.from_properties(
+        {
+            "groupid": f"g-{topic}",
+            "zk.connect": chroot.connect,
+            "consumer.timeout.ms": "5000",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="hank" password="hank-secret";',
+        }
+    )
+    try:
+        stream = consumer.create_message_streams({topic: 1})[topic][0]
+        got = [m.payload for m in itertools.islice(stream, 2)]
+    finally:
+        consumer.close()
+    assert got == [b"a", b"b"]
