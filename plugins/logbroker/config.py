@@ -303,6 +303,7 @@ class BrokerConfig:
     )
     sasl_jaas_config: str = field(
         default="",
+        repr=False,  # it holds this broker's password
         metadata=_key(
             "sasl.jaas.config",
             'this broker\'s own login, as Kafka\'s: ... username="broker-0" password="...";',

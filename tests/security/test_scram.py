@@ -9,6 +9,7 @@ import base64
 import pytest
 from kafka.net.sasl.scram import ScramClient as KafkaPythonScramClient
 
+from logbroker.config import BrokerConfig, ConfigError
 from logbroker.security.sasl import (
     UNSUPPORTED_SASL_MECHANISM,
     SaslClientConfig,
@@ -291,3 +292,44 @@ def test_client_config_from_properties() -> None:
         SaslClientConfig.from_properties({"sasl.mechanism": "PLAIN", "sasl.username": "a"})
     with pytest.raises(ValueError, match="known are PLAIN"):
         SaslClientConfig.from_properties({"sasl.mechanism": "GSSAPI"})
+
+
+@pytest.mark.parametrize(
+    "settings,error",
+    [
+        ({"sasl.enabled.mechanisms": "GSSAPI"}, "unknown SASL mechanism 'GSSAPI'"),
+        (
+            {"sasl.enabled.mechanisms": "PLAIN", "enable.zookeeper": "false"},
+            "needs enable.zookeeper=true",
+        ),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-256"}, "sasl.jaas.config is empty"),
+        (
+            {"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": 'x required username="b";'},
+            "needs sasl.username and sasl.password",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "MD5",
+                "sasl.jaas.config": 'x required username="b" password="p";',
+            },
+            "sasl.mechanism='MD5'",
+        ),
+    ],
+)
+def test_a_broker_refuses_a_bad_sasl_setting(settings: dict[str, str], error: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.from_properties(settings)
+    assert error in str(refused.value)
+
+
+def test_the_brokers_own_login_and_no_password_in_its_repr() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "sasl.enabled.mechanisms": "scram-sha-512, PLAIN",
+            "sasl.jaas.config": 'x required username="broker-0" password="hunter2";',
+        }
+    )
+    assert config.inter_broker_sasl() == SaslClientConfig("SCRAM-SHA-512", "broker-0", "hunter2")
+    assert "hunter2" not in repr(config)
+    assert BrokerConfig().inter_broker_sasl() is None  # SASL off: the fetchers do not log in

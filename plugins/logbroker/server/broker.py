@@ -244,6 +244,7 @@ class BrokerServer:
             advertised=(self.config.hostname, self.config.port_08),
             warnings=warnings,
         )
+        sasl = self._sasl()
         server = SocketServer(
             self.config,
             handlers,
@@ -251,7 +252,7 @@ class BrokerServer:
             loop,
             warnings,
             port=self.config.port_08,
-            connection=lambda s: Kafka08Connection(s, apis, self._sasl()),
+            connection=lambda s: Kafka08Connection(s, apis, sasl),
         )
         return apis, server
 
