@@ -213,7 +213,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._sending: asyncio.Task[None] | None = None  # the last response's task
         # Until the SASL exchange completes, frames go to it (`_authenticate`).
         self._authenticating = sasl() if sasl is not None else None
-        self.principal: str | None = None  # "User:<name>" once authenticated by SASL
+        # Who the client is, for the authorizer: Kafka's name for a client that has not
+        # logged in, then "User:<name>" once SASL authenticated it.
+        self.principal = "User:ANONYMOUS"
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -357,6 +359,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self.close(f"SASL authentication failed: {step.failure}", cause="sasl_failed")
                 return end
             if auth.complete:
+                assert auth.principal is not None
                 self.principal = auth.principal
                 self._authenticating = auth = None
                 log.info("connection from %s authenticated as %s", self.client, self.principal)
