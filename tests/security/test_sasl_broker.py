@@ -476,3 +476,35 @@ def test_a_group_consumer_logs_in_from_its_properties(
     finally:
         consumer.close()
     assert got == [b"a", b"b"]
+
+
+def test_a_new_password_and_a_deleted_user_count_at_the_next_login(
+    chroot: ZkTarget, broker: BrokerProcess
+) -> None:
+    """The broker watches /config/users: no restart for a change to count."""
+    add_user(chroot, "ivan", "ivan-old")
+    old = SaslClientConfig("SCRAM-SHA-256", "ivan", "ivan-old")
+    new = SaslClientConfig("SCRAM-SHA-256", "ivan", "ivan-new")
+    wait_for_user(broker, old)
+    add_user(chroot, "ivan", "ivan-new")
+    wait_for_user(broker, new)
+    with pytest.raises(SaslAuthenticationError, match="invalid-proof"):
+        login(broker, old)
+    names = "SCRAM-SHA-256,SCRAM-SHA-512"
+    assert configs(chroot, "--alter", "--entity-name", "ivan", "--delete-config", names) == 0
+    deadline = time.monotonic() + 10
+    while True:  # the deletion reaches the broker through its watch
+        try:
+            login(broker, new)
+        except SaslAuthenticationError as exc:
+            assert "invalid-proof" in str(exc)
+            break
+        assert time.monotonic() < deadline, "ivan still logs in after his deletion"
+        time.sleep(0.1)
+    add_user(chroot, "ivan", "ivan-again")  # a user made again is watched again
+    wait_for_user(broker, SaslClientConfig("SCRAM-SHA-512", "ivan", "ivan-again"))
+
+
+def login(broker: BrokerProcess, config: SaslClientConfig) -> None:
+    with SimpleConsumer(*broker.address, sasl=config) as consumer:
+        consumer.latest_offset("login", 0)
