@@ -5,13 +5,16 @@ our server, and every cut or malformed message refused with a message naming it.
 from __future__ import annotations
 
 import base64
+import socket
 
 import pytest
 from kafka.net.sasl.scram import ScramClient as KafkaPythonScramClient
 
+from logbroker.client.connection import BrokerConnection
 from logbroker.config import BrokerConfig, ConfigError
 from logbroker.security.sasl import (
     UNSUPPORTED_SASL_MECHANISM,
+    SaslAuthenticationError,
     SaslClientConfig,
     ServerAuthenticator,
     decode_handshake_response,
@@ -333,3 +336,14 @@ def test_the_brokers_own_login_and_no_password_in_its_repr() -> None:
     assert config.inter_broker_sasl() == SaslClientConfig("SCRAM-SHA-512", "broker-0", "hunter2")
     assert "hunter2" not in repr(config)
     assert BrokerConfig().inter_broker_sasl() is None  # SASL off: the fetchers do not log in
+
+
+def test_a_listener_that_never_answers_the_handshake_times_out_clearly() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
+        host, port = silent.getsockname()[:2]
+        connection = BrokerConnection(
+            host, port, timeout=0.3, sasl=SaslClientConfig("PLAIN", "alice", "alice-secret")
+        )
+        with pytest.raises(SaslAuthenticationError, match="did not answer in time"):
+            connection.connect()
+        assert connection._sock is None  # nothing half logged in is kept

@@ -273,6 +273,11 @@ def authenticate(sock: socket.socket, config: SaslClientConfig, address: str) ->
         raise
     except SaslError as exc:  # AuthenticationFailed included
         raise SaslAuthenticationError(f"{what} failed: {exc}") from None
+    except (BlockingIOError, TimeoutError):  # the socket's own timeout (SO_RCVTIMEO)
+        raise SaslAuthenticationError(
+            f"{what} failed: the broker did not answer in time (is it a logbroker or Kafka "
+            "listener?)"
+        ) from None
     except OSError as exc:
         raise SaslAuthenticationError(f"{what} failed: {exc}") from None
     return f"User:{config.username}"
