@@ -32,14 +32,19 @@ from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.client.simple_consumer08 import SimpleConsumer08
 from logbroker.protocol.errors import LogbrokerError
-from logbroker.security.credentials import USERS_PATH
+from logbroker.security.credentials import USERS_PATH, alter_user
 from logbroker.security.sasl import (
     SaslAuthenticationError,
     SaslClientConfig,
     encode_handshake,
     frame,
 )
-from logbroker.security.scram import ScramClient, ScramCredential, password_matches
+from logbroker.security.scram import (
+    ScramClient,
+    ScramCredential,
+    make_credential,
+    password_matches,
+)
 from logbroker.stack.broker import BrokerProcess
 from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
 
@@ -508,3 +513,36 @@ def test_a_new_password_and_a_deleted_user_count_at_the_next_login(
 def login(broker: BrokerProcess, config: SaslClientConfig) -> None:
     with SimpleConsumer(*broker.address, sasl=config) as consumer:
         consumer.latest_offset("login", 0)
+
+
+def test_a_group_consumer_with_a_wrong_password_says_so(
+    chroot: ZkTarget,
+    zk: KazooClient,
+    broker: BrokerProcess,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A line per attempt, not a traceback; and the rebalance's OFFSETS log in too."""
+    # not through `logbroker configs`: main() would set the logging up anew (no caplog)
+    alter_user(zk, "judy", add={"SCRAM-SHA-256": make_credential("SCRAM-SHA-256", "judy-secret")})
+    judy = SaslClientConfig("SCRAM-SHA-256", "judy", "judy-secret")
+    wait_for_user(broker, judy)
+    topic = f"judy-{uuid.uuid4().hex[:8]}"
+    with Producer(broker_list=f"0:{broker.host}:{broker.port}", acks="ack", sasl=judy) as p:
+        p.send(topic, [b"a"])
+    consumer = GroupConsumer(
+        f"g-{topic}",
+        chroot.connect,
+        consumer_timeout_ms=1500,
+        fetcher_backoff_ms=200,
+        sasl=SaslClientConfig("SCRAM-SHA-256", "judy", "not-judys"),
+    )
+    try:
+        assert list(consumer.create_message_streams({topic: 1})[topic][0]) == []
+    finally:
+        consumer.close()
+    lines = [r.getMessage() for r in caplog.records]
+    fetcher = [r for r in caplog.records if r.getMessage().startswith("fetcher for broker")]
+    assert fetcher, lines
+    for record in fetcher:  # one clear line per attempt, not a traceback
+        assert "the broker refused the proof" in record.getMessage() and not record.exc_info
+    assert not [line for line in lines if "closed the connection" in line], lines
