@@ -28,6 +28,9 @@ from kazoo.client import KazooClient
 from logbroker.cli import main
 from logbroker.client.cluster import Cluster
 from logbroker.client.group_consumer import GroupConsumer
+from logbroker.client.leaders import Leaders
+from logbroker.client.partition_reader import PartitionReader
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.client.simple_consumer08 import SimpleConsumer08
@@ -436,11 +439,13 @@ def test_replication_between_brokers_logs_in(
                 f'password="broker-{broker_id}-secret";'
             ),
             replica_lag_time_max_ms=60000,  # a follower that cannot fetch stays in the ISR
+            port_08=0,  # any free port, registered in ZooKeeper
         )
     add_user(target, "loader", "loader-secret")
     loader = SaslClientConfig("SCRAM-SHA-512", "loader", "loader-secret")
     with Cluster(target.connect) as cluster:
         [partition] = cluster.create_replicated_topic("payments", 1, 2)
+        cluster.create_replicated_topic("payments08", 1, 2, message_format="0.8")
     [follower] = [r for r in partition.replicas if r != partition.leader]
     with Producer(
         zk_connect=target.connect,
@@ -450,8 +455,21 @@ def test_replication_between_brokers_logs_in(
         sasl=loader,
     ) as producer:
         [sent] = producer.send("payments", [b"paid"])
+        producer.send("payments08", [b"paid08"])  # to the leader's 0.8 listener
     assert (sent.offset, sent.messages) == (0, 1)
     wait_for_log(brokers[partition.leader], f"authenticated as User:broker-{follower}", 0)
+    client = target.client()
+    client.start(timeout=10)
+    try:  # a reader that follows the leader logs in to it
+        reader = PartitionReader(Leaders(client), "payments", 0, sasl=loader)
+        assert [m.payload for m in reader.iter_messages(0)] == [b"paid"]
+        reader.close()
+        reader08 = PartitionReader08(Leaders(client), "payments08", 0, sasl=loader)
+        assert [m.payload for m in reader08.iter_messages(0)] == [b"paid08"]
+        reader08.close()
+    finally:
+        client.stop()
+        client.close()
 
 
 def test_a_group_consumer_logs_in_from_its_properties(
