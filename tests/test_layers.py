@@ -154,12 +154,14 @@ def test_imports_point_down(module: str, path: Path) -> None:
 # the one sideways import, and only in server/broker.py, the composition of a broker.
 LIBRARY: dict[str, tuple[str, ...]] = {
     "protocol": (),
-    "security": (),  # the authorizer's ACLs: a model of their own, and kazoo
+    # who a connection is (SASL, its credentials) and what it may do (the ACLs): their own
+    # models, kazoo, and the protocol's error codes
+    "security": ("protocol",),
     "coordination": ("protocol",),
     "config": ("protocol", "coordination", "security"),
     "storage": ("protocol", "config"),
     "serde": ("protocol",),
-    "client": ("protocol", "coordination", "config"),
+    "client": ("protocol", "coordination", "config", "security"),
     "replication": ("protocol", "coordination", "config", "storage"),
     "server": (
         "protocol",

@@ -12,6 +12,7 @@ from .commands import (
     acls,
     bench,
     broker,
+    configs,
     consume,
     formatter,
     lag,
@@ -36,6 +37,8 @@ examples:
   logbroker offsets --broker 127.0.0.1:9092 --topic page-views --partition 0 --time -1
   logbroker lag --zookeeper 127.0.0.1:2181/live --group my-group
   logbroker preferred-replica-election --zookeeper 127.0.0.1:2181/live
+  logbroker configs --zookeeper 127.0.0.1:2181/live --alter --entity-type users \\
+      --entity-name alice --add-config 'SCRAM-SHA-256=[password=alice-secret]'
   logbroker schemas register --zookeeper 127.0.0.1:2181/registry \\
       --subject page_views --file include/schemas/page_views.avsc
   logbroker schema-registry --zookeeper 127.0.0.1:2181/registry   # Confluent's API on :8081
@@ -54,6 +57,7 @@ SUBCOMMANDS = (
     offsets,
     lag,
     preferred_replica_election,
+    configs,
     schemas,
     schema_registry,
     mirror,

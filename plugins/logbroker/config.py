@@ -24,6 +24,7 @@ from typing import Any
 
 from .coordination.paths import split_connect_string
 from .protocol.topics import validate_topic
+from .security.sasl import SaslClientConfig, parse_mechanisms
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,29 @@ class BrokerConfig:
             "with an authorizer: a resource without any ACL is open to everyone",
         ),
     )
+    sasl_enabled_mechanisms: str = field(
+        default="",
+        metadata=_key(
+            "sasl.enabled.mechanisms",
+            "SASL mechanisms clients log in with on both listeners, of PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512 (users: `logbroker configs`); empty = no SASL (docs/security.md)",
+        ),
+    )
+    sasl_mechanism_inter_broker_protocol: str = field(
+        default="SCRAM-SHA-512",
+        metadata=_key(
+            "sasl.mechanism.inter.broker.protocol",
+            "the mechanism this broker's replica fetchers log in to leaders with",
+        ),
+    )
+    sasl_jaas_config: str = field(
+        default="",
+        repr=False,  # it holds this broker's password
+        metadata=_key(
+            "sasl.jaas.config",
+            'this broker\'s own login, as Kafka\'s: ... username="broker-0" password="...";',
+        ),
+    )
     extra: Mapping[str, str] = field(default_factory=dict, metadata={"key": "", "doc": ""})
 
     def __post_init__(self) -> None:
@@ -344,7 +368,48 @@ class BrokerConfig:
                 split_connect_string(self.zk_connect)
             except ValueError as exc:
                 raise ConfigError(f"zk.connect={self.zk_connect}: {exc}") from None
+        self._check_sasl()
+        self._check_authorizer()
 
+    def _check_sasl(self) -> None:
+        """SASL needs the users' credentials (ZooKeeper) and this broker's own login."""
+        try:
+            mechanisms = parse_mechanisms(self.sasl_enabled_mechanisms)
+        except ValueError as exc:
+            raise ConfigError(f"sasl.enabled.mechanisms: {exc}") from None
+        if not mechanisms:
+            return
+        if not self.enable_zookeeper:
+            raise ConfigError(
+                "sasl.enabled.mechanisms needs enable.zookeeper=true: the users' credentials "
+                "are kept in ZooKeeper (logbroker configs)"
+            )
+        if not self.sasl_jaas_config.strip():
+            raise ConfigError(
+                "sasl.enabled.mechanisms is set but sasl.jaas.config is empty: give this broker "
+                'its own login (... username="broker-0" password="...";), which its replica '
+                "fetchers use with the leaders"
+            )
+        try:
+            self.inter_broker_sasl()
+        except ValueError as exc:
+            raise ConfigError(
+                f"sasl.jaas.config / sasl.mechanism.inter.broker.protocol: {exc}"
+            ) from None
+
+    def inter_broker_sasl(self) -> SaslClientConfig | None:
+        """How this broker's replica fetchers log in to a leader (None: SASL is off)."""
+        if not parse_mechanisms(self.sasl_enabled_mechanisms):
+            return None
+        return SaslClientConfig.from_properties(
+            {
+                "sasl.mechanism": self.sasl_mechanism_inter_broker_protocol,
+                "sasl.jaas.config": self.sasl_jaas_config,
+            }
+        )
+
+    def _check_authorizer(self) -> None:
+        """An authorizer this broker knows, its ACLs in ZooKeeper, super.users well formed."""
         if self.authorizer_class_name.strip():
             from .security.acls import AUTHORIZER_NAMES, AclError, parse_super_users
 

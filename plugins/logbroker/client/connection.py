@@ -7,6 +7,10 @@
 PRODUCE/MULTIPRODUCE get no answer. So a connection is used by one thread at a time (the
 lock), and a failed or timed-out exchange closes the socket rather than leave a response in
 flight that the next caller would read as its own. The next call reconnects.
+
+With `sasl` (security/sasl.py: Kafka's sasl.mechanism, user and password), every new socket
+runs the SASL exchange before its first request; a refused login raises
+SaslAuthenticationError, which is not retried.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Self
 
 from ..protocol.errors import LogbrokerError
 from ..protocol.requests import Request, encode_request
+from ..security.sasl import SaslAuthenticationError, SaslClientConfig, authenticate
 
 _SIZE = struct.Struct(">i")
 _TIMEVAL = struct.Struct("@ll")  # struct timeval: seconds, microseconds
@@ -39,8 +44,11 @@ class BrokerConnection:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         buffer_size: int = 1 << 20,
+        sasl: SaslClientConfig | None = None,
     ) -> None:
         self.host = host
+        self.sasl = sasl
+        self.principal: str | None = None  # "User:<name>" once logged in
         self.port = port
         self.timeout = timeout
         self.buffer_size = buffer_size
@@ -76,6 +84,12 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
                 sock.settimeout(None)
+            if self.sasl is not None:
+                try:
+                    self.principal = authenticate(sock, self.sasl, self.address)
+                except SaslAuthenticationError:
+                    sock.close()
+                    raise
             self._sock = sock
         return self._sock
 

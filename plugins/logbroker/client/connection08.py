@@ -30,6 +30,7 @@ from ..protocol.kafka08.apis import decode_response, encode_request
 from ..protocol.kafka08.header import Api
 from ..protocol.kafka08.produce import PRODUCE_V0
 from ..protocol.responses import MalformedResponseError
+from ..security.sasl import SaslClientConfig
 from .connection import DEFAULT_TIMEOUT_S, BrokerConnection, BrokerUnavailableError
 
 CLIENT_ID = "logbroker"
@@ -78,8 +79,11 @@ class Kafka08Connection:
         timeout: float = DEFAULT_TIMEOUT_S,
         client_id: str = CLIENT_ID,
         buffer_size: int = 1 << 20,
+        sasl: SaslClientConfig | None = None,
     ) -> None:
-        self.connection = BrokerConnection(host, port, timeout=timeout, buffer_size=buffer_size)
+        self.connection = BrokerConnection(
+            host, port, timeout=timeout, buffer_size=buffer_size, sasl=sasl
+        )
         self.client_id = client_id
         self.lock = threading.RLock()
         self._ids = itertools.count(1)

@@ -84,6 +84,7 @@ from ..coordination.rebalance import (
     thread_ids,
 )
 from ..protocol.topics import validate_topic
+from ..security.sasl import SaslClientConfig
 from .group.context import ConsumerContext, GroupConsumerStats
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
@@ -153,6 +154,7 @@ class GroupConsumer:
         socket_timeout_ms: int = 30000,
         fetch_wait_max_ms: int = 100,
         shallow_iterator_enable: bool = False,
+        sasl: SaslClientConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
@@ -201,6 +203,7 @@ class GroupConsumer:
             socket_timeout_ms=socket_timeout_ms,
             fetch_wait_max_ms=fetch_wait_max_ms,
             shallow_iterator=shallow_iterator_enable,
+            sasl=sasl,
             stats=self.stats,
             clock=clock,
             sleep=sleep,
@@ -222,7 +225,8 @@ class GroupConsumer:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **overrides: Any) -> GroupConsumer:
-        """From 0.7's consumer.properties keys (groupid, zk.connect, autooffset.reset, ...)."""
+        """From 0.7's consumer.properties keys (groupid, zk.connect, autooffset.reset, ...),
+        and Kafka's sasl.mechanism with sasl.jaas.config (or sasl.username, sasl.password)."""
         ints = {
             "autocommit.interval.ms": "autocommit_interval_ms",
             "consumer.timeout.ms": "consumer_timeout_ms",
@@ -247,6 +251,7 @@ class GroupConsumer:
             kwargs["autooffset_reset"] = props["autooffset.reset"].strip()
         if props.get("consumerid"):
             kwargs["consumer_id"] = props["consumerid"]
+        kwargs["sasl"] = SaslClientConfig.from_properties(props)
         kwargs.update(overrides)
         return cls(props["groupid"], props["zk.connect"], **kwargs)
 

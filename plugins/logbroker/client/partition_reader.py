@@ -39,6 +39,7 @@ from ..protocol.errors import (
     NotLeaderForPartitionError,
 )
 from ..protocol.message import Message
+from ..security.sasl import SaslClientConfig
 from .brokers import BrokerEndpoint
 from .connection import BrokerUnavailableError
 from .leaders import Leaders
@@ -75,7 +76,9 @@ class PartitionReader:
         leader_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         sleep: Callable[[float], object] = time.sleep,
+        sasl: SaslClientConfig | None = None,
     ) -> None:
+        """`sasl`: log in so to each leader (security/sasl.py)."""
         if leaders.assignment(topic) is None:
             raise LogbrokerError(
                 f"{topic!r} is not a replicated topic (no /replication/topics/{topic}): "
@@ -98,6 +101,7 @@ class PartitionReader:
         self.leader_timeout_s = leader_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.sleep = sleep
+        self.sasl = sasl
         self._consumer: SimpleConsumer | None = None
         self._endpoint: BrokerEndpoint | None = None
         self._zk: KazooClient | None = None  # set by connect(): closed with the reader
@@ -245,6 +249,7 @@ class PartitionReader:
                 max_fetch_size=self.max_fetch_size,
                 timeout=self.timeout,
                 waiting_fetches=True,
+                sasl=self.sasl,
             )
             self._endpoint = endpoint
         return self._consumer

@@ -44,6 +44,7 @@ from ..protocol.kafka08.message_set import first_entry_size
 from ..protocol.kafka08.offsets import EARLIEST, LATEST, OFFSETS_V0
 from ..protocol.requests import FetchRequest
 from ..protocol.wire import Buffer
+from ..security.sasl import SaslClientConfig
 from .brokers import BrokerEndpoint
 from .connection08 import Kafka08Connection
 from .leaders import Leaders
@@ -91,8 +92,11 @@ class PartitionReader08:
         retry_backoff_ms: int = 100,
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        sasl: SaslClientConfig | None = None,
     ) -> None:
+        """`sasl`: log in so to each leader's 0.8 listener (security/sasl.py)."""
         self.topic = topic
+        self.sasl = sasl
         self.partition = partition
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
@@ -397,7 +401,9 @@ class PartitionReader08:
         if endpoint != self._endpoint or self._connection is None:
             if self._connection is not None:
                 self._connection.close()
-            self._connection = Kafka08Connection(endpoint.host, endpoint.port, timeout=self.timeout)
+            self._connection = Kafka08Connection(
+                endpoint.host, endpoint.port, timeout=self.timeout, sasl=self.sasl
+            )
             self._endpoint = endpoint
         return self._connection
 

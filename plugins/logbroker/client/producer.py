@@ -90,6 +90,7 @@ from ..protocol.requests import (
 )
 from ..protocol.responses import MalformedResponseError, decode_acked_produce_response
 from ..protocol.topics import validate_topic
+from ..security.sasl import SaslClientConfig
 from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
 from .connection08 import Kafka08Connection
@@ -184,6 +185,7 @@ class Producer:
         retry_backoff_max_ms: int = 1000,
         delivery_timeout_ms: int = 120000,
         socket_timeout_ms: int = 30000,
+        sasl: SaslClientConfig | None = None,
         leaders: Leaders | None = None,
         sleep: Callable[[float], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -255,6 +257,7 @@ class Producer:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self._clock = clock
         self.timeout_s = socket_timeout_ms / 1000
+        self.sasl = sasl  # every connection logs in so (security/sasl.py)
         self.stats = ProducerStats()
         self._connections: dict[BrokerEndpoint, BrokerConnection] = {}
         self._lock = threading.Lock()
@@ -272,14 +275,16 @@ class Producer:
         """From producer.properties keys: 0.7's (broker.list, zk.connect, compression.codec,
         compressed.topics, acks, socket.timeout.ms) and 0.8's (request.required.acks,
         request.timeout.ms, message.send.max.retries, retry.backoff.ms), and the newer
-        retry.backoff.max.ms and delivery.timeout.ms. A bad value is a ValueError naming the
-        key."""
+        retry.backoff.max.ms and delivery.timeout.ms; Kafka's sasl.mechanism with
+        sasl.jaas.config (or sasl.username, sasl.password). A bad value is a ValueError naming
+        the key."""
         settings: dict[str, object] = {
             "broker_list": props.get("broker.list"),
             "zk_connect": props.get("zk.connect"),
             "compression_codec": props.get("compression.codec", "none"),
             "compressed_topics": [t for t in props.get("compressed.topics", "").split(",") if t],
             "acks": props.get("acks", "none"),
+            "sasl": SaslClientConfig.from_properties(props),
         }
         for key, name in (
             ("socket.timeout.ms", "socket_timeout_ms"),
@@ -572,7 +577,9 @@ class Producer:
             if conn is None:
                 for old in [b for b in self._connections if b.id == broker_id]:
                     self._connections.pop(old).close()
-                conn = BrokerConnection(broker.host, broker.port, timeout=self.timeout_s)
+                conn = BrokerConnection(
+                    broker.host, broker.port, timeout=self.timeout_s, sasl=self.sasl
+                )
                 self._connections[broker] = conn
             self._by_id[broker_id] = conn
             return conn
@@ -660,7 +667,9 @@ class Producer:
             if conn is None:
                 for old in [e for e in self._connections08 if e.id == broker_id]:
                     self._connections08.pop(old).close()
-                conn = Kafka08Connection(endpoint.host, endpoint.port, timeout=self.timeout_s)
+                conn = Kafka08Connection(
+                    endpoint.host, endpoint.port, timeout=self.timeout_s, sasl=self.sasl
+                )
                 self._connections08[endpoint] = conn
             self._by_id08[broker_id] = conn
             return conn

@@ -48,6 +48,7 @@ from ..protocol.responses import (
     decode_multifetch_response,
     decode_offsets_response,
 )
+from ..security.sasl import SaslClientConfig
 from .connection import BrokerConnection, BrokerUnavailableError
 
 _Set = tuple[bytes | memoryview, int]  # whole entries and the offset of the first
@@ -147,8 +148,10 @@ class SimpleConsumer:
         max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
         timeout: float = 30.0,
         waiting_fetches: bool = False,
+        sasl: SaslClientConfig | None = None,
     ) -> None:
-        self.connection = BrokerConnection(host, port, timeout=timeout)
+        """`sasl`: log in so on every new socket (security/sasl.py)."""
+        self.connection = BrokerConnection(host, port, timeout=timeout, sasl=sasl)
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
         self.waiting_fetches = waiting_fetches  # FETCH_WAIT even when not waiting: exact codes

@@ -33,6 +33,7 @@ from ..protocol.kafka08.offsets import (
 )
 from ..protocol.requests import FetchRequest
 from ..protocol.wire import Buffer
+from ..security.sasl import SaslClientConfig
 from .connection08 import Kafka08Connection
 from .messages08 import KeyedBatch, batch_of, keyed_columns
 from .simple_consumer import DEFAULT_FETCH_SIZE, DEFAULT_MAX_FETCH_SIZE
@@ -95,8 +96,9 @@ class SimpleConsumer08:
         fetch_size: int = DEFAULT_FETCH_SIZE,
         max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
         timeout: float = 30.0,
+        sasl: SaslClientConfig | None = None,
     ) -> None:
-        self.connection = Kafka08Connection(host, port, timeout=timeout)
+        self.connection = Kafka08Connection(host, port, timeout=timeout, sasl=sasl)
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
 

@@ -1,1 +1,8 @@
-"""Trust (issue 46): who may do what on the brokers (acls.py: the authorizer's ACLs)."""
+"""Trust (issue 46): who a connection is and what it may do.
+
+    scram.py, sasl.py, credentials.py   SASL mechanisms, the exchange a connection runs
+                                        before its first request, and the users'
+                                        credentials kept in ZooKeeper
+    acls.py, acl_store.py               the authorizer's ACLs: Kafka's model, and their copy
+                                        kept from ZooKeeper
+Pure code and ZooKeeper reads: the server and the client wire them into their connections."""

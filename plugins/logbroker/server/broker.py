@@ -19,7 +19,7 @@ import os
 import resource
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..client.connection import BrokerConnection
@@ -27,9 +27,12 @@ from ..config import BrokerConfig
 from ..coordination.replication_state import KAFKA08
 from ..protocol.errors import LogbrokerError, describe_exception
 from ..replication.epochs import FILE_NAME as EPOCH_FILE
+from ..security.credentials import UserCredentials
+from ..security.sasl import SaslClientConfig, ServerAuthenticator, parse_mechanisms
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .authorization import RequestAuthorizer
+from .connection import ClientConnection
 from .handlers import RequestHandlers
 from .log_limiter import RateLimitedLog
 from .memory import keep_freed_memory
@@ -64,6 +67,7 @@ class BrokerServer:
         self.server08: SocketServer | None = None  # the Kafka 0.8 listener (port.08)
         self.metadata08: MetadataCache | None = None
         self.acls: AclCache | None = None  # with authorizer.class.name: the ACLs' copy
+        self.credentials: UserCredentials | None = None  # SASL's, when it is on
         self.metrics = BrokerMetrics(config.brokerid)
         self.waiters = AppendWaiters()
         self.replica_waiters = AppendWaiters()  # followers' REPLICA_FETCHes (handlers.py)
@@ -132,7 +136,7 @@ class BrokerServer:
                     # leaderships with it; one paused less cannot have (a busy loop's stall
                     # must not count as a pause)
                     pause_limit_ms=config.zk_sessiontimeout_ms,
-                    connect=_connect_to_leader,
+                    connect=functools.partial(_connect_to_leader, sasl=config.inter_broker_sasl()),
                 )
             handlers = RequestHandlers(
                 self.logs,
@@ -152,7 +156,15 @@ class BrokerServer:
                 self.replicas.on_damaged_fetch = functools.partial(
                     self.metrics.error, "replica_fetch_damaged"
                 )
-            self.server = SocketServer(config, handlers, self.metrics, loop, warnings)
+            sasl = self._sasl()
+            self.server = SocketServer(
+                config,
+                handlers,
+                self.metrics,
+                loop,
+                warnings,
+                connection=lambda s: ClientConnection(s, sasl),
+            )
             self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
             self.address = await self.server.start()
             apis08 = None
@@ -188,6 +200,9 @@ class BrokerServer:
                 if self.acls is not None:
                     self._step = "reading the ACLs (authorizer.class.name)"
                     await loop.run_in_executor(None, self.acls.start, client)
+                if self.credentials is not None:
+                    self._step = "reading the users' credentials (/config/users)"
+                    await loop.run_in_executor(None, self.credentials.start, client)
                 await loop.run_in_executor(None, self.replicas.start, client, loop)
                 self.controller = Controller(
                     client,
@@ -256,6 +271,7 @@ class BrokerServer:
             advertised=(self.config.hostname, self.config.port_08),
             warnings=warnings,
         )
+        sasl = self._sasl()
         server = SocketServer(
             self.config,
             handlers,
@@ -263,9 +279,18 @@ class BrokerServer:
             loop,
             warnings,
             port=self.config.port_08,
-            connection=lambda s: Kafka08Connection(s, apis),
+            connection=lambda s: Kafka08Connection(s, apis, sasl),
         )
         return apis, server
+
+    def _sasl(self) -> Callable[[], ServerAuthenticator] | None:
+        """What makes each connection's SASL authenticator (None: SASL is off)."""
+        mechanisms = parse_mechanisms(self.config.sasl_enabled_mechanisms)
+        if not mechanisms:
+            return None
+        if self.credentials is None:
+            self.credentials = UserCredentials()
+        return functools.partial(ServerAuthenticator, mechanisms, self.credentials.lookup)
 
     def _topic_partitions(self) -> dict[str, int]:
         assert self.logs is not None
@@ -407,6 +432,9 @@ def run(config: BrokerConfig) -> int:
     return 0
 
 
-def _connect_to_leader(host: str, port: int, timeout_s: float) -> BrokerConnection:
-    """How a replica fetcher reaches its leader: the client's blocking connection."""
-    return BrokerConnection(host, port, timeout=timeout_s)
+def _connect_to_leader(
+    host: str, port: int, timeout_s: float, sasl: SaslClientConfig | None = None
+) -> BrokerConnection:
+    """How a replica fetcher reaches its leader: the client's blocking connection (logged
+    in with this broker's own credentials when the listeners have SASL)."""
+    return BrokerConnection(host, port, timeout=timeout_s, sasl=sasl)

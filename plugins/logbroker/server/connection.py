@@ -17,6 +17,12 @@ Whatever a client sends, the broker answers with an error code or closes this co
 logs one line with the client's address, and goes on serving everyone else. A produce that
 gets no answer and could not be written (a full disk) closes its connection too: that is the
 only way a 0.7 producer learns of it.
+
+On a listener with SASL (`sasl.enabled.mechanisms`), the frames before the first request are
+the SASL exchange's (security/sasl.py: a SaslHandshake, then the mechanism's tokens), handed
+to the connection's authenticator; `principal` is `User:<name>` once it succeeds. Anything
+else first, a malformed or oversized SASL frame, or a failed login closes the connection
+with one line naming the client.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import logging
 import os
 import socket
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import (
@@ -45,6 +52,8 @@ from ..protocol.requests import (
     produce_run,
 )
 from ..security.acls import ANONYMOUS
+from ..security.sasl import MAX_FRAME, ServerAuthenticator
+from ..security.scram import SaslError
 from ..storage.segment import FileRegion
 from .handlers import Response
 from .waiters import WaitingFetch
@@ -185,11 +194,10 @@ class _Received:
 
 
 class ClientConnection(asyncio.BufferedProtocol):
-    # Who the client is, for the authorizer (server/authorization.py): Kafka's name for a
-    # PLAINTEXT client; an authenticating listener sets its own on the connection.
-    principal = ANONYMOUS
-
-    def __init__(self, server: SocketServer) -> None:
+    def __init__(
+        self, server: SocketServer, sasl: Callable[[], ServerAuthenticator] | None = None
+    ) -> None:
+        """`sasl`: makes each connection's authenticator on a SASL listener."""
         self.server = server
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
@@ -204,6 +212,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._waiting: WaitingFetch[Response] | None = None  # a FETCH_WAIT not answered yet
         self._drain_pending = False  # the client left with whole produces not handled yet
         self._sending: asyncio.Task[None] | None = None  # the last response's task
+        # Until the SASL exchange completes, frames go to it (`_authenticate`).
+        self._authenticating = sasl() if sasl is not None else None
+        # Who the client is, for the authorizer: Kafka's name for a client that has not
+        # logged in, then "User:<name>" once SASL authenticated it.
+        self.principal = ANONYMOUS
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -292,6 +305,10 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _handle_frames(self, buf: bytearray, pos: int, end: int) -> int:
         """Handle whole frames of `buf[pos:end]`; returns where unhandled bytes start."""
+        if self._authenticating is not None:
+            pos = self._authenticate(buf, pos, end)
+            if self._authenticating is not None or self.closed:
+                return end if self.closed else pos
         try:
             if end - pos >= 4:
                 (size,) = _SIZE.unpack_from(buf, pos)
@@ -311,6 +328,43 @@ class ClientConnection(asyncio.BufferedProtocol):
         except _LOST_PRODUCES as exc:
             self._lost_produces(exc)
             return end
+
+    def _authenticate(self, buf: bytearray, pos: int, end: int) -> int:
+        """SASL frames of `buf[pos:end]` until the exchange completes; where unhandled
+        bytes start (the requests after it, if it completed)."""
+        auth = self._authenticating
+        while auth is not None and not self.closed and end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if not 0 <= size <= MAX_FRAME:
+                self.server.metrics.error("sasl_invalid")
+                self.close(
+                    f"SASL frame size {size} is outside 0..{MAX_FRAME} ({auth.stage})",
+                    cause="sasl_invalid",
+                )
+                return end
+            if end - pos - 4 < size:
+                return pos
+            body = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            self.partial_since = None
+            try:
+                step = auth.receive(body)
+            except SaslError as exc:
+                self.server.metrics.error("sasl_invalid")
+                self.close(f"SASL {auth.stage}: {exc}", cause="sasl_invalid")
+                return end
+            if step.reply and self.transport is not None:
+                self.transport.write(step.reply)
+            if step.failure is not None:
+                self.server.metrics.error("sasl_authentication_failed")
+                self.close(f"SASL authentication failed: {step.failure}", cause="sasl_failed")
+                return end
+            if auth.complete:
+                assert auth.principal is not None
+                self.principal = auth.principal
+                self._authenticating = auth = None
+                log.info("connection from %s authenticated as %s", self.client, self.principal)
+        return pos
 
     def _handle_frames_in(self, buf: bytearray, pos: int, end: int, runs: bool = False) -> int:
         """With `runs` (in a batched_appends block): PRODUCE frames in a row to one partition

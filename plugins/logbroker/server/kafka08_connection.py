@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import logging
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import InvalidRequestError, LogbrokerError
@@ -31,6 +32,7 @@ from ..protocol.kafka08.header import MIN_REQUEST_SIZE, ApiKey
 from .connection import ClientConnection
 
 if TYPE_CHECKING:
+    from ..security.sasl import ServerAuthenticator
     from .kafka08_apis import Kafka08Apis
     from .socket_server import SocketServer
 
@@ -40,14 +42,23 @@ _SIZE = struct.Struct(">i")
 
 
 class Kafka08Connection(ClientConnection):
-    def __init__(self, server: SocketServer, apis: Kafka08Apis) -> None:
-        super().__init__(server)
+    def __init__(
+        self,
+        server: SocketServer,
+        apis: Kafka08Apis,
+        sasl: Callable[[], ServerAuthenticator] | None = None,
+    ) -> None:
+        super().__init__(server, sasl)
         self.apis = apis
 
     def _handle_frames(self, buf: bytearray, pos: int, end: int) -> int:
         """Handle whole frames of `buf[pos:end]` in order; where unhandled bytes start.
         Produces with required_acks 0 in a row are appended together (`_unanswered`)
         before anything after them is handled, or the connection closed."""
+        if self._authenticating is not None:  # SASL first (ClientConnection._authenticate)
+            pos = self._authenticate(buf, pos, end)
+            if self._authenticating is not None or self.closed:
+                return end if self.closed else pos
         view = memoryview(buf)
         max_size = self.server.max_request_bytes
         unanswered: list[Request] = []

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...security.sasl import SaslClientConfig
+
 
 @dataclass
 class GroupConsumerStats:
@@ -58,6 +60,7 @@ class ConsumerContext:
     socket_timeout_ms: int
     fetch_wait_max_ms: int
     shallow_iterator: bool = False  # hand out top-level (wrapper) messages as stored
+    sasl: SaslClientConfig | None = None  # the fetchers log in so (security/sasl.py)
     stats: GroupConsumerStats = field(default_factory=GroupConsumerStats)
     # Streams handing messages out vs. commits, offset resets and releases: a message is
     # either delivered and its offset counted as consumed, or neither.

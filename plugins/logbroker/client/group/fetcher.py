@@ -47,6 +47,7 @@ from ...protocol.kafka08.message_set import validate as validate08
 from ...protocol.message_set import first_entry_size, iter_messages, stored_set_end
 from ...protocol.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 from ...protocol.wire import Buffer
+from ...security.sasl import SaslAuthenticationError
 from ..brokers import BrokerEndpoint
 from ..connection import BrokerUnavailableError
 from ..messages08 import keyed_columns
@@ -85,6 +86,7 @@ class Fetcher:
             fetch_size=context.fetch_size,
             max_fetch_size=context.max_fetch_size,
             timeout=context.socket_timeout_ms / 1000,
+            sasl=context.sasl,
         )
         self.stop_event = threading.Event()
         self.thread = threading.Thread(
@@ -112,6 +114,12 @@ class Fetcher:
                     "fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff
                 )
                 self._leader_lost([p for p in self.infos if p.replicated])
+                self.stop_event.wait(backoff)
+            except SaslAuthenticationError as exc:  # a line, not a traceback, per attempt
+                self.context.stats.add(fetch_errors=1)
+                log.error(
+                    "fetcher for broker %s: %s; retrying in %g s", self.broker.id, exc, backoff
+                )
                 self.stop_event.wait(backoff)
             except Exception:
                 self.context.stats.add(fetch_errors=1)

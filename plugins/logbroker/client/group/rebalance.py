@@ -169,7 +169,12 @@ class Rebalancer:
             if client is None:
                 client = self.offset_clients[broker] = (
                     SimpleConsumer08 if info.format08 else SimpleConsumer
-                )(broker.host, broker.port, timeout=context.socket_timeout_ms / 1000)
+                )(
+                    broker.host,
+                    broker.port,
+                    timeout=context.socket_timeout_ms / 1000,
+                    sasl=context.sasl,
+                )
             try:
                 offsets = client.offsets_before(info.topic, info.partition, when, 1)
             except LogbrokerError as exc:
