@@ -28,6 +28,8 @@ and a client turns a code it received back into an exception with `error_for_cod
 |  12  | RequestTimedOut   | (replication) acks=-1 and the ISR did not have the set       |
 |      |                   | within the request's timeout: not acknowledged (as 11)       |
 |  13  | FencedLeaderEpoch | (replication) a replica request from an older leader epoch   |
+|  31  | ClusterAuthorizationFailed | (Kafka's code) a replica request from a connection  |
+|      |                   | not authenticated as that broker (docs/security.md)          |
 """
 
 from __future__ import annotations
@@ -157,6 +159,14 @@ class FencedLeaderEpochError(LogbrokerError):
     partition's current one."""
 
     code = 13
+
+
+@_register
+class ClusterAuthorizationFailedError(LogbrokerError):
+    """Code 31 (Kafka's number): a request only brokers may make (REPLICA_FETCH,
+    OFFSETS_FOR_LEADER_EPOCH) from a connection not authenticated as that broker."""
+
+    code = 31
 
 
 class WrongMessageFormatError(WrongPartitionError):
