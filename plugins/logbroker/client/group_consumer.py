@@ -84,6 +84,7 @@ from ..coordination.rebalance import (
     thread_ids,
 )
 from ..protocol.topics import validate_topic
+from ..security.tls import ClientSecurity
 from .group.context import ConsumerContext, GroupConsumerStats
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
@@ -155,6 +156,7 @@ class GroupConsumer:
         shallow_iterator_enable: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
+        security: ClientSecurity | None = None,
     ) -> None:
         paths.consumer_group_path(group_id)  # a usable group name, or ValueError
         if autooffset_reset not in AUTOOFFSET_RESETS:
@@ -201,6 +203,7 @@ class GroupConsumer:
             socket_timeout_ms=socket_timeout_ms,
             fetch_wait_max_ms=fetch_wait_max_ms,
             shallow_iterator=shallow_iterator_enable,
+            tls=security.context() if security is not None else None,
             stats=self.stats,
             clock=clock,
             sleep=sleep,
@@ -222,7 +225,8 @@ class GroupConsumer:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **overrides: Any) -> GroupConsumer:
-        """From 0.7's consumer.properties keys (groupid, zk.connect, autooffset.reset, ...)."""
+        """From 0.7's consumer.properties keys (groupid, zk.connect, autooffset.reset, ...),
+        and Kafka's security.protocol and ssl.* (security/tls.py)."""
         ints = {
             "autocommit.interval.ms": "autocommit_interval_ms",
             "consumer.timeout.ms": "consumer_timeout_ms",
@@ -247,6 +251,8 @@ class GroupConsumer:
             kwargs["autooffset_reset"] = props["autooffset.reset"].strip()
         if props.get("consumerid"):
             kwargs["consumer_id"] = props["consumerid"]
+        if any(key in props for key in ClientSecurity.KEYS):
+            kwargs["security"] = ClientSecurity.from_properties(props)
         kwargs.update(overrides)
         return cls(props["groupid"], props["zk.connect"], **kwargs)
 

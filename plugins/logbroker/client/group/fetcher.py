@@ -85,6 +85,7 @@ class Fetcher:
             fetch_size=context.fetch_size,
             max_fetch_size=context.max_fetch_size,
             timeout=context.socket_timeout_ms / 1000,
+            tls=context.tls,
         )
         self.stop_event = threading.Event()
         self.thread = threading.Thread(

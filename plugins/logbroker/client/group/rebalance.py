@@ -169,7 +169,12 @@ class Rebalancer:
             if client is None:
                 client = self.offset_clients[broker] = (
                     SimpleConsumer08 if info.format08 else SimpleConsumer
-                )(broker.host, broker.port, timeout=context.socket_timeout_ms / 1000)
+                )(
+                    broker.host,
+                    broker.port,
+                    timeout=context.socket_timeout_ms / 1000,
+                    tls=context.tls,
+                )
             try:
                 offsets = client.offsets_before(info.topic, info.partition, when, 1)
             except LogbrokerError as exc:
@@ -207,7 +212,11 @@ class Rebalancer:
 
     def _leaders(self) -> Leaders:
         if self.leaders is None:
-            self.leaders = Leaders(self.membership.client, on_change=self.on_leaders_change)
+            self.leaders = Leaders(
+                self.membership.client,
+                on_change=self.on_leaders_change,
+                tls=self.context.tls is not None,
+            )
         return self.leaders
 
     def _leader_endpoint(self, info: OwnedPartition) -> BrokerEndpoint | None:
