@@ -185,7 +185,7 @@ def test_logbroker_clients_produce_and_consume_over_ssl(secure: Secure, tmp_path
     finally:
         producer.close()
     context = secure.security().context()
-    with SimpleConsumer("127.0.0.1", secure.ssl_ports[0], tls=context) as consumer:
+    with SimpleConsumer("127.0.0.1", secure.ssl_ports[0], timeout=10, tls=context) as consumer:
         payloads = [m.payload for m in consumer.iter_messages("plain-07", 0, 0)]
     assert payloads == [big, b"after"]
 
