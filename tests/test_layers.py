@@ -147,12 +147,22 @@ def test_imports_point_down(module: str, path: Path) -> None:
 LIBRARY: dict[str, tuple[str, ...]] = {
     "protocol": (),
     "coordination": ("protocol",),
-    "config": ("protocol", "coordination"),
+    # TLS contexts, principals, listeners, certificates (issue 46): on Python's ssl
+    "security": ("coordination",),
+    "config": ("protocol", "coordination", "security"),
     "storage": ("protocol", "config"),
     "serde": ("protocol",),
-    "client": ("protocol", "coordination", "config"),
+    "client": ("protocol", "coordination", "config", "security"),
     "replication": ("protocol", "coordination", "config", "storage"),
-    "server": ("protocol", "coordination", "config", "storage", "replication", "client"),
+    "server": (
+        "protocol",
+        "coordination",
+        "config",
+        "storage",
+        "replication",
+        "client",
+        "security",
+    ),
     "audit": ("protocol", "client", "serde"),
     "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
     # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no storage
@@ -172,6 +182,7 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "mirror",
         "stack",
         "logging_setup",
+        "security",
     ),
     "cli": ("commands", "logging_setup", "protocol"),
 }

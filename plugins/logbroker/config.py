@@ -24,8 +24,8 @@ from typing import Any
 
 from .coordination.paths import split_connect_string
 from .protocol.topics import validate_topic
+from .security.listeners import check as check_listeners
 from .security.tls import SecurityConfigError
-from .server.listeners import check as check_listeners
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class BrokerConfig:
             65535,
         ),
     )
-    # -- listeners and TLS (Kafka 0.9+'s names; server/listeners.py, docs/security.md) ------
+    # -- listeners and TLS (Kafka 0.9+'s names; security/listeners.py, docs/security.md) ------
     listeners: str = field(
         default="",
         metadata=_key(

@@ -32,7 +32,7 @@ from .brokers import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 
-# The TLS listeners' names a client looks up with security.protocol=SSL (server/listeners.py)
+# The TLS listeners' names a client looks up with security.protocol=SSL (security/listeners.py)
 SSL_LISTENER = "SSL"
 SSL08_LISTENER = "SSL08"
 

@@ -7,7 +7,7 @@
 Every file is written 0600 (the keys are secrets; the certificates do not need to be, but one
 mode for all keeps the directory simple). Keys are EC P-256: quick to make, and every TLS
 library here (Python's ssl, librdkafka) takes them. Brokers get CN=broker-<id>, the name a
-broker principal is matched by (server/listeners.py), clients any other CN.
+broker principal is matched by (security/listeners.py), clients any other CN.
 """
 
 from __future__ import annotations

@@ -26,11 +26,7 @@ from ..client.connection import BrokerConnection
 from ..config import BrokerConfig
 from ..protocol.errors import LogbrokerError, describe_exception
 from ..replication.epochs import FILE_NAME as EPOCH_FILE
-from ..security.tls import client_context
-from ..storage.log import Clock
-from ..storage.log_manager import LogManager, system_clock
-from .handlers import RequestHandlers
-from .listeners import (
+from ..security.listeners import (
     KAFKA08,
     PLAINTEXT,
     WIRE_07,
@@ -40,6 +36,10 @@ from .listeners import (
     broker_listeners,
     listener_context,
 )
+from ..security.tls import client_context
+from ..storage.log import Clock
+from ..storage.log_manager import LogManager, system_clock
+from .handlers import RequestHandlers
 from .log_limiter import RateLimitedLog
 from .memory import keep_freed_memory
 from .metrics import BrokerMetrics, MetricsServer, serve_metrics

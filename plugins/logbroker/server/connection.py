@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _PRODUCES = (ProduceRequest, MultiProduceRequest, AckedProduceRequest)
-# Requests only brokers may make, when the broker asks them to authenticate (listeners.py).
+# Requests only brokers may make, when the broker asks them to authenticate (security/listeners.py).
 _REPLICATION = (ReplicaFetchRequest, OffsetsForLeaderEpochRequest)
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 _COPY_MAX = 16 * 1024  # file regions up to this size are copied into one write (_send_now)

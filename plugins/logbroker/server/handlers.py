@@ -32,7 +32,7 @@ answers code 7 for it; PRODUCE(S), which get no answer, have their connection cl
 the producer learns that something was lost, and the failure is counted either way.
 
 REPLICA_FETCH and OFFSETS_FOR_LEADER_EPOCH come in through `replication()`, with the
-connection's principal: when `replication.require.authenticated.brokers` is on (listeners.py)
+connection's principal: when `replication.require.authenticated.brokers` is on (security/listeners.py)
 one from anyone but a broker (for REPLICA_FETCH: the broker its replica id names) is answered
 code 31 (ClusterAuthorizationFailed) per partition and logged, and the replica manager never
 sees it: no follower offset, ISR or high watermark moves.
@@ -111,10 +111,10 @@ from ..protocol.responses import (
 )
 from ..protocol.topics import is_legal_topic, validate_topic
 from ..replication.replicas import Replica, ReplicaManager
+from ..security.listeners import broker_id_of, require_authenticated_brokers
 from ..storage.log import Log
 from ..storage.log_manager import LogManager, PartitionLog
 from ..storage.segment import FileRegion, empty_region
-from .listeners import broker_id_of, require_authenticated_brokers
 from .log_limiter import RateLimitedLog
 from .metrics import BrokerMetrics, error_kind
 from .waiters import AppendWaiters, WaitingFetch

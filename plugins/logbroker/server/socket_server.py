@@ -1,6 +1,6 @@
 """The listening socket, the set of connections, and the timeouts that guard them.
 
-A broker has one per listener (listeners.py): the 0.7 port (`port`, ClientConnection), the
+A broker has one per listener (security/listeners.py): the 0.7 port (`port`, ClientConnection), the
 Kafka 0.8 listener when `port.08` is set (Kafka08Connection), and those of `listeners`. One
 event loop serves them all.
 

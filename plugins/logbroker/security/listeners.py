@@ -37,13 +37,42 @@ from __future__ import annotations
 import re
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..coordination.replication_state import KAFKA08 as KAFKA08  # what port.08 makes
-from ..security.tls import SECURITY_PROTOCOLS, SecurityConfigError, server_context
+from .tls import SECURITY_PROTOCOLS, SecurityConfigError, server_context
 
-if TYPE_CHECKING:
-    from ..config import BrokerConfig
+
+class BrokerConfig(Protocol):
+    """What this module reads of config.BrokerConfig (config imports this module)."""
+
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def port_08(self) -> int: ...
+    @property
+    def listeners(self) -> str: ...
+    @property
+    def advertised_listeners(self) -> str: ...
+    @property
+    def listener_security_protocol_map(self) -> str: ...
+    @property
+    def ssl_certfile(self) -> str: ...
+    @property
+    def ssl_keyfile(self) -> str: ...
+    @property
+    def ssl_cafile(self) -> str: ...
+    @property
+    def ssl_client_auth(self) -> str: ...
+    @property
+    def security_inter_broker_protocol(self) -> str: ...
+    @property
+    def replication_require_authenticated_brokers(self) -> str: ...
+    @property
+    def broker_principal_format(self) -> str: ...
+
 
 DEFAULT_PROTOCOL_MAP = {
     "PLAINTEXT": "PLAINTEXT",
