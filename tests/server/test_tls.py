@@ -10,6 +10,7 @@ refusal is logged, so that each test finds its own line.
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import signal
@@ -244,11 +245,26 @@ def test_plaintext_and_foreign_certificates_are_refused_and_logged(secure: Secur
     )
 
     start = broker.log_path.stat().st_size
-    with pytest.raises(BrokerUnavailableError), secure.tls(secure.intruder) as conn:
+    with pytest.raises(BrokerUnavailableError) as refused, secure.tls(secure.intruder) as conn:
         conn.request(FetchRequest("plain-07", 0, 0, 1000))
+    assert "ALERT_UNKNOWN_CA" in str(refused.value)  # what the client is told
     wait_until(
         "the broker's line about the foreign certificate",
-        lambda: _refusal_logged(broker, start, "TLS handshake failed", "CERTIFICATE_VERIFY_FAILED"),
+        lambda: _refusal_logged(
+            broker, start, "TLS handshake failed", "unable to get local issuer"
+        ),
+    )
+    start = broker.log_path.stat().st_size
+    expired = secure.ca.issue(
+        "expired", not_before=datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=3),
+        valid_days=1,
+    )  # fmt: skip
+    with pytest.raises(BrokerUnavailableError) as refused, secure.tls(expired) as conn:
+        conn.request(FetchRequest("plain-07", 0, 0, 1000))
+    assert "ALERT_CERTIFICATE_EXPIRED" in str(refused.value)
+    wait_until(
+        "the broker's line about the expired certificate",
+        lambda: _refusal_logged(broker, start, "TLS handshake failed", "certificate has expired"),
     )
     # a client without a certificate, where one is required
     anonymous = ClientSecurity("SSL", str(secure.ca.certfile)).context()

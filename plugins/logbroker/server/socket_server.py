@@ -19,6 +19,7 @@ trickle a request for longer than `request.timeout.ms` or stay idle longer than
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import math
@@ -261,3 +262,12 @@ class _TlsProtocol(sslproto.SSLProtocol):
         peer = transport.get_extra_info("peername")
         self.client = f"{peer[0]}:{peer[1]}" if peer else "?"
         super().connection_made(transport)
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        # asyncio closes a failed handshake's connection without sending the TLS alert
+        # OpenSSL wrote (unknown CA, expired certificate, ...): sent first, so that the client
+        # is told why, not only that the connection closed.
+        if handshake_exc is not None:
+            with contextlib.suppress(Exception):
+                self._process_outgoing()  # type: ignore[attr-defined]
+        super()._on_handshake_complete(handshake_exc)
