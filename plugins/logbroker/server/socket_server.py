@@ -121,9 +121,14 @@ class SocketServer:
             self.apply_buffers(sock)
         host, port = listener.getsockname()[:2]
         log.info(
-            "socket buffers of connections: SO_SNDBUF %d bytes, SO_RCVBUF %d bytes "
+            "listener %s%s on %s:%d: socket buffers of connections: SO_SNDBUF %d bytes, "
+            "SO_RCVBUF %d bytes "
             "(socket.send.buffer=%d, socket.receive.buffer=%d; Linux reports twice the value "
             "asked, for its bookkeeping)",
+            self.name,
+            " (TLS)" if self.tls is not None else "",
+            host,
+            port,
             listener.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
             listener.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
             self.config.socket_send_buffer,
