@@ -165,7 +165,8 @@ def test_logbroker_clients_produce_and_consume_over_ssl(secure: Secure, tmp_path
     lines = "".join(f"event {i}\n" for i in range(20))
     produced = subprocess.run(
         [*cli, "produce", "--zookeeper", secure.connect, "--topic", "secure-07",
-         "--command-config", str(config), "--request-required-acks", "-1"],
+         "--command-config", str(config), "--request-required-acks", "-1",
+         "--delivery-timeout-ms", "30000"],
         input=lines, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert produced.returncode == 0, produced.stderr
@@ -177,6 +178,13 @@ def test_logbroker_clients_produce_and_consume_over_ssl(secure: Secure, tmp_path
     )  # fmt: skip
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout == lines
+    # both replicas hold them: the follower copied over TLS, with its own certificate
+    for broker in secure.brokers:
+        directory = broker.log_dir / "secure-07-0"
+        wait_until(
+            f"broker {broker.broker_id}'s replica holds the lines",
+            lambda d=directory: b"event 19" in b"".join(p.read_bytes() for p in d.glob("*.kafka")),
+        )
 
     big = os.urandom(200_000)
     broker_list = f"0:127.0.0.1:{secure.ssl_ports[0]}"
