@@ -289,6 +289,30 @@ def test_plaintext_and_foreign_certificates_are_refused_and_logged(secure: Secur
         assert decode_fetch_response(conn.request(FetchRequest("plain-07", 0, 0, 1000))).error == 0
 
 
+def test_hostile_frames_over_tls_close_only_their_connection(secure: Secure) -> None:
+    """test_bad_input's size checks, through TLS: a frame over max.socket.request.bytes and one
+    under the smallest request each close their connection with a line naming the client, and
+    the broker serves everyone else (the framing is the same ClientConnection's)."""
+    broker = secure.brokers[0]
+    context = secure.security().context()
+    assert context is not None
+    for size, needle in ((1 << 30, "is outside 2.."), (1, "is outside 2..")):
+        start = broker.log_path.stat().st_size
+        raw = socket.create_connection(("127.0.0.1", secure.ssl_ports[0]), timeout=10)
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            sock.sendall(size.to_bytes(4, "big") + b"\x00\x01")
+            assert sock.recv(100) == b""  # closed, nothing answered
+            client = f"127.0.0.1:{sock.getsockname()[1]}"
+        wait_until(
+            f"the line about the {size}-byte frame",
+            lambda c=client, n=needle, s=start: _refusal_logged(
+                broker, s, "closing connection from " + c, n
+            ),
+        )
+    with secure.tls() as conn:  # everyone else is served
+        assert decode_fetch_response(conn.request(FetchRequest("plain-07", 0, 0, 1000))).error == 0
+
+
 def _forge(conn: BrokerConnection, replica_id: int, topic: str, offset: int) -> int:
     """A REPLICA_FETCH claiming to be broker `replica_id` at `offset`: its error code."""
     body = conn.request(
