@@ -31,8 +31,9 @@ from logbroker.client.connection import BrokerConnection, BrokerUnavailableError
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.config import BrokerConfig, ConfigError
+from logbroker.coordination import paths
 from logbroker.coordination import replication_state as zk
-from logbroker.coordination.replication_state import PartitionState
+from logbroker.coordination.replication_state import Assignment, PartitionState
 from logbroker.protocol.errors import ClusterAuthorizationFailedError, RequestTimedOutError
 from logbroker.protocol.message_set import build_message_set
 from logbroker.protocol.replication import (
@@ -45,10 +46,16 @@ from logbroker.protocol.replication import (
 )
 from logbroker.protocol.requests import AckedProduceRequest, FetchRequest, ProduceRequest
 from logbroker.protocol.responses import decode_acked_produce_response, decode_fetch_response
+from logbroker.replication.epochs import FILE_NAME as EPOCH_FILE
+from logbroker.replication.replicas import ReplicaManager
 from logbroker.security.certificates import CertificateAuthority, Issued
 from logbroker.security.tls import ClientSecurity, client_context
+from logbroker.server.handlers import RequestHandlers
+from logbroker.server.metrics import BrokerMetrics
+from logbroker.server.waiters import AppendWaiters
 from logbroker.stack.broker import BrokerProcess, BrokerStartError
 from logbroker.stack.zookeeper import ZooKeeperServer, find_free_port
+from logbroker.storage.log_manager import LogManager
 
 KCAT = shutil.which("kcat")
 
@@ -477,3 +484,48 @@ def test_a_broker_with_a_bad_security_setting_does_not_start(tmp_path: Path) -> 
     assert output == [
         "logbroker broker: ssl.certfile is not set: an SSL listener needs a certificate"
     ]
+
+
+def test_a_forged_fetch_does_not_put_a_follower_back_in_the_isr(
+    tmp_path: Path, zk_client: KazooClient
+) -> None:
+    """The ISR half of the issue's paragraph, in process (tests/replication/test_isr_expansion.py's
+    setup): broker 1 is out of the ISR; a REPLICA_FETCH claiming it holds the whole log, from a
+    client's certificate, is refused and asks nothing of the ISR; the same fetch from broker
+    1's certificate (the control) asks for broker 1 to join."""
+    topic = "t"
+    zk_client.create(zk.topic_path(topic), Assignment(topic, 2, ((0, 1),)).encode(), makepath=True)
+    zk_client.create(
+        zk.partition_path(topic, 0), PartitionState(0, 0, (0,), 1).encode(), makepath=True
+    )
+    zk_client.create(paths.broker_id_path(1), b"", ephemeral=True, makepath=True)  # alive
+    config = BrokerConfig(log_dir=str(tmp_path))
+    logs = LogManager(config, replica_marker=EPOCH_FILE)
+    manager = ReplicaManager(0, logs, lag_time_max_ms=600_000, checkpoint_interval_ms=600_000)
+    manager._client = zk_client  # what start() sets; the worker stays unstarted
+    try:
+        manager._adopt_topics([topic])
+        replica = manager.replica(topic, 0)
+        assert replica is not None
+        data, stat = zk_client.get(zk.partition_path(topic, 0))
+        manager._apply(replica, PartitionState.decode(data, stat.version))  # 0 leads, ISR [0]
+        handlers = RequestHandlers(
+            logs, config, BrokerMetrics(0), AppendWaiters(), replicas=manager
+        )
+        handlers.authenticated_brokers_only = True  # what SSL listeners with client auth make
+        handlers.acked_produce(
+            AckedProduceRequest(
+                False, (ProduceRequest(topic, 0, build_message_set([b"x"])),), False, 0
+            ),
+            "producer",
+        )
+        end = replica.log.end_offset
+        forged = ReplicaFetchRequest(1, 0, 1, (ReplicaFetch(topic, 0, end, 65536, 0),))
+        answer = handlers.replication(forged, "127.0.0.1:5000", "User:CN=loader")
+        [refused] = decode_replica_fetch_response(b"".join(bytes(p) for p in answer)[4:])  # type: ignore[arg-type]
+        assert manager._asked_in == set() and 1 not in replica.follower_end
+        assert refused.error == ClusterAuthorizationFailedError.code
+        handlers.replication(forged, "127.0.0.1:5001", "User:CN=broker-1")
+        assert manager._asked_in == {(topic, 0, 1)}  # the real broker 1 is asked in
+    finally:
+        manager.stop()

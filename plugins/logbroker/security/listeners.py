@@ -236,8 +236,9 @@ def check(config: BrokerConfig) -> None:
             )
     if require_authenticated_brokers(config) and config.security_inter_broker_protocol != "SSL":
         raise SecurityConfigError(
-            "replication.require.authenticated.brokers is on (an SSL listener asks client "
-            "certificates) but security.inter.broker.protocol=PLAINTEXT: followers could not "
+            "replication.require.authenticated.brokers is on (true, or auto with an SSL "
+            "listener asking client certificates) but security.inter.broker.protocol=PLAINTEXT: "
+            "followers could not "
             "authenticate; set security.inter.broker.protocol=SSL, or "
             "replication.require.authenticated.brokers=false"
         )
