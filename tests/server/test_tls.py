@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -409,7 +410,7 @@ def test_a_forged_follower_fetch_is_refused_and_changes_nothing(secure: Secure) 
         client.close()
 
 
-def _broker_context(secure: Secure, broker_id: int):  # type: ignore[no-untyped-def]
+def _broker_context(secure: Secure, broker_id: int) -> ssl.SSLContext:
     directory = secure.ca.directory
     return client_context(
         str(secure.ca.certfile),
@@ -522,6 +523,7 @@ def test_a_forged_fetch_does_not_put_a_follower_back_in_the_isr(
         end = replica.log.end_offset
         forged = ReplicaFetchRequest(1, 0, 1, (ReplicaFetch(topic, 0, end, 65536, 0),))
         answer = handlers.replication(forged, "127.0.0.1:5000", "User:CN=loader")
+        assert isinstance(answer, list)  # refused at once: header bytes only, no data
         [refused] = decode_replica_fetch_response(b"".join(bytes(p) for p in answer)[4:])  # type: ignore[arg-type]
         assert manager._asked_in == set() and 1 not in replica.follower_end
         assert refused.error == ClusterAuthorizationFailedError.code
