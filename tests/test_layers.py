@@ -154,10 +154,11 @@ def test_imports_point_down(module: str, path: Path) -> None:
 # the one sideways import, and only in server/broker.py, the composition of a broker.
 LIBRARY: dict[str, tuple[str, ...]] = {
     "protocol": (),
-    # who a connection is (SASL, its credentials) and what it may do (the ACLs): their own
-    # models, kazoo, and the protocol's error codes
-    "security": ("protocol",),
     "coordination": ("protocol",),
+    # who a connection is (TLS contexts and principals, listeners, certificates; SASL and
+    # its credentials) and what it may do (the ACLs): on Python's ssl, kazoo, the protocol's
+    # error codes and the replication state's listener names
+    "security": ("protocol", "coordination"),
     "config": ("protocol", "coordination", "security"),
     "storage": ("protocol", "config"),
     "serde": ("protocol",),

@@ -24,7 +24,9 @@ from typing import Any
 
 from .coordination.paths import split_connect_string
 from .protocol.topics import validate_topic
+from .security.listeners import check as check_listeners
 from .security.sasl import SaslClientConfig, parse_mechanisms
+from .security.tls import SecurityConfigError
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +195,61 @@ class BrokerConfig:
             -1,
             65535,
         ),
+    )
+    # -- listeners and TLS (Kafka 0.9+'s names; security/listeners.py, docs/security.md) ------
+    listeners: str = field(
+        default="",
+        metadata=_key(
+            "listeners",
+            "NAME://host:port,... (PLAINTEXT, SSL, KAFKA08, SSL08, or names of "
+            "listener.security.protocol.map; a name ending in 08 speaks Kafka 0.8); "
+            "port and port.08 are PLAINTEXT and KAFKA08",
+        ),
+    )
+    advertised_listeners: str = field(
+        default="",
+        metadata=_key(
+            "advertised.listeners", "NAME://host:port,... registered instead of the bound address"
+        ),
+    )
+    listener_security_protocol_map: str = field(
+        default="",
+        metadata=_key(
+            "listener.security.protocol.map",
+            "NAME:PROTOCOL,... added to PLAINTEXT:PLAINTEXT,SSL:SSL,KAFKA08:PLAINTEXT,SSL08:SSL",
+        ),
+    )
+    ssl_certfile: str = field(
+        default="", metadata=_key("ssl.certfile", "PEM certificate of the SSL listeners")
+    )
+    ssl_keyfile: str = field(default="", metadata=_key("ssl.keyfile", "PEM key of ssl.certfile"))
+    ssl_cafile: str = field(
+        default="",
+        metadata=_key("ssl.cafile", "PEM CA certificates that client and leader certificates need"),
+    )
+    ssl_client_auth: str = field(
+        default="none",
+        metadata=_key("ssl.client.auth", "client certificates: none, requested or required"),
+    )
+    security_inter_broker_protocol: str = field(
+        default="PLAINTEXT",
+        metadata=_key(
+            "security.inter.broker.protocol",
+            "how followers reach leaders: PLAINTEXT, or SSL (the SSL listener, this "
+            "broker's certificate)",
+        ),
+    )
+    replication_require_authenticated_brokers: str = field(
+        default="auto",
+        metadata=_key(
+            "replication.require.authenticated.brokers",
+            "serve REPLICA_FETCH and OFFSETS_FOR_LEADER_EPOCH only to broker principals: "
+            "true, false, or auto (true when an SSL listener asks client certificates)",
+        ),
+    )
+    broker_principal_format: str = field(
+        default="User:CN=broker-{id}",
+        metadata=_key("broker.principal.format", "the principal of broker {id}'s certificate"),
     )
     metrics_port: int = field(
         default=-1,
@@ -368,6 +425,10 @@ class BrokerConfig:
                 split_connect_string(self.zk_connect)
             except ValueError as exc:
                 raise ConfigError(f"zk.connect={self.zk_connect}: {exc}") from None
+        try:
+            check_listeners(self)
+        except SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
         self._check_sasl()
         self._check_authorizer()
 

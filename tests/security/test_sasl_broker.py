@@ -1,6 +1,7 @@
 """SASL on a real broker process with real ZooKeeper: users made by `logbroker configs`
 (salted and hashed in /config/users), logbroker's producer and consumer logging in with
-PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 on the 0.7 port and the 0.8 listener, and every
+PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 on the 0.7 port and the 0.8 listener (and inside TLS
+on an SSL listener: Kafka's SASL_SSL), and every
 refused login (wrong password, unknown user, cut, oversized or out-of-turn frames) refused
 with a clear error on the client's side and a line naming the client in the broker's log,
 the broker serving on.
@@ -35,6 +36,7 @@ from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.client.simple_consumer08 import SimpleConsumer08
 from logbroker.protocol.errors import LogbrokerError
+from logbroker.security.certificates import CertificateAuthority
 from logbroker.security.credentials import USERS_PATH, alter_user
 from logbroker.security.sasl import (
     SaslAuthenticationError,
@@ -48,8 +50,9 @@ from logbroker.security.scram import (
     make_credential,
     password_matches,
 )
+from logbroker.security.tls import ClientSecurity
 from logbroker.stack.broker import BrokerProcess
-from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
+from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer, find_free_port
 
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 BROKER_LOGIN = 'ScramLoginModule required username="broker-0" password="broker-secret";'
@@ -80,13 +83,25 @@ def add_user(chroot: ZkTarget, user: str, password: str, mechanisms: str = "") -
 
 
 @pytest.fixture(scope="module")
-def broker(chroot: ZkTarget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
+    return CertificateAuthority(tmp_path_factory.mktemp("sasl-certs"))
+
+
+@pytest.fixture(scope="module")
+def broker(
+    chroot: ZkTarget, ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerProcess]:
     add_user(chroot, "broker-0", "broker-secret")
+    own = ca.issue("broker-0")
     process = BrokerProcess(
         tmp_path_factory.mktemp("sasl-broker"),
         zk_connect=chroot.connect,
         port_08=0,
         overrides={
+            # an SSL listener too, without client certificates: SASL_SSL
+            "listeners": f"SSL://127.0.0.1:{find_free_port()}",
+            "ssl.certfile": str(own.certfile),
+            "ssl.keyfile": str(own.keyfile),
             "sasl.enabled.mechanisms": MECHANISMS,
             "sasl.jaas.config": BROKER_LOGIN,
             "connection.log.interval.ms": "0",  # every refused login logs its line
@@ -236,6 +251,37 @@ def test_produce_and_consume_over_sasl(
     since = log_size(broker)
     round_trip(broker, config, f"sasl-{mechanism.lower()}")
     wait_for_log(broker, rf"authenticated as User:{user}", since)
+
+
+def test_sasl_inside_tls_on_the_ssl_listener(
+    chroot: ZkTarget, broker: BrokerProcess, ca: CertificateAuthority
+) -> None:
+    """SASL_SSL: the TLS handshake first, then the login inside it; the connection is the
+    login's principal, and a wrong password over TLS is refused as on the plain port."""
+    add_user(chroot, "tls-alice", "alice-secret")
+    config = SaslClientConfig("SCRAM-SHA-512", "tls-alice", "alice-secret")
+    wait_for_user(broker, config)
+    host, _port = broker.address
+    ssl_port = int(broker.overrides["listeners"].rsplit(":", 1)[1])
+    security = ClientSecurity("SASL_SSL", str(ca.certfile))
+    since = log_size(broker)
+    with Producer(
+        broker_list=f"0:{host}:{ssl_port}", acks="ack", sasl=config, security=security
+    ) as producer:
+        producer.send("sasl-ssl", [b"sealed"])
+    context = security.context()
+    assert context is not None
+    with SimpleConsumer(host, ssl_port, tls=context, sasl=config) as consumer:
+        messages, _next = consumer.fetch_messages("sasl-ssl", 0, 0)
+        assert consumer.connection.principal == "User:tls-alice"
+    assert [m.payload for m in messages] == [b"sealed"]
+    wait_for_log(broker, r"authenticated as User:tls-alice", since)
+    wrong = SaslClientConfig("SCRAM-SHA-512", "tls-alice", "not-her-password")
+    with (
+        pytest.raises(SaslAuthenticationError),
+        SimpleConsumer(host, ssl_port, tls=security.context(), sasl=wrong) as consumer,
+    ):
+        consumer.latest_offset("sasl-ssl", 0)
 
 
 def test_the_08_listener_logs_in_too(chroot: ZkTarget, broker: BrokerProcess) -> None:
@@ -425,7 +471,9 @@ def test_replication_between_brokers_logs_in(
     zookeeper: ZooKeeperServer, broker_factory: BrokerFactory
 ) -> None:
     """Followers fetch from their leader with the broker's own login (sasl.jaas.config): an
-    acks=-1 produce is acknowledged once the follower has it, which it fetched logged in."""
+    acks=-1 produce is acknowledged once the follower has it, which it fetched logged in. With
+    replica requests only from brokers (trust-tls), the login User:broker-<id> is the broker
+    its replica id names: refused with 31, the follower would never have it."""
     target = zookeeper.create_chroot(f"/t/sasl-replication-{uuid.uuid4().hex[:8]}")
     brokers = {}
     for broker_id in (0, 1):
@@ -439,6 +487,7 @@ def test_replication_between_brokers_logs_in(
                 f'password="broker-{broker_id}-secret";'
             ),
             replica_lag_time_max_ms=60000,  # a follower that cannot fetch stays in the ISR
+            replication_require_authenticated_brokers="true",
             port_08=0,  # any free port, registered in ZooKeeper
         )
     add_user(target, "loader", "loader-secret")

@@ -18,13 +18,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ..coordination import paths
+
+if TYPE_CHECKING:
+    from .listeners import Listeners
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +104,20 @@ class ZooKeeperBrokers:
         self,
         client: KazooClient,
         on_change: Callable[[], None] | None = None,
+        listener: str | None = None,
     ) -> None:
+        """`listener`: reach each broker at this listener of /replication/endpoints (SSL
+        for security.protocol=SSL) instead of its 0.7 port in /brokers/ids; a broker
+        without one counts as not live."""
         self.client = client
         self.on_change = on_change
         self._lock = threading.Lock()
         self._brokers: dict[int, BrokerEndpoint] = {}
+        self._listeners: Listeners | None = None
+        if listener is not None:
+            from .listeners import Listeners  # it imports BrokerEndpoint from here
+
+            self._listeners = Listeners(client, listener, on_change=self._endpoints_changed)
         self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
         self._watched: set[str] = set()
         self.version = 0
@@ -134,6 +146,11 @@ class ZooKeeperBrokers:
         if changed:
             log.info("live brokers: %s", ", ".join(b.address for b in brokers.values()) or "none")
             self._notify()
+
+    def _endpoints_changed(self) -> None:
+        with self._lock:
+            self.version += 1
+        self._notify()
 
     def _watch_topic(self, topic: str) -> None:
         with self._lock:
@@ -169,7 +186,11 @@ class ZooKeeperBrokers:
 
     def brokers(self) -> dict[int, BrokerEndpoint]:
         with self._lock:
-            return dict(self._brokers)
+            live = dict(self._brokers)
+        if self._listeners is None:
+            return live
+        found = {b: self._listeners.endpoint(b) for b in live}
+        return {b: endpoint for b, endpoint in found.items() if endpoint is not None}
 
     def partitions(self, topic: str) -> list[BrokerPartition]:
         self._watch_topic(topic)
@@ -181,7 +202,8 @@ class ZooKeeperBrokers:
             return [BrokerPartition(b, p) for b in sorted(counts) for p in range(counts[b])]
 
     def close(self) -> None:
-        pass  # watches die with the client, which belongs to the caller
+        if self._listeners is not None:  # watches die with the client, the caller's
+            self._listeners.close()
 
 
 def _kept(what: str, exc: KazooException) -> None:

@@ -8,7 +8,12 @@ PRODUCE/MULTIPRODUCE get no answer. So a connection is used by one thread at a t
 lock), and a failed or timed-out exchange closes the socket rather than leave a response in
 flight that the next caller would read as its own. The next call reconnects.
 
-With `sasl` (security/sasl.py: Kafka's sasl.mechanism, user and password), every new socket
+With `tls` (an ssl.SSLContext, security/tls.py's ClientSecurity makes one from Kafka's client
+settings) the socket is wrapped after connecting and the handshake is done at once, so that a
+refused certificate is a BrokerUnavailableError naming the broker and OpenSSL's reason.
+
+Then, with `sasl` (security/sasl.py: Kafka's sasl.mechanism, user and password), every new socket
+(over TLS when `tls` is set too: SASL_SSL)
 runs the SASL exchange before its first request; a refused login raises
 SaslAuthenticationError, which is not retried.
 """
@@ -16,6 +21,7 @@ SaslAuthenticationError, which is not retried.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 from types import TracebackType
@@ -44,9 +50,11 @@ class BrokerConnection:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         buffer_size: int = 1 << 20,
+        tls: ssl.SSLContext | None = None,
         sasl: SaslClientConfig | None = None,
     ) -> None:
         self.host = host
+        self.tls = tls
         self.sasl = sasl
         self.principal: str | None = None  # "User:<name>" once logged in
         self.port = port
@@ -84,6 +92,8 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
                 sock.settimeout(None)
+            if self.tls is not None:
+                sock = self._wrap(sock)
             if self.sasl is not None:
                 try:
                     self.principal = authenticate(sock, self.sasl, self.address)
@@ -92,6 +102,17 @@ class BrokerConnection:
                     raise
             self._sock = sock
         return self._sock
+
+    def _wrap(self, sock: socket.socket) -> socket.socket:
+        assert self.tls is not None
+        try:
+            return self.tls.wrap_socket(sock, server_hostname=self.host)
+        except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
+            sock.close()
+            reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+            raise BrokerUnavailableError(
+                f"TLS handshake with broker {self.address} failed: {reason}"
+            ) from exc
 
     def _failure(self, exc: OSError) -> str:
         """What went wrong, in words: the kernel's timeout surfaces as EAGAIN."""

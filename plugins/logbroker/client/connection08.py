@@ -20,6 +20,7 @@ the caller's to raise (kafka08.errors.error_for_code08).
 from __future__ import annotations
 
 import itertools
+import ssl
 import struct
 import threading
 from collections import deque
@@ -79,10 +80,11 @@ class Kafka08Connection:
         timeout: float = DEFAULT_TIMEOUT_S,
         client_id: str = CLIENT_ID,
         buffer_size: int = 1 << 20,
+        tls: ssl.SSLContext | None = None,
         sasl: SaslClientConfig | None = None,
     ) -> None:
         self.connection = BrokerConnection(
-            host, port, timeout=timeout, buffer_size=buffer_size, sasl=sasl
+            host, port, timeout=timeout, buffer_size=buffer_size, tls=tls, sasl=sasl
         )
         self.client_id = client_id
         self.lock = threading.RLock()

@@ -85,6 +85,7 @@ from ..coordination.rebalance import (
 )
 from ..protocol.topics import validate_topic
 from ..security.sasl import SaslClientConfig
+from ..security.tls import ClientSecurity
 from .group.context import ConsumerContext, GroupConsumerStats
 from .group.coordinator import Coordinator
 from .group.fetcher import AUTOOFFSET_RESETS
@@ -157,6 +158,7 @@ class GroupConsumer:
         sasl: SaslClientConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
+        security: ClientSecurity | None = None,
     ) -> None:
         paths.consumer_group_path(group_id)  # a usable group name, or ValueError
         if autooffset_reset not in AUTOOFFSET_RESETS:
@@ -204,6 +206,7 @@ class GroupConsumer:
             fetch_wait_max_ms=fetch_wait_max_ms,
             shallow_iterator=shallow_iterator_enable,
             sasl=sasl,
+            tls=security.context() if security is not None else None,
             stats=self.stats,
             clock=clock,
             sleep=sleep,
@@ -226,7 +229,8 @@ class GroupConsumer:
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **overrides: Any) -> GroupConsumer:
         """From 0.7's consumer.properties keys (groupid, zk.connect, autooffset.reset, ...),
-        and Kafka's sasl.mechanism with sasl.jaas.config (or sasl.username, sasl.password)."""
+        and Kafka's sasl.mechanism with sasl.jaas.config (or sasl.username, sasl.password),
+        security.protocol and ssl.* (security/tls.py)."""
         ints = {
             "autocommit.interval.ms": "autocommit_interval_ms",
             "consumer.timeout.ms": "consumer_timeout_ms",
@@ -252,6 +256,8 @@ class GroupConsumer:
         if props.get("consumerid"):
             kwargs["consumer_id"] = props["consumerid"]
         kwargs["sasl"] = SaslClientConfig.from_properties(props)
+        if any(key in props for key in ClientSecurity.KEYS):
+            kwargs["security"] = ClientSecurity.from_properties(props)
         kwargs.update(overrides)
         return cls(props["groupid"], props["zk.connect"], **kwargs)
 

@@ -36,7 +36,7 @@ from kazoo.recipe.watchers import DataWatch
 from ..coordination import replication_state as replication
 from ..coordination.replication_state import Assignment, PartitionState, StateFormatError
 from .brokers import BrokerEndpoint, BrokerPartition, ZooKeeperBrokers
-from .listeners import Listeners
+from .listeners import SSL08_LISTENER, SSL_LISTENER, Listeners
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,12 @@ class Leaders:
         client: KazooClient,
         brokers: ZooKeeperBrokers | None = None,
         on_change: Callable[[], None] | None = None,
+        tls: bool = False,
     ) -> None:
+        """`tls`: leaders are reached at their SSL listeners (SSL, and SSL08 for 0.8-format
+        topics; client/listeners.py) instead of the 0.7 port and KAFKA08."""
         self.client = client
+        self.listener = SSL08_LISTENER if tls else replication.KAFKA08
         self.on_change = on_change
         self._lock = threading.Lock()
         self._assignments: dict[str, Assignment | None] = {}  # None: not replicated (now)
@@ -64,7 +68,11 @@ class Leaders:
         self._watched: set[tuple[str, int]] = set()
         self._changes = 0
         self._closed = False
-        self.brokers = brokers if brokers is not None else ZooKeeperBrokers(client, self._notify)
+        self.brokers = (
+            brokers
+            if brokers is not None
+            else ZooKeeperBrokers(client, self._notify, SSL_LISTENER if tls else None)
+        )
         self._listeners: Listeners | None = None  # the 0.8 listeners, watched once asked
         self._listeners_lock = threading.Lock()  # not _lock: making it reads ZooKeeper
 
@@ -80,7 +88,7 @@ class Leaders:
         if self._listeners is None:
             with self._listeners_lock:
                 if self._listeners is None:
-                    self._listeners = Listeners(self.client, on_change=self._notify)
+                    self._listeners = Listeners(self.client, self.listener, on_change=self._notify)
         return self._listeners
 
     # -- what clients ask -------------------------------------------------------------------

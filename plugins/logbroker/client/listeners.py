@@ -32,6 +32,10 @@ from .brokers import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 
+# The TLS listeners' names a client looks up with security.protocol=SSL (security/listeners.py)
+SSL_LISTENER = "SSL"
+SSL08_LISTENER = "SSL08"
+
 
 class Listeners:
     """broker id -> its `listener` (KAFKA08 by default) as a BrokerEndpoint. Thread-safe;

@@ -91,10 +91,12 @@ from ..protocol.requests import (
 from ..protocol.responses import MalformedResponseError, decode_acked_produce_response
 from ..protocol.topics import validate_topic
 from ..security.sasl import SaslClientConfig
+from ..security.tls import ClientSecurity
 from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
 from .connection08 import Kafka08Connection
 from .leaders import Leaders
+from .listeners import SSL_LISTENER
 from .messages08 import build_set
 from .partitioner import Key, Partitioner, default_partitioner
 
@@ -189,6 +191,7 @@ class Producer:
         leaders: Leaders | None = None,
         sleep: Callable[[float], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        security: ClientSecurity | None = None,
     ) -> None:
         """`acks` / `request_required_acks`: see the module's table. `request_timeout_ms`:
         with -1, how long the leader waits for its ISR. Retries (the module's doc):
@@ -197,7 +200,10 @@ class Producer:
         `leaders`: where replicated topics' leaders are (made from the ZooKeeper client when
         not given). `sleep(seconds)` waits between retries, `clock()` (seconds) measures the
         delivery timeout (tests pass fake ones); by default a wait that `close()` cuts short,
-        so that a producer retrying a dead broker stops at close."""
+        so that a producer retrying a dead broker stops at close. `security`: Kafka's
+        security.protocol and ssl.* settings (security/tls.py); with SSL, brokers found in
+        ZooKeeper are reached at their SSL listener (SSL08 for 0.8-format topics), a
+        broker.list names the SSL ports itself."""
         if acks not in ACK_MODES:
             raise ValueError(f"acks must be one of {', '.join(ACK_MODES)}, got {acks!r}")
         level = _LEVEL_OF_MODE[acks] if request_required_acks is None else request_required_acks
@@ -218,6 +224,7 @@ class Producer:
                 f"retry.backoff.ms ({retry_backoff_ms})"
             )
         self._zk: KazooClient | None = None
+        self._tls = tls = security.context() if security is not None else None
         self._closed = threading.Event()
         self._sleep = sleep if sleep is not None else self._closed.wait
         if brokers is None:
@@ -229,7 +236,8 @@ class Producer:
                     self._zk.stop()  # or its thread goes on retrying until exit
                     self._zk.close()
                     raise
-                brokers = ZooKeeperBrokers(self._zk)
+                # over TLS, each broker at its SSL listener
+                brokers = ZooKeeperBrokers(self._zk, listener=SSL_LISTENER if tls else None)
             elif broker_list:
                 brokers = StaticBrokers(broker_list, num_partitions)
             else:
@@ -237,7 +245,7 @@ class Producer:
         self._own_leaders = leaders is None and isinstance(brokers, ZooKeeperBrokers)
         if self._own_leaders:
             assert isinstance(brokers, ZooKeeperBrokers)
-            leaders = Leaders(brokers.client, brokers)
+            leaders = Leaders(brokers.client, brokers, tls=self._tls is not None)
         self.brokers = brokers
         self.leaders = leaders
         self.partitioner = partitioner
@@ -276,8 +284,8 @@ class Producer:
         compressed.topics, acks, socket.timeout.ms) and 0.8's (request.required.acks,
         request.timeout.ms, message.send.max.retries, retry.backoff.ms), and the newer
         retry.backoff.max.ms and delivery.timeout.ms; Kafka's sasl.mechanism with
-        sasl.jaas.config (or sasl.username, sasl.password). A bad value is a ValueError naming
-        the key."""
+        sasl.jaas.config (or sasl.username, sasl.password), security.protocol and ssl.*
+        (security/tls.py). A bad value is a ValueError naming the key."""
         settings: dict[str, object] = {
             "broker_list": props.get("broker.list"),
             "zk_connect": props.get("zk.connect"),
@@ -300,6 +308,8 @@ class Producer:
                     settings[name] = int(props[key].strip())
                 except ValueError:
                     raise ValueError(f"{key}={props[key]!r} is not an integer") from None
+        if any(key in props for key in ClientSecurity.KEYS):
+            settings["security"] = ClientSecurity.from_properties(props)
         settings.update(kwargs)
         return cls(**settings)  # type: ignore[arg-type]
 
@@ -578,7 +588,11 @@ class Producer:
                 for old in [b for b in self._connections if b.id == broker_id]:
                     self._connections.pop(old).close()
                 conn = BrokerConnection(
-                    broker.host, broker.port, timeout=self.timeout_s, sasl=self.sasl
+                    broker.host,
+                    broker.port,
+                    timeout=self.timeout_s,
+                    tls=self._tls,
+                    sasl=self.sasl,
                 )
                 self._connections[broker] = conn
             self._by_id[broker_id] = conn
@@ -668,7 +682,11 @@ class Producer:
                 for old in [e for e in self._connections08 if e.id == broker_id]:
                     self._connections08.pop(old).close()
                 conn = Kafka08Connection(
-                    endpoint.host, endpoint.port, timeout=self.timeout_s, sasl=self.sasl
+                    endpoint.host,
+                    endpoint.port,
+                    timeout=self.timeout_s,
+                    tls=self._tls,
+                    sasl=self.sasl,
                 )
                 self._connections08[endpoint] = conn
             self._by_id08[broker_id] = conn

@@ -18,6 +18,7 @@ than that is a MessageTooLargeError naming topic, partition, offset and size.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
 from typing import NamedTuple, TypeVar
@@ -148,10 +149,12 @@ class SimpleConsumer:
         max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
         timeout: float = 30.0,
         waiting_fetches: bool = False,
+        tls: ssl.SSLContext | None = None,
         sasl: SaslClientConfig | None = None,
     ) -> None:
-        """`sasl`: log in so on every new socket (security/sasl.py)."""
-        self.connection = BrokerConnection(host, port, timeout=timeout, sasl=sasl)
+        """`tls`: connect over TLS (security/tls.py's ClientSecurity.context()); `sasl`: then
+        log in so on every new socket (security/sasl.py)."""
+        self.connection = BrokerConnection(host, port, timeout=timeout, tls=tls, sasl=sasl)
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
         self.waiting_fetches = waiting_fetches  # FETCH_WAIT even when not waiting: exact codes

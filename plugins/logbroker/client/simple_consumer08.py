@@ -16,6 +16,7 @@ raised as the project's exceptions (kafka08.errors.error_for_code08).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -96,9 +97,10 @@ class SimpleConsumer08:
         fetch_size: int = DEFAULT_FETCH_SIZE,
         max_fetch_size: int = DEFAULT_MAX_FETCH_SIZE,
         timeout: float = 30.0,
+        tls: ssl.SSLContext | None = None,
         sasl: SaslClientConfig | None = None,
     ) -> None:
-        self.connection = Kafka08Connection(host, port, timeout=timeout, sasl=sasl)
+        self.connection = Kafka08Connection(host, port, timeout=timeout, tls=tls, sasl=sasl)
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..security.tls import ClientSecurity
 
 
 def formatter(prog: str) -> argparse.HelpFormatter:
@@ -69,3 +72,29 @@ def print_table(rows: list[list[object]], headers: list[str], out: TextIO | None
             for c, w in zip(row, widths, strict=True)
         )
         print(line.rstrip(), file=stream)
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    """--command-config, as Kafka's tools take it: a properties file of client settings."""
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties: security.protocol (PLAINTEXT, SSL), ssl.cafile, ssl.certfile, "
+        "ssl.keyfile, ssl.endpoint.identification.algorithm (docs/security.md)",
+    )
+
+
+def command_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """The security settings of --command-config (None without it); ValueError naming the
+    key, or OSError for a file that cannot be read."""
+    from ..config import read_properties
+    from ..security.tls import ClientSecurity
+
+    if not getattr(args, "command_config", None):
+        return None
+    with open(args.command_config, encoding="utf-8") as handle:
+        properties = read_properties(handle)
+    try:
+        return ClientSecurity.from_properties(properties)
+    except ValueError as exc:
+        raise ValueError(f"--command-config {args.command_config}: {exc}") from None

@@ -8,7 +8,15 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from . import add_logging_args, formatter, int_at_least, plural, topic_name
+from . import (
+    add_command_config,
+    add_logging_args,
+    command_security,
+    formatter,
+    int_at_least,
+    plural,
+    topic_name,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "that is not an event is reported on stderr with its partition and offset, and skipped.",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    add_command_config(p)
     p.add_argument("--topic", required=True, type=topic_name)
     p.add_argument("--group", help="consumer group id (default: a private, temporary group)")
     p.add_argument(
@@ -109,8 +118,9 @@ def run(args: argparse.Namespace) -> int:
             autooffset_reset="smallest" if args.from_beginning else "largest",
             consumer_timeout_ms=args.timeout_ms,
             autocommit_enable=not temporary,
+            security=command_security(args),
         )
-    except (LogbrokerError, ValueError) as exc:
+    except (LogbrokerError, ValueError, OSError) as exc:
         print(f"logbroker consume: {exc}", file=sys.stderr)
         return 1
     try:

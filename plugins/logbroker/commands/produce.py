@@ -9,7 +9,14 @@ import time
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from . import add_logging_args, formatter, int_at_least, topic_name
+from . import (
+    add_command_config,
+    add_logging_args,
+    command_security,
+    formatter,
+    int_at_least,
+    topic_name,
+)
 from .progress import progress_bar
 
 
@@ -60,6 +67,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--zookeeper", metavar="CONNECT", help="host:port[/chroot]")
     where.add_argument("--broker-list", metavar="HOST:PORT,...", help="brokers, without ZooKeeper")
+    add_command_config(p)
     p.add_argument("--topic", required=True, type=topic_name)
     p.add_argument("--file", type=argparse.FileType("rb"), help="read this file instead of stdin")
     p.add_argument(
@@ -185,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
             broker_list=args.broker_list,
             num_partitions=args.partitions,
             compression_codec=args.compression,
+            security=command_security(args),
             **producer_acks(args),  # type: ignore[arg-type]
         )
     except (LogbrokerError, ValueError, OSError) as exc:

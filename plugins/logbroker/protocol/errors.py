@@ -32,7 +32,8 @@ and a client turns a code it received back into an exception with `error_for_cod
 |      |                   | do this to the topic (security/acls.py); nothing was done    |
 |  30  | GroupAuthorizationFailed | (authorizer) nor to the consumer group                  |
 |  31  | ClusterAuthorizationFailed | (authorizer) nor to the cluster (create a topic,      |
-|      |                   | replicate)                                                   |
+|      |                   | replicate); also a replica request from a connection not     |
+|      |                   | authenticated as that broker (docs/security.md)              |
 
 The three authorization codes have Kafka's numbers on both ports; where a 0.7 request has no
 error field (PRODUCE, MULTIPRODUCE, OFFSETS) the broker closes the connection instead, and a
@@ -188,7 +189,9 @@ class GroupAuthorizationFailedError(AuthorizationError):
 
 @_register
 class ClusterAuthorizationFailedError(AuthorizationError):
-    """Code 31 (Kafka's): the principal may not do this to the cluster."""
+    """Code 31 (Kafka's): the principal may not do this to the cluster; also a request only
+    brokers may make (REPLICA_FETCH, OFFSETS_FOR_LEADER_EPOCH) from a connection not
+    authenticated as that broker."""
 
     code = 31
 

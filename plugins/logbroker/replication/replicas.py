@@ -375,11 +375,16 @@ class ReplicaManager:
         pause_limit_ms: int = 4000,
         clock_ms: Clock = monotonic_ms,
         connect: Connect | None = None,
+        leader_listener: str | None = None,
     ) -> None:
         """`connect(host, port, timeout)`: a connection to a leader, for this broker's
-        fetchers (the broker hands in client/connection.py's BrokerConnection)."""
+        fetchers (the broker hands in client/connection.py's BrokerConnection);
+        `leader_listener`: the name of the leaders' listener to fetch from, in
+        /replication/endpoints (security.inter.broker.protocol=SSL), or None for the 0.7 port
+        of /brokers/ids."""
         self.broker_id = broker_id
         self.connect = connect
+        self.leader_listener = leader_listener
         self.logs = logs
         self.lag_time_max_ms = lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas
@@ -901,8 +906,11 @@ class ReplicaManager:
         if client is None:
             return None
         try:
+            if self.leader_listener is not None:
+                data, _ = client.get(zk.endpoints_path(broker_id))
+                return zk.decode_endpoints(data, broker_id).get(self.leader_listener)
             data, _ = client.get(paths.broker_id_path(broker_id))
-        except (NoNodeError, KazooException):
+        except (NoNodeError, KazooException, zk.StateFormatError):
             return None
         return paths.parse_broker_value(data)
 

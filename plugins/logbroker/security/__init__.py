@@ -1,5 +1,8 @@
 """Trust (issue 46): who a connection is and what it may do.
 
+    tls.py, listeners.py, certificates.py  TLS contexts and the principal a certificate
+                                        names, a broker's listeners, certificates for tests
+                                        and `make up`
     scram.py, sasl.py, credentials.py   SASL mechanisms, the exchange a connection runs
                                         before its first request, and the users'
                                         credentials kept in ZooKeeper

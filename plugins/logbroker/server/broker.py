@@ -18,17 +18,28 @@ import logging
 import os
 import resource
 import signal
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..client.connection import BrokerConnection
 from ..config import BrokerConfig
-from ..coordination.replication_state import KAFKA08
 from ..protocol.errors import LogbrokerError, describe_exception
 from ..replication.epochs import FILE_NAME as EPOCH_FILE
 from ..security.credentials import UserCredentials
+from ..security.listeners import (
+    KAFKA08,
+    PLAINTEXT,
+    WIRE_07,
+    WIRE_08,
+    Listener,
+    advertised,
+    broker_listeners,
+    listener_context,
+)
 from ..security.sasl import SaslClientConfig, ServerAuthenticator, parse_mechanisms
+from ..security.tls import client_context
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .authorization import RequestAuthorizer
@@ -68,6 +79,10 @@ class BrokerServer:
         self.metadata08: MetadataCache | None = None
         self.acls: AclCache | None = None  # with authorizer.class.name: the ACLs' copy
         self.credentials: UserCredentials | None = None  # SASL's, when it is on
+        # the listeners besides PLAINTEXT and KAFKA08 (`listeners`: SSL, SSL08, ...)
+        self.more_servers: dict[str, SocketServer] = {}
+        self.more_metadata: list[MetadataCache] = []
+        self.addresses: dict[str, tuple[str, int]] = {}  # listener name -> bound address
         self.metrics = BrokerMetrics(config.brokerid)
         self.waiters = AppendWaiters()
         self.replica_waiters = AppendWaiters()  # followers' REPLICA_FETCHes (handlers.py)
@@ -91,10 +106,14 @@ class BrokerServer:
             ) from exc
         assert self.address is not None and self.logs is not None
         log.info(
-            "broker %d listening on %s:%d%s (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
+            "broker %d listening on %s:%d%s%s (log.dir %s, %d logs, %s, metrics %s) in %.0f ms",
             config.brokerid,
             *self.address,
             f", Kafka 0.8 on {self.address08[0]}:{self.address08[1]}" if self.address08 else "",
+            "".join(
+                f", {name} on {self.addresses[name][0]}:{self.addresses[name][1]}"
+                for name in self.more_servers
+            ),
             self.logs.log_dir,
             len(self.logs.logs()),
             f"zookeeper {config.zk_connect}" if config.enable_zookeeper else "no zookeeper",
@@ -136,7 +155,8 @@ class BrokerServer:
                     # leaderships with it; one paused less cannot have (a busy loop's stall
                     # must not count as a pause)
                     pause_limit_ms=config.zk_sessiontimeout_ms,
-                    connect=functools.partial(_connect_to_leader, sasl=config.inter_broker_sasl()),
+                    connect=_leader_connector(config),
+                    leader_listener=inter_broker_listener(config),
                 )
             handlers = RequestHandlers(
                 self.logs,
@@ -156,6 +176,10 @@ class BrokerServer:
                 self.replicas.on_damaged_fetch = functools.partial(
                     self.metrics.error, "replica_fetch_damaged"
                 )
+            listeners = {x.name: x for x in broker_listeners(config)}
+            announced = advertised(config)
+            plain = listeners.pop(PLAINTEXT)
+            # SASL (sasl.enabled.mechanisms) on every listener: over TLS it is SASL_SSL
             sasl = self._sasl()
             self.server = SocketServer(
                 config,
@@ -163,17 +187,48 @@ class BrokerServer:
                 self.metrics,
                 loop,
                 warnings,
+                host=plain.host,
+                port=plain.port,
                 connection=lambda s: ClientConnection(s, sasl),
             )
-            self._step = f"listening on {config.hostname}:{config.port} (hostname, port)"
-            self.address = await self.server.start()
+            self._step = f"listening on {plain.host}:{plain.port} (hostname, port)"
+            self.address = self.addresses[PLAINTEXT] = await self.server.start()
             apis08 = None
-            if config.port_08 >= 0 and self.replicas is not None:
-                self._step = f"listening on {config.hostname}:{config.port_08} (port.08)"
-                apis08, self.server08 = self._kafka08_listener(handlers, warnings, loop)
-                apis08.authorizer = handlers.authorizer
-                self.address08 = await self.server08.start()
-                apis08.advertised = (config.hostname, self.address08[1])
+            more08: list[Kafka08Apis] = []
+            for listener in listeners.values():
+                self._step = f"listening on {listener.host}:{listener.port} ({listener.name})"
+                if listener.wire == WIRE_08:
+                    if self.replicas is None:
+                        continue  # 0.8 topics live in ZooKeeper: no 0.8 listener without it
+                    apis, server = self._kafka08_listener(handlers, warnings, loop, listener)
+                    bound = await server.start()
+                    apis.advertised = announced.get(listener.name, (listener.host, bound[1]))
+                    if listener.name == KAFKA08:
+                        apis08, self.server08, self.address08 = apis, server, bound
+                    else:
+                        more08.append(apis)
+                        self.more_servers[listener.name] = server
+                else:
+                    server = SocketServer(
+                        config,
+                        handlers,
+                        self.metrics,
+                        loop,
+                        warnings,
+                        host=listener.host,
+                        port=listener.port,
+                        tls=listener_context(config, listener),
+                        name=listener.name,
+                        connection=lambda s: ClientConnection(s, sasl),
+                    )
+                    self.more_servers[listener.name] = server
+                    bound = await server.start()
+                self.addresses[listener.name] = bound
+            registered = {
+                name: announced.get(name, (listeners[name].host, bound[1]))
+                for name, bound in self.addresses.items()
+                if name != PLAINTEXT
+            }
             if config.enable_zookeeper:
                 self._step = f"registering in ZooKeeper {config.zk_connect} (zk.connect)"
                 from .registration import BrokerRegistration  # kazoo only when needed
@@ -181,14 +236,11 @@ class BrokerServer:
                 self.registration = BrokerRegistration(
                     config.zk_connect,
                     config.brokerid,
-                    config.hostname,
-                    self.address[1],
+                    *announced.get(PLAINTEXT, (plain.host, self.address[1])),
                     session_timeout_ms=config.zk_sessiontimeout_ms,
                     connection_timeout_ms=config.zk_connectiontimeout_ms,
                     topics=self._topic_partitions,
-                    endpoints={KAFKA08: (config.hostname, self.address08[1])}
-                    if self.address08
-                    else None,
+                    endpoints=registered or None,
                 )
                 await loop.run_in_executor(None, self.registration.start)
                 self._step = "taking the roles of this broker's replicas (replication)"
@@ -218,6 +270,10 @@ class BrokerServer:
                     apis08.group_offsets.client = client
                     self.metadata08 = apis08.metadata_cache
                     await loop.run_in_executor(None, self.metadata08.start, client)
+                for apis in more08:
+                    apis.group_offsets.client = client
+                    self.more_metadata.append(apis.metadata_cache)
+                    await loop.run_in_executor(None, apis.metadata_cache.start, client)
             if config.metrics_port >= 0:
                 self._step = f"serving metrics on {config.hostname}:{config.metrics_port}"
                 self._metrics_server = await serve_metrics(
@@ -250,6 +306,7 @@ class BrokerServer:
         handlers: RequestHandlers,
         warnings: RateLimitedLog,
         loop: asyncio.AbstractEventLoop,
+        listener: Listener,
     ) -> tuple[Kafka08Apis, SocketServer]:
         """The Kafka 0.8 listener's APIs and socket server (their ZooKeeper parts are given
         their client once the registration has one: until then they answer as a broker that
@@ -263,14 +320,15 @@ class BrokerServer:
         apis = Kafka08Apis(
             self.config,
             self.replicas,
-            MetadataCache(),
+            MetadataCache(listener.name),  # its brokers at this listener's addresses
             GroupOffsets(),
             self.metrics,
             self.waiters,
             handlers.appended,
-            advertised=(self.config.hostname, self.config.port_08),
+            advertised=(listener.host, listener.port),
             warnings=warnings,
         )
+        apis.authorizer = handlers.authorizer
         sasl = self._sasl()
         server = SocketServer(
             self.config,
@@ -278,8 +336,11 @@ class BrokerServer:
             self.metrics,
             loop,
             warnings,
-            port=self.config.port_08,
+            host=listener.host,
+            port=listener.port,
             connection=lambda s: Kafka08Connection(s, apis, sasl),
+            tls=listener_context(self.config, listener),
+            name=listener.name,
         )
         return apis, server
 
@@ -372,6 +433,10 @@ class BrokerServer:
             self.metadata08.stop()
         if self.acls is not None:
             self.acls.stop()
+        for server in self.more_servers.values():
+            await server.stop()
+        for cache in self.more_metadata:
+            cache.stop()
         if self.server is not None:
             await self.server.stop()
             self.server.handlers.close()
@@ -433,8 +498,35 @@ def run(config: BrokerConfig) -> int:
 
 
 def _connect_to_leader(
-    host: str, port: int, timeout_s: float, sasl: SaslClientConfig | None = None
+    host: str,
+    port: int,
+    timeout_s: float,
+    tls: ssl.SSLContext | None = None,
+    sasl: SaslClientConfig | None = None,
 ) -> BrokerConnection:
-    """How a replica fetcher reaches its leader: the client's blocking connection (logged
-    in with this broker's own credentials when the listeners have SASL)."""
-    return BrokerConnection(host, port, timeout=timeout_s, sasl=sasl)
+    """How a replica fetcher reaches its leader: the client's blocking connection (over TLS
+    and logged in with this broker's own credentials as the listeners ask)."""
+    return BrokerConnection(host, port, timeout=timeout_s, tls=tls, sasl=sasl)
+
+
+def inter_broker_listener(config: BrokerConfig) -> str | None:
+    """The listener followers fetch from (its name in /replication/endpoints): None for
+    the PLAINTEXT port of /brokers/ids; with security.inter.broker.protocol=SSL, the first
+    SSL listener of logbroker's protocol in `listeners` (every broker of a cluster names it
+    alike: SSL by convention)."""
+    if config.security_inter_broker_protocol != "SSL":
+        return None
+    for listener in broker_listeners(config):
+        if listener.security == "SSL" and listener.wire == WIRE_07:
+            return listener.name
+    return None  # refused at start (listeners.check)
+
+
+def _leader_connector(config: BrokerConfig) -> Callable[[str, int, float], BrokerConnection]:
+    """Followers' connections: over TLS with this broker's own certificate (its principal
+    is what the leader checks) when security.inter.broker.protocol=SSL, and logged in
+    with sasl.jaas.config when the listeners have SASL."""
+    context = None
+    if config.security_inter_broker_protocol == "SSL":
+        context = client_context(config.ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
+    return functools.partial(_connect_to_leader, tls=context, sasl=config.inter_broker_sasl())

@@ -42,6 +42,7 @@ from ..protocol.errors import (
     NotLeaderForPartitionError,
     StorageError,
 )
+from ..protocol.replication import OffsetsForLeaderEpochRequest, ReplicaFetchRequest
 from ..protocol.requests import (
     REQUEST_TYPE_BYTES,
     AckedProduceRequest,
@@ -54,6 +55,7 @@ from ..protocol.requests import (
 from ..security.acls import ANONYMOUS
 from ..security.sasl import MAX_FRAME, ServerAuthenticator
 from ..security.scram import SaslError
+from ..security.tls import principal_of
 from ..storage.segment import FileRegion
 from .handlers import Response
 from .waiters import WaitingFetch
@@ -68,6 +70,8 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _PRODUCES = (ProduceRequest, MultiProduceRequest, AckedProduceRequest)
+# Requests only brokers may make, when the broker asks them to authenticate (security/listeners.py).
+_REPLICATION = (ReplicaFetchRequest, OffsetsForLeaderEpochRequest)
 _MAX_BUFFERED_WHILE_WAITING = 1 << 20  # then reading pauses until the response is out
 _COPY_MAX = 16 * 1024  # file regions up to this size are copied into one write (_send_now)
 _RECV_FIRST = 64 * 1024  # a connection's first receive buffer
@@ -201,7 +205,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.server = server
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
-        self._fd = -1  # the socket, for os.sendfile
+        self._fd = -1  # the socket, for os.sendfile (never over TLS)
+        self._tls = False  # the transport encrypts: file regions are read and written
         self.client = "?"
         self._received = _Received()  # bytes of frames not handled yet
         self._busy = False  # a response is being sent or waited for
@@ -214,8 +219,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._sending: asyncio.Task[None] | None = None  # the last response's task
         # Until the SASL exchange completes, frames go to it (`_authenticate`).
         self._authenticating = sasl() if sasl is not None else None
-        # Who the client is, for the authorizer: Kafka's name for a client that has not
-        # logged in, then "User:<name>" once SASL authenticated it.
+        # Who the client is, for the authorizer and the broker-only replica requests:
+        # Kafka's name for a client that proved nothing, "User:CN=<cn>" from a TLS client
+        # certificate (connection_made), then "User:<name>" once SASL logs it in (SASL_SSL:
+        # the login counts, as in Kafka).
         self.principal = ANONYMOUS
 
     # -- asyncio.Protocol -------------------------------------------------------------
@@ -226,10 +233,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.client = f"{peer[0]}:{peer[1]}" if peer else "?"
         sock = transport.get_extra_info("socket")
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:  # the raw socket below TLS: never written to directly
+            self._tls = True
+            self.principal = principal_of(ssl_object.getpeercert())
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.server.apply_buffers(sock)
-            self._fd = sock.fileno()
+            if not self._tls:
+                self._fd = sock.fileno()
         self.server.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -409,7 +421,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         server = self.server
         try:
             request = decode_produce_fast(body) or decode_request(body, validate_topics=False)
-            outcome = server.handlers.handle(request, self.client, self.principal)
+            if isinstance(request, _REPLICATION):
+                outcome = server.handlers.replication(request, self.client, self.principal)
+            else:
+                outcome = server.handlers.handle(request, self.client, self.principal)
         except _LOST_PRODUCES as exc:  # earlier produces of this connection were not written
             self._lost_produces(exc)
             return False
@@ -488,7 +503,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         alone wakes it for nothing). Larger regions go straight from the page cache to the
         socket with os.sendfile, once every byte queued before them has left (asyncio's own
         buffer is empty), so a fetch costs no coroutine and no copy. What does not fit goes
-        to loop.sendfile later.
+        to loop.sendfile later. Over TLS every region is read and written (the transport
+        encrypts), as Kafka did before kTLS: os.sendfile would put clear text on the wire,
+        and loop.sendfile's fallback, which swaps the transport's protocol while it writes,
+        stalled a fetch of 200 kB on asyncio's TLS transport (test_tls).
         """
         transport = self.transport
         assert transport is not None
@@ -500,7 +518,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                     continue
                 if not part.length or part.segment is None:
                     continue
-                if part.length <= _COPY_MAX:
+                if part.length <= _COPY_MAX or self._tls:
+                    # over TLS the bytes must pass through the transport's encryption:
+                    # sendfile to the socket would send them in clear text
                     pending.append(part.read())
                     continue
                 if pending:
@@ -579,7 +599,11 @@ class ClientConnection(asyncio.BufferedProtocol):
                 if self.closed or transport is None or transport.is_closing():
                     return
                 if isinstance(part, FileRegion):
-                    if part.length and part.segment is not None:
+                    if not part.length or part.segment is None:
+                        continue
+                    if self._tls:  # see _send_now: never loop.sendfile under TLS
+                        transport.write(part.read())
+                    else:
                         await self.loop.sendfile(transport, part.file(), part.position, part.length)
                 else:
                     transport.write(part)

@@ -36,6 +36,12 @@ With an authorizer (`authorizer.class.name`), `handle` asks it first what the re
 connection, a refused fetch or acked produce is rewritten into a denied one that
 `_fetch_set` and `_try_check` answer with code 29 (-1 in a plain 0.7 fetch), and nothing of it
 is stored.
+
+REPLICA_FETCH and OFFSETS_FOR_LEADER_EPOCH come in through `replication()`, with the
+connection's principal: when `replication.require.authenticated.brokers` is on (security/listeners.py)
+one from anyone but a broker (for REPLICA_FETCH: the broker its replica id names) is answered
+code 31 (ClusterAuthorizationFailed) per partition and logged, and the replica manager never
+sees it: no follower offset, ISR or high watermark moves.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import Union
 from ..config import BrokerConfig
 from ..protocol.errors import (
     AuthorizationError,
+    ClusterAuthorizationFailedError,
     InflatedSizeTooLargeError,
     InvalidFetchSizeError,
     InvalidMessageError,
@@ -113,6 +120,7 @@ from ..protocol.responses import (
 from ..protocol.topics import is_legal_topic, validate_topic
 from ..replication.replicas import Replica, ReplicaManager
 from ..security.acls import ANONYMOUS, Operation
+from ..security.listeners import broker_id_of, require_authenticated_brokers
 from ..storage.log import Log
 from ..storage.log_manager import LogManager, PartitionLog
 from ..storage.segment import FileRegion, empty_region
@@ -170,6 +178,7 @@ class RequestHandlers:
         self.config = config
         self.metrics = metrics
         self.waiters = waiters
+        self.authenticated_brokers_only = require_authenticated_brokers(config)
         # Followers' REPLICA_FETCHes wait apart from consumers' fetches: a follower wants
         # the leader's appends, a consumer of a replicated partition the high watermark's
         # moves, and neither is woken by what only the other wants.
@@ -271,6 +280,55 @@ class RequestHandlers:
         ):
             return auth.cluster(client, principal, Operation.CREATE)
         return refusal
+
+    # -- replica requests: only from brokers (security/listeners.py) -------------------
+
+    def replication(
+        self, request: ReplicaFetchRequest | OffsetsForLeaderEpochRequest, client: str, who: str
+    ) -> Outcome:
+        """A request only brokers make, from a connection whose principal is `who`: handled,
+        or refused with code 31 when brokers must authenticate and `who` is not that broker."""
+        if self.authenticated_brokers_only:
+            broker = broker_id_of(self.config, who)
+            if isinstance(request, ReplicaFetchRequest):
+                allowed = broker is not None and broker == request.replica_id
+                what = f"REPLICA_FETCH as broker {request.replica_id}"
+            else:
+                allowed = broker is not None
+                what = "OFFSETS_FOR_LEADER_EPOCH"
+            if not allowed:
+                return self._unauthorized(request, client, who, what)
+        return self.handle(request, client, who)
+
+    def _unauthorized(
+        self,
+        request: ReplicaFetchRequest | OffsetsForLeaderEpochRequest,
+        client: str,
+        who: str,
+        what: str,
+    ) -> Response:
+        code = ClusterAuthorizationFailedError.code
+        self.metrics.error("cluster_authorization_failed")
+        self.warnings.warning(
+            "unauthorized",
+            "refused %s from %s (principal %s): only a broker (its certificate or SASL "
+            "login) may replicate (replication.require.authenticated.brokers)",
+            what,
+            client,
+            who,
+        )
+        if isinstance(request, ReplicaFetchRequest):
+            return encode_replica_fetch_response(
+                [
+                    ReplicaSet(f.topic, f.partition, code, -1, -1, (), 0, empty_region(0))
+                    for f in request.fetches
+                ]
+            )
+        return [
+            encode_offsets_for_leader_epoch_response(
+                [EpochEnd(q.topic, q.partition, code, -1, -1) for q in request.queries]
+            )
+        ]
 
     def batched_appends(self) -> _BatchedAppends:
         """Within this block, produces that get no answer are appended together at its end

@@ -1,7 +1,14 @@
 """The listening socket, the set of connections, and the timeouts that guard them.
 
-A broker has one per listener: the 0.7 port (`port`, ClientConnection) and, when
-`port.08` is set, the Kafka 0.8 listener (Kafka08Connection). One event loop serves them all.
+A broker has one per listener (security/listeners.py): the 0.7 port (`port`, ClientConnection), the
+Kafka 0.8 listener when `port.08` is set (Kafka08Connection), and those of `listeners`. One
+event loop serves them all.
+
+An SSL listener puts asyncio's TLS layer (`_TlsProtocol`, what `create_server(ssl=...)` uses)
+in front of each connection, and watches its handshake: one that fails (plaintext sent to the
+TLS port, a certificate from another CA, none where one is required) is one log line naming
+the client and the reason, and the connection is closed; asyncio's own `ssl=` server drops
+those without a word. The handshake has `request.timeout.ms` to finish.
 
 One asyncio event loop serves every connection (the handlers only append to page cache and
 hand file regions to sendfile, so they do not block). A sweeper closes connections that
@@ -12,11 +19,15 @@ trickle a request for longer than `request.timeout.ms` or stay idle longer than
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import math
 import os
 import resource
 import socket
+import ssl
+from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any
 
@@ -59,11 +70,18 @@ class SocketServer:
         *,
         port: int | None = None,
         connection: Callable[[SocketServer], ClientConnection] = ClientConnection,
+        host: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        name: str = "PLAINTEXT",
     ) -> None:
-        """`port`: the listener's (config.port by default); `connection`: what serves each
-        accepted connection (its protocol's framing)."""
+        """`host`, `port`: the listener's (config.hostname, config.port by default);
+        `connection`: what serves each accepted connection (its protocol's framing); `tls`:
+        the context of an SSL listener; `name`: the listener's, for log lines."""
         self.config = config
         self.port = config.port if port is None else port
+        self.host = config.hostname if host is None else host
+        self.tls = tls
+        self.name = name
         self._connection = connection
         # What clients can make the broker log (closed connections, refused requests).
         self.warnings = warnings or RateLimitedLog(
@@ -84,9 +102,13 @@ class SocketServer:
 
     async def start(self) -> tuple[str, int]:
         self.loop.set_exception_handler(self._loop_error)
+
+        def factory() -> asyncio.BaseProtocol:
+            return self._connection(self) if self.tls is None else _TlsProtocol(self)
+
         self._server = await self.loop.create_server(
-            lambda: self._connection(self),
-            host=self.config.hostname,
+            factory,
+            host=self.host,
             port=self.port,
             reuse_address=True,
             backlog=1024,
@@ -99,9 +121,14 @@ class SocketServer:
             self.apply_buffers(sock)
         host, port = listener.getsockname()[:2]
         log.info(
-            "socket buffers of connections: SO_SNDBUF %d bytes, SO_RCVBUF %d bytes "
+            "listener %s%s on %s:%d: socket buffers of connections: SO_SNDBUF %d bytes, "
+            "SO_RCVBUF %d bytes "
             "(socket.send.buffer=%d, socket.receive.buffer=%d; Linux reports twice the value "
             "asked, for its bookkeeping)",
+            self.name,
+            " (TLS)" if self.tls is not None else "",
+            host,
+            port,
             listener.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
             listener.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
             self.config.socket_send_buffer,
@@ -140,6 +167,21 @@ class SocketServer:
         )
         self._accept_errors = 0
         self._accept_log_after = now + ACCEPT_ERROR_LOG_INTERVAL_S
+
+    def handshake_done(self, protocol: _TlsProtocol, done: asyncio.Future[None]) -> None:
+        """A TLS connection's handshake ended: a failure is one line naming the client and
+        OpenSSL's reason (asyncio has closed the connection already)."""
+        exc = None if done.cancelled() else done.exception()
+        if exc is None:
+            return
+        self.metrics.error("tls_handshake")
+        self.warnings.warning(
+            "tls_handshake",
+            "closing connection from %s on listener %s: TLS handshake failed: %s",
+            protocol.client,
+            self.name,
+            _reason(exc),
+        )
 
     def connection_opened(self, conn: ClientConnection) -> None:
         self.connections.add(conn)
@@ -189,3 +231,48 @@ class SocketServer:
             conn.close()
         if self._server is not None:
             await self._server.wait_closed()
+
+
+def _reason(exc: BaseException) -> str:
+    """A failed handshake in words: OpenSSL's reason (WRONG_VERSION_NUMBER for plaintext,
+    certificate verify failed, ...), else the exception."""
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        verify = getattr(exc, "verify_message", None)
+        return f"{exc.reason}" + (f" ({verify})" if verify else "")
+    if isinstance(exc, TimeoutError):
+        return "not complete within request.timeout.ms"
+    return str(exc) or type(exc).__name__
+
+
+class _TlsProtocol(sslproto.SSLProtocol):
+    """What asyncio's own `create_server(ssl=...)` makes for each connection (its TLS layer,
+    which hands the ClientConnection the decrypted transport before any data), plus the
+    client's address and a line for a handshake that fails (SocketServer.handshake_done)."""
+
+    def __init__(self, server: SocketServer) -> None:
+        assert server.tls is not None
+        waiter: asyncio.Future[None] = server.loop.create_future()
+        super().__init__(
+            server.loop,
+            server._connection(server),
+            server.tls,
+            waiter,
+            server_side=True,
+            ssl_handshake_timeout=math.ceil(server.config.request_timeout_ms / 1000),
+        )
+        self.client = "?"
+        waiter.add_done_callback(lambda done: server.handshake_done(self, done))
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        self.client = f"{peer[0]}:{peer[1]}" if peer else "?"
+        super().connection_made(transport)
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        # asyncio closes a failed handshake's connection without sending the TLS alert
+        # OpenSSL wrote (unknown CA, expired certificate, ...): sent first, so that the client
+        # is told why, not only that the connection closed.
+        if handshake_exc is not None:
+            with contextlib.suppress(Exception):
+                self._process_outgoing()  # type: ignore[attr-defined]
+        super()._on_handshake_complete(handshake_exc)

@@ -8,6 +8,7 @@ parts never see the facade itself.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +62,7 @@ class ConsumerContext:
     fetch_wait_max_ms: int
     shallow_iterator: bool = False  # hand out top-level (wrapper) messages as stored
     sasl: SaslClientConfig | None = None  # the fetchers log in so (security/sasl.py)
+    tls: ssl.SSLContext | None = None  # security.protocol=SSL: brokers at their SSL listeners
     stats: GroupConsumerStats = field(default_factory=GroupConsumerStats)
     # Streams handing messages out vs. commits, offset resets and releases: a message is
     # either delivered and its offset counted as consumed, or neither.

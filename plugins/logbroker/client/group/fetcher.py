@@ -87,6 +87,7 @@ class Fetcher:
             max_fetch_size=context.max_fetch_size,
             timeout=context.socket_timeout_ms / 1000,
             sasl=context.sasl,
+            tls=context.tls,
         )
         self.stop_event = threading.Event()
         self.thread = threading.Thread(

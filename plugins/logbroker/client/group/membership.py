@@ -44,6 +44,7 @@ from ...coordination.rebalance import (
 from ...coordination.replication_state import Assignment, StateFormatError
 from ...protocol.errors import LogbrokerError
 from ..brokers import BrokerEndpoint
+from ..listeners import SSL_LISTENER
 from .context import ConsumerContext
 from .stream import OwnedPartition
 
@@ -86,11 +87,19 @@ class GroupMembership:
                     return []
 
     def read_brokers(self, watch: Any) -> dict[int, BrokerEndpoint]:
+        """Live brokers at their 0.7 port, or at their SSL listener over TLS (one that has
+        not registered it yet counts as not live until the next rebalance)."""
         brokers = {}
         for child in self.children(paths.BROKER_IDS, watch):
             try:
                 data, _ = self.client.get(f"{paths.BROKER_IDS}/{child}")
                 host, port = paths.parse_broker_value(data)
+                if self.context.tls is not None:
+                    data, _ = self.client.get(replication.endpoints_path(int(child)))
+                    found = replication.decode_endpoints(data, int(child)).get(SSL_LISTENER)
+                    if found is None:
+                        continue
+                    host, port = found
                 brokers[int(child)] = BrokerEndpoint(int(child), host, port)
             except NoNodeError:
                 continue

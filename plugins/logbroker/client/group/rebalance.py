@@ -174,6 +174,7 @@ class Rebalancer:
                     broker.port,
                     timeout=context.socket_timeout_ms / 1000,
                     sasl=context.sasl,
+                    tls=context.tls,
                 )
             try:
                 offsets = client.offsets_before(info.topic, info.partition, when, 1)
@@ -212,7 +213,11 @@ class Rebalancer:
 
     def _leaders(self) -> Leaders:
         if self.leaders is None:
-            self.leaders = Leaders(self.membership.client, on_change=self.on_leaders_change)
+            self.leaders = Leaders(
+                self.membership.client,
+                on_change=self.on_leaders_change,
+                tls=self.context.tls is not None,
+            )
         return self.leaders
 
     def _leader_endpoint(self, info: OwnedPartition) -> BrokerEndpoint | None:
