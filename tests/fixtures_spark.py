@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from logbroker.stack.pipeline_stack import SMALL_JOB_CONF
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
@@ -22,7 +24,13 @@ def spark() -> Iterator[Any]:
     session = build_session(
         "logbroker tests",
         master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+        conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            # the tests' jobs are small, as the demo's: C1 only and the serial GC (the JVM's
+            # JIT threads otherwise take the CPU the other xdist worker needs)
+            **SMALL_JOB_CONF,
+        },
     )
     session.sparkContext.setLogLevel("ERROR")
     try:

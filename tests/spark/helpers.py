@@ -21,8 +21,9 @@ from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.serde import EventCodec, SchemaRegistry
 from logbroker.stack.broker import BrokerProcess
+from logbroker.stack.pipeline_stack import SMALL_JOB_CONF
 from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
-from spark_apps.class_archive import java_options
+from spark_apps.class_archive import with_archive
 
 HEADER = {
     "type": "record",
@@ -49,6 +50,7 @@ PAGE_VIEW = {
 }
 EPOCH_MS = 1_795_000_000_000
 ROOT = Path(__file__).resolve().parents[2]
+SMALL_JOB_JAVA = SMALL_JOB_CONF["spark.driver.extraJavaOptions"]
 
 
 def load_command(cluster: AnalysisCluster, warehouse: Path, hour: str, *select: str) -> list[str]:
@@ -58,8 +60,9 @@ def load_command(cluster: AnalysisCluster, warehouse: Path, hour: str, *select: 
         str(Path(sys.executable).parent / "spark-submit"),
         "--master", "local[2]",
         "--conf", "spark.ui.enabled=false",
-        # as the hook gives it: the driver maps Spark's class archive (spark_apps.class_archive)
-        *(["--conf", f"spark.driver.extraJavaOptions={java_options()}"] if java_options() else []),
+        # as the demo's connection gives it: the driver maps Spark's class archive
+        # (spark_apps.class_archive), and a small job's JVM compiles with C1 only
+        "--conf", f"spark.driver.extraJavaOptions={with_archive(SMALL_JOB_JAVA)}",
         str(ROOT / "spark_apps" / "jobs" / "hourly_load.py"),
         "--zookeeper", cluster.live.connect,
         "--schema-registry", cluster.registry.connect,
