@@ -25,7 +25,13 @@ each hour that ended meanwhile, one run per hour, in order.
 A fixed port that is taken stops `up` with one line naming it, before anything starts. It
 returns once Airflow is healthy and prints the UI's URL, the login and where each part logs.
 Everything runs in the background until `down` stops it, by the PIDs recorded in
-<workdir>/stack.json. The data (Airflow's database, the brokers' logs, ZooKeeper, the
+<workdir>/stack.json.
+
+The stack is secure by default (docs/deploy.md, "How `make up` secures itself"): at the first
+`up` a CA, the brokers' certificates, one SCRAM user per component (traffic, mirror, loads,
+audit) and a ZooKeeper digest are made under <workdir>/security (0700, files 0600) and kept for
+the next ones; the brokers take SASL_SSL (SCRAM-SHA-256) and Kafka 0.8's clients on SSL,
+replicate only between themselves, and authorize every request by the users' ACLs. The data (Airflow's database, the brokers' logs, ZooKeeper, the
 warehouse) stays in --workdir: `up` again resumes on it; --fresh starts from nothing.
 """
 
@@ -45,8 +51,9 @@ from pathlib import Path
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.topics import AUDIT_TOPIC
 from logbroker.stack.airflow_stack import AirflowStackError
-from logbroker.stack.pipeline_stack import PipelineStack, stop_recorded
+from logbroker.stack.pipeline_stack import PipelineStack, port_08, stop_recorded
 from logbroker.stack.postgres import PostgresError, PostgresServer
+from logbroker.stack.security import COMPONENTS
 from logbroker.stack.spark_standalone import SparkClusterError, SparkStandalone
 from logbroker.stack.traffic import TOPICS
 from logbroker.stack.zookeeper import taken_port
@@ -126,18 +133,25 @@ def up(args: argparse.Namespace) -> int:
         hours=(first_hour(workdir, args.first_hour), None),
         catchup=True,
         registry_api_port=REGISTRY_API_PORT,
+        security=True,
         log=lambda s: print(f"  {s}", flush=True),
     )
+    # ---- Airflow's auth manager (issue 46, helper "fab"): the lead turns FAB on here, in
+    # ---- this PipelineStack's AirflowStack (plugins/logbroker/stack/airflow_stack.py), with
+    # ---- its users admin and viewer; until then Airflow runs its simple auth manager.
     try:
         stack.start()  # on failure it stops what it had started
     except (PostgresError, SparkClusterError, AirflowStackError, LogbrokerError) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return 1
     stack.zookeeper.keep_running()  # it outlives this command, until `make down`
+    assert stack.security is not None
+    security = stack.security
     log = open(workdir / "traffic.log", "ab")  # noqa: SIM115 - the child keeps it
     traffic = subprocess.Popen(
         [sys.executable, __file__, "traffic", "--live", stack.live, "--registry", stack.registry,
-         "--rate", str(args.rate)],
+         "--rate", str(args.rate),
+         "--client-config", str(security.directory / "traffic.properties")],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     state_file = workdir / "stack.json"
@@ -152,10 +166,12 @@ def up(args: argparse.Namespace) -> int:
           f"(password in {stack.postgres.password_path})")  # fmt: skip
     print(f"    Spark: master {spark.master_url}, 2 workers, UI {spark.ui_url}")
     for name, brokers in stack.brokers.items():
-        ports = ", ".join(str(b.port) for b in brokers)
-        print(f"    {name} cluster: {len(brokers)} brokers on 127.0.0.1:{ports}")
-        listeners = ",".join(f"127.0.0.1:{b.port_08}" for b in brokers)
-        print(f"      Kafka 0.8's clients (kcat -b, bootstrap.servers): {listeners}")
+        ports = ", ".join(str(b.listener_ports["SSL"]) for b in brokers)
+        print(f"    {name} cluster: {len(brokers)} brokers, SASL_SSL on 127.0.0.1:{ports}")
+        listeners = ",".join(f"127.0.0.1:{port_08(b)}" for b in brokers)
+        print(f"      Kafka 0.8's clients (bootstrap.servers), SSL: {listeners}")
+    print(f"    security: {security.directory} (CA ca.pem; users and passwords users.json; "
+          f"each component's client settings <user>.properties: {', '.join(COMPONENTS)})")  # fmt: skip
     print(f"    topics: {', '.join(stack.replicated)}, replication factor {REPLICATION_FACTOR}, "
           f"producers acks=-1")  # fmt: skip
     print(f"    hourly load: every hour from {stack.hours[0] if stack.hours else '?'}:00 UTC, "
@@ -171,7 +187,7 @@ def up(args: argparse.Namespace) -> int:
     print(f"    Spark       {spark.directory}/master.log, worker-<i>.log, executors worker-<i>/")
     print(f"    ZooKeeper   {stack.zookeeper.log_path}")
     print(f"    brokers     {workdir}/live-<i>/broker.log, {workdir}/analysis-<i>/broker.log")
-    print(f"    traffic     {workdir}/traffic.log")
+    print(f"    traffic     {workdir}/traffic.log (as user traffic)")
     print(f"    registry    {stack.registry_api.log_path}")
     print(f"  the airflow command in this stack: . {stack.airflow.home}/env.sh")
     print("  stop everything with `make down` (the data stays; `make up` resumes on it)")
@@ -201,7 +217,13 @@ def traffic(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # acks=-1: an acknowledged event is on every in-sync replica (a 0.7 topic's broker is its
     # whole ISR); retried across a leader's failover (the producer's delivery timeout).
-    producer = Producer(
+    properties: dict[str, str] = {}
+    if args.client_config:  # the traffic user's (security.protocol, sasl.*, ssl.cafile)
+        from logbroker.config import read_properties
+
+        properties = read_properties(Path(args.client_config).read_text().splitlines())
+    producer = Producer.from_properties(
+        properties,
         zk_connect=args.live,
         acks="ack",
         request_required_acks=-1,
@@ -261,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--live", required=True)
     t.add_argument("--registry", required=True)
     t.add_argument("--rate", type=int, default=20)
+    t.add_argument("--client-config", help="a properties file: Kafka's client settings")
     args = parser.parse_args(argv)
     return {"up": up, "down": down, "traffic": traffic}[args.command](args)
 

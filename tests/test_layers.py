@@ -175,8 +175,18 @@ LIBRARY: dict[str, tuple[str, ...]] = {
     ),
     "audit": ("protocol", "client", "serde"),
     "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
-    # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no storage
-    "stack": ("protocol", "coordination", "config", "client", "serde", "audit", "include_files"),
+    # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no
+    # storage; `make up`'s secures its brokers (certificates, users, ACLs: security)
+    "stack": (
+        "protocol",
+        "coordination",
+        "config",
+        "client",
+        "serde",
+        "audit",
+        "include_files",
+        "security",
+    ),
     "logging_setup": (),
     "include_files": (),  # where include/'s files are installed
     "commands": (

@@ -4,6 +4,11 @@ times, nothing listening beyond loopback; `down` leaves no process behind, also 
 runs, and `up` again resumes on the same data: the scheduler catches up the hours it missed
 and no hour is loaded twice.
 
+`make up` is secure (docs/deploy.md): its security files are private, and its brokers refuse a
+client without a login, an unknown user, and the traffic's user reading what it only writes,
+while the mirror's user reads what the traffic wrote through SASL_SSL. The loads' part needs
+the hooks and the Spark source to carry the connections' users (issue 46, helper "creds").
+
 The real clock's schedule is exercised without waiting for an hour to end: the first `up`
 starts the hourly load two hours back (`--first-hour`, which `up` offers for this), so the
 scheduler has two ended hours to run. It runs them one at a time: `down` comes while the first
@@ -24,6 +29,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -38,9 +44,15 @@ import psutil
 import pytest
 
 from logbroker.client.cluster import Cluster
+from logbroker.client.producer import ProduceError, Producer
+from logbroker.client.simple_consumer import SimpleConsumer
+from logbroker.protocol.errors import TopicAuthorizationFailedError
+from logbroker.security.sasl import SaslAuthenticationError, SaslClientConfig
+from logbroker.security.tls import client_context
 from logbroker.stack.airflow_stack import AirflowStack, process_running
 from logbroker.stack.pipeline_stack import wait_for
 from logbroker.stack.postgres import PostgresServer
+from logbroker.stack.security import ZK_ACL_SUPPORTED
 from logbroker.stack.traffic import TOPICS
 from logbroker.stack.zookeeper import find_free_ports
 
@@ -159,6 +171,66 @@ def dag_runs(postgres: PostgresServer) -> set[str]:
     return set(postgres.psql("airflow", "SELECT run_id FROM dag_run").split())
 
 
+def check_security(workdir: Path, state: dict[str, Any]) -> None:
+    """The security `up` made (stack/security.py), from the outside."""
+    security = workdir / "security"
+    assert stat.S_IMODE(security.stat().st_mode) == 0o700
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in security.iterdir()}
+    assert {"ca.pem", "ca.key", "users.json", "broker-0.key", "traffic.properties"} <= set(modes)
+    assert set(modes.values()) == {0o600}, modes
+    users = json.loads((security / "users.json").read_text())["users"]
+    cafile = str(security / "ca.pem")
+    live = f"{state['zookeeper']['connect']}/live"
+    # no login: the broker's 0.7 port (PLAINTEXT in /brokers/ids) closes the connection
+    with pytest.raises(ProduceError, match="closed the connection"):
+        Producer(zk_connect=live, acks="ack", retries=0).send("page_views", [b"x"])
+    guessed = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "intruder",
+        "sasl.password": "guess",
+        "ssl.cafile": cafile,
+    }
+    with pytest.raises(SaslAuthenticationError, match="wrong password or unknown user"):
+        Producer.from_properties(guessed, zk_connect=live, acks="ack", retries=0).send(
+            "page_views", [b"x"]
+        )
+    # the traffic's user writes the live topics and may not read them; the mirror's reads them
+    with Cluster(live) as cluster:
+        partitions = cluster.describe_replicated("page_views")
+    ssl_ports = {b["id"]: b["listeners"]["SSL"] for b in state["brokers"]["live"]}
+
+    def read(user: str) -> int:
+        login = SaslClientConfig("SCRAM-SHA-256", user, users[user])
+        count = 0
+        for p in partitions:
+            port = ssl_ports[p.leader]
+            tls = client_context(cafile)
+            with SimpleConsumer("127.0.0.1", port, waiting_fetches=True, tls=tls, sasl=login) as c:
+                count += sum(1 for _ in c.fetch("page_views", p.partition, 0).messages())
+        return count
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        read("traffic")
+    assert wait_for(lambda: read("mirror"), 60, "page views sent by the traffic's user")
+    if ZK_ACL_SUPPORTED:  # zookeeper.set.acl (contract A): on once helper zkacl's branch is in
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoAuthError
+
+        zk = KazooClient(hosts=live, timeout=10)
+        zk.start(timeout=10)
+        try:
+            with pytest.raises(NoAuthError):
+                zk.create("/brokers/ids/99", b"127.0.0.1:1")
+            with pytest.raises(NoAuthError):
+                zk.set("/brokers/ids/0", b"127.0.0.1:1")
+        finally:
+            zk.stop()
+            zk.close()
+    else:
+        print("zookeeper.set.acl: not in this checkout's brokers yet; /brokers/ids not checked")
+
+
 def hour_of(run: dict[str, Any]) -> str:
     return str(run["data_interval_start"])[:13]  # "2026-11-27T01"
 
@@ -273,7 +345,8 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         out = first.stdout
         assert f"Airflow UI at http://127.0.0.1:{up.ui_port}  (login: admin / " in out, out
         assert f"PostgreSQL on 127.0.0.1:{postgres.port}" in out, out
-        assert "live cluster: 3 brokers" in out and "analysis cluster: 3 brokers" in out, out
+        assert "live cluster: 3 brokers, SASL_SSL on" in out, out
+        assert "analysis cluster: 3 brokers, SASL_SSL on" in out, out
         assert "replication factor 3, producers acks=-1" in out, out
         assert f"every hour from {hours[0]}:00 UTC" in out, out
         for log in (
@@ -323,6 +396,9 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         assert [s for s in sockets if s[1] not in LOOPBACK] == [], sockets
         brokers = {b["port"] for c in state["brokers"].values() for b in c}
         assert len(brokers) == 6 and brokers <= ports, (brokers, sockets)
+        tls = {p for c in state["brokers"].values() for b in c for p in b["listeners"].values()}
+        assert len(tls) == 12 and tls <= ports, (tls, sockets)
+        check_security(up.workdir, state)
 
         # The scheduler runs the first ended hour (one run at a time); `down` while its load
         # runs: before the second hour has a run.
@@ -332,6 +408,7 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
             assert [hour_of(r) for r in load_runs(airflow)] == hours[:1]
             processes = started_processes(state)  # the task processes and spark-submits too
             assert set(submits) <= {p.pid for p in processes}, submits
+        kept_security = {p.name: p.read_bytes() for p in (up.workdir / "security").iterdir()}
         started = time.monotonic()
         down = up.run("down")
         print(f"down while a load ran: {time.monotonic() - started:.1f} s\n{down.stdout}")
@@ -347,6 +424,9 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         print(f"up again: {time.monotonic() - started:.1f} s")
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
         assert f"every hour from {hours[0]}:00 UTC" in second.stdout, second.stdout
+        assert kept_security == {  # the same CA, certificates and users as the first `up`
+            p.name: p.read_bytes() for p in (up.workdir / "security").iterdir()
+        }
         assert run_id in dag_runs(postgres)
         assert spark_status(up.spark_ui_port)["aliveworkers"] == 2
         if WITH_LOADS:

@@ -15,6 +15,11 @@ limit, a file size limit), set by a small launcher that then execs the broker, s
 limits hold from its first instruction and `pid` is the broker's own:
 
     BrokerProcess(path, rlimits={resource.RLIMIT_NOFILE: (128, 128)})
+
+`listeners` adds Kafka's listeners by name, each on a free port chosen now unless given
+(`listener_ports` has them): `listeners={"SSL": 0, "SSL08": 0}`. `config_file` is a
+properties file read before the overrides (--config): where secrets go (a SASL login, a
+ZooKeeper digest), kept off the command line that `ps` shows.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class BrokerProcess:
         host: str = "127.0.0.1",
         command_prefix: Sequence[str] = (),
         port_08: int | None = None,
+        listeners: Mapping[str, int] | None = None,
+        config_file: Path | None = None,
     ) -> None:
         """`port_08`: the Kafka 0.8 listener's port (0: a free one, chosen now; None: no 0.8
         listener)."""
@@ -71,6 +78,9 @@ class BrokerProcess:
         self.zk_connect = zk_connect
         self.port = port or find_free_port(host)
         self.port_08 = None if port_08 is None else (port_08 or find_free_port(host))
+        # listener name -> its port on `host` (0 given: a free one, chosen now)
+        self.listener_ports = {n: p or find_free_port(host) for n, p in (listeners or {}).items()}
+        self.config_file = config_file
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = self.directory / "logs"
@@ -101,11 +111,17 @@ class BrokerProcess:
             settings["zk.connect"] = self.zk_connect
         if self.port_08 is not None:
             settings["port.08"] = str(self.port_08)
+        if self.listener_ports:
+            settings["listeners"] = ",".join(
+                f"{name}://{self.host}:{port}" for name, port in self.listener_ports.items()
+            )
         settings.update(self.overrides)
         return settings
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "logbroker.cli", "broker"]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
         for key, value in self.settings().items():
             cmd += ["--override", f"{key}={value}"]
         if self.rlimits:

@@ -21,6 +21,8 @@ Layout under `workdir`:
     warehouse/                 the warehouse (a file:// URI), its _reports/ (Data Docs)
     schema-registry.log        with `registry_api_port`: `logbroker schema-registry`'s log
     pipeline.json              what the DAGs run (LOGBROKER_PIPELINE)
+    security/                  with `security` (`make up`): the CA, certificates, users'
+                               passwords and the ZooKeeper digest (stack/security.py)
     stack.json                 the PIDs, ports and URLs, for `make down` and for people
 
 Spark runs in local mode inside the Airflow tasks (spark-submit per task, local[2]), or, given
@@ -42,11 +44,22 @@ traffic.MESSAGE_FORMATS: ad_clicks in 0.8's) makes a topic in Kafka 0.8's format
 clusters: logical offsets and keys, served by every broker's 0.8 listener (port.08). Such a
 topic is always a replicated one (its factor from `replicated`, else 1), so the mirror finds
 it in the same format at both ends, and its loads checkpoint logical offsets.
+
+`security=True` (`make up`; off for `make demo` and the tests' stacks) secures the clusters
+as stack/security.py says: the brokers on SASL_SSL (SCRAM-SHA-256) and SSL08 beside their 0.7
+port, which takes logins only, replication between brokers only, the authorizer on with one
+user per component and its ACLs, ZooKeeper's digest; the Airflow connections carry each
+component's user (logbroker_live: the mirror's source and the closed-hour sensor;
+logbroker_analysis: the loads; logbroker_analysis_mirror: the mirror's target;
+logbroker_audit: the audit), and produce_hour sends as the traffic user. Every topic is then
+an assigned one (`replicated` or 0.8-format): a 0.7 topic is created through a broker's
+PLAINTEXT port, which takes no request without a login.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -73,6 +86,7 @@ from .airflow_stack import (
 from .broker import BrokerProcess
 from .postgres import PostgresServer, stop_postmaster
 from .registry_api import RegistryApiProcess
+from .security import LISTENERS, StackSecurity
 from .spark_standalone import SparkStandalone, stop_groups
 from .traffic import MESSAGE_FORMATS as DEMO_FORMATS
 from .traffic import TOPICS, activity
@@ -134,6 +148,7 @@ class PipelineStack:
         traffic_of: Mapping[str, str] | None = None,
         pipeline_settings: Mapping[str, Any] | None = None,
         registry_api_port: int | None = None,
+        security: bool = False,
         log: Callable[[str], None] = print,
     ) -> None:
         self.workdir = Path(workdir).absolute()
@@ -174,6 +189,15 @@ class PipelineStack:
         self.registry_api: RegistryApiProcess | None = None
         if registry_api_port is not None:
             self.registry_api = RegistryApiProcess(self.workdir, "", registry_api_port)
+        self.security: StackSecurity | None = None
+        if security:
+            plain = [t for t in (*self.traffic_of, "_audit") if not self._assigned(t)]
+            if plain:
+                raise ValueError(
+                    f"security: {', '.join(plain)} would be 0.7 topics, created through a "
+                    "broker's PLAINTEXT port; give them a replication factor (replicated)"
+                )
+            self.security = StackSecurity(self.workdir / "security", brokers_per_cluster)
 
     # -- where things are -------------------------------------------------------------
 
@@ -197,14 +221,23 @@ class PipelineStack:
         return self.warehouse.as_uri()
 
     def airflow_env(self) -> dict[str, str]:
-        def conn(zk: str) -> str:
+        def conn(zk: str, user: str) -> str:
             extra = {"schema_registry": self.registry, "acks": "ack"}
+            if self.security is not None:  # contract B: login, password, the rest in extra
+                return json.dumps(self.security.connection(user, zk, extra))
             return json.dumps({"conn_type": "logbroker", "host": zk, "extra": extra})
 
+        users = {}
+        if self.security is not None:  # the mirror's target and the audit: users of their own
+            users = {
+                "AIRFLOW_CONN_LOGBROKER_ANALYSIS_MIRROR": conn(self.analysis, "mirror"),
+                "AIRFLOW_CONN_LOGBROKER_AUDIT": conn(self.analysis, "audit"),
+            }
         return {
             "LOGBROKER_PIPELINE": str(self.workdir / "pipeline.json"),
-            "AIRFLOW_CONN_LOGBROKER_LIVE": conn(self.live),
-            "AIRFLOW_CONN_LOGBROKER_ANALYSIS": conn(self.analysis),
+            "AIRFLOW_CONN_LOGBROKER_LIVE": conn(self.live, "mirror"),  # and the sensor
+            "AIRFLOW_CONN_LOGBROKER_ANALYSIS": conn(self.analysis, "loads"),
+            **users,
             # Spark through Airflow's Spark provider: a connection of its type `spark`, given
             # explicitly (a missing one fails the task, never a silent default master).
             "AIRFLOW_CONN_LOGBROKER_SPARK_DEFAULT": json.dumps(
@@ -248,16 +281,19 @@ class PipelineStack:
             for chroot in ("live", "analysis", "registry"):
                 self.zookeeper.create_chroot(f"/{chroot}")
             for name, zk in (("live", self.live), ("analysis", self.analysis)):
+                if self.security is not None:  # before the brokers: their own logins too
+                    self.security.provision(name, zk, self.traffic_of)
                 self.brokers[name] = [
-                    BrokerProcess(
-                        self.workdir / f"{name}-{i}",
-                        broker_id=i,
-                        zk_connect=zk,
-                        overrides={"num.partitions": str(self.partitions), **self.broker_settings},
-                        port_08=0,  # Kafka 0.8's clients (kcat, confluent-kafka, kafka-python)
-                    ).start()
-                    for i in range(self.brokers_per_cluster)
+                    self._broker(name, zk, i).start() for i in range(self.brokers_per_cluster)
                 ]
+                if self.security is not None:
+                    ports = ", ".join(str(b.listener_ports["SSL"]) for b in self.brokers[name])
+                    ports08 = ", ".join(str(port_08(b)) for b in self.brokers[name])
+                    self.log(
+                        f"{name} cluster: brokers on SASL_SSL 127.0.0.1:{ports}, Kafka 0.8 on "
+                        f"SSL {ports08} ({zk})"
+                    )
+                    continue
                 ports = ", ".join(str(b.port) for b in self.brokers[name])
                 ports08 = ", ".join(str(b.port_08) for b in self.brokers[name])
                 self.log(
@@ -288,6 +324,37 @@ class PipelineStack:
             migrating.shutdown(wait=False)
         return self
 
+    def _broker(self, cluster: str, zk: str, broker_id: int) -> BrokerProcess:
+        overrides = {"num.partitions": str(self.partitions), **self.broker_settings}
+        if self.security is None:
+            return BrokerProcess(
+                self.workdir / f"{cluster}-{broker_id}",
+                broker_id=broker_id,
+                zk_connect=zk,
+                overrides=overrides,
+                port_08=0,  # Kafka 0.8's clients (kcat, confluent-kafka, kafka-python)
+            )
+        return BrokerProcess(
+            self.workdir / f"{cluster}-{broker_id}",
+            broker_id=broker_id,
+            zk_connect=zk,
+            overrides={**overrides, **self.security.broker_settings(broker_id)},
+            listeners=dict.fromkeys(LISTENERS, 0),  # SSL08 instead of a PLAINTEXT port.08
+            config_file=self.security.broker_file(cluster, broker_id),
+        )
+
+    def cluster(self, zk: str) -> Cluster:
+        """An admin's Cluster of `zk`: with security, in a ZooKeeper session holding the
+        digest (contract A's zk_auth; a Cluster without it, before helper zkacl's branch is
+        merged, is the open one the brokers then still keep)."""
+        if self.security is not None and "zk_auth" in inspect.signature(Cluster).parameters:
+            return Cluster(zk, zk_auth=self.security.zk_auth)  # type: ignore[call-arg,unused-ignore]
+        return Cluster(zk)
+
+    def client_properties(self, user: str) -> dict[str, str]:
+        """`user`'s Kafka client properties (none without security: PLAINTEXT)."""
+        return {} if self.security is None else self.security.client_properties(user)
+
     def _register_schemas(self) -> None:
         with SchemaRegistry(self.registry) as registry:
             for topic, demo in self.traffic_of.items():
@@ -306,7 +373,7 @@ class PipelineStack:
         replicated = {t: self.replicated.get(t, 1) for t in every if self._assigned(t)}
         plain = [t for t in every if t not in replicated]
         for zk in (self.live, self.analysis):
-            with Cluster(zk) as cluster:
+            with self.cluster(zk) as cluster:
                 for topic in plain:
                     cluster.create_topic(topic, self.partitions)
                 for topic, factor in sorted(replicated.items()):
@@ -339,7 +406,7 @@ class PipelineStack:
         """cluster name -> replicated topic -> its partitions (replicas, leader, ISR)."""
         found: dict[str, dict[str, list[ReplicatedPartition]]] = {}
         for name, zk in (("live", self.live), ("analysis", self.analysis)):
-            with Cluster(zk) as cluster:
+            with self.cluster(zk) as cluster:
                 found[name] = {t: cluster.describe_replicated(t) for t in sorted(self.replicated)}
         return found
 
@@ -361,6 +428,9 @@ class PipelineStack:
                 pipeline["end_date"] = f"{last}:00:00+00:00"
         if self.catchup:
             pipeline["catchup"] = True
+        if self.security is not None:  # contract B's conn ids: users of their own
+            pipeline["mirror_target_conn_id"] = "logbroker_analysis_mirror"
+            pipeline["audit_conn_id"] = "logbroker_audit"
         pipeline.update(self.pipeline_settings)
         (self.workdir / "pipeline.json").write_text(json.dumps(pipeline, indent=1) + "\n")
 
@@ -369,7 +439,13 @@ class PipelineStack:
             "zookeeper": {"pid": self.zookeeper.pid, "connect": self.zookeeper.connect_string},
             "brokers": {
                 name: [
-                    {"id": b.broker_id, "pid": b.pid, "port": b.port, "port.08": b.port_08}
+                    {
+                        "id": b.broker_id,
+                        "pid": b.pid,
+                        "port": b.port,
+                        "port.08": port_08(b),
+                        **({"listeners": b.listener_ports} if b.listener_ports else {}),
+                    }
                     for b in brokers
                 ]
                 for name, brokers in self.brokers.items()
@@ -381,6 +457,12 @@ class PipelineStack:
             },
             "warehouse": self.warehouse_uri,
         }
+        if self.security is not None:
+            state["security"] = {
+                "directory": str(self.security.directory),
+                "cafile": str(self.security.cafile),
+                "protocol": "SASL_SSL",
+            }
         if self.registry_api is not None:
             state["schema_registry"] = {"pid": self.registry_api.pid, "url": self.registry_api.url}
         if self.postgres is not None:
@@ -453,7 +535,8 @@ class PipelineStack:
         traffic = HourTraffic(hour_ms, dict(events), dict(late or {}), bad_payloads)
 
         def producer(acks: str) -> Producer:
-            return Producer(
+            return Producer.from_properties(
+                self.client_properties("traffic"),
                 zk_connect=self.live,
                 acks=acks,
                 request_required_acks=request_required_acks,
@@ -589,6 +672,11 @@ def _message_formats(formats: Mapping[str, str], topics: Iterable[str]) -> dict[
         if value != "0.7":
             out[topic] = value
     return out
+
+
+def port_08(broker: BrokerProcess) -> int | None:
+    """A broker's Kafka 0.8 listener: its SSL08 one (a secure stack), else its port.08."""
+    return broker.listener_ports.get("SSL08", broker.port_08)
 
 
 def _since(started: float) -> str:
