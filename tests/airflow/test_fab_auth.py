@@ -10,8 +10,11 @@ backfill, clear); the admin triggers. The Pipeline page's warehouse is warehouse
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from importlib import metadata
@@ -150,6 +153,27 @@ def test_the_viewer_reads_runs_the_pipeline_page_and_reports(stack: AirflowStack
         b"<html>the audit's docs</html>",
     )
     assert call(stack, "GET", "/api/v2/connections", token)[0] == 403  # not its business
+
+
+def test_the_viewer_logs_in_through_the_form_and_opens_the_pipeline_page(
+    stack: AirflowStack,
+) -> None:
+    """The UI's way: FAB's login form (its CSRF token, the session cookie), which sets the
+    `_token` cookie the plugin's pages read."""
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with browser.open(f"{stack.url}/auth/login/", timeout=60) as form:
+        csrf = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form.read().decode())
+    assert csrf, "no CSRF token in FAB's login form"
+    fields = {"username": "viewer", "password": stack.logins()["viewer"], "csrf_token": csrf[1]}
+    with browser.open(
+        f"{stack.url}/auth/login/", urllib.parse.urlencode(fields).encode(), timeout=60
+    ):
+        pass
+    assert "_token" in {cookie.name for cookie in jar}
+    pipeline = f"{stack.url}/logbroker/pipeline?hours=4&until=2026-11-22T14"
+    with browser.open(pipeline, timeout=60) as page:
+        assert page.status == 200 and 'data-state="closed"' in page.read().decode()
 
 
 def test_the_viewer_cannot_trigger_backfill_or_clear_and_the_admin_can_trigger(
