@@ -5,9 +5,13 @@
                                                     its output in <home>/logs/<name>.out
     stack.api(...)                                  the REST API (v2) with a JWT
     stack.stop()                                    SIGTERM each group, SIGKILL stragglers
+    AirflowStack(..., auth_manager="fab")           Airflow's FAB auth manager, users `admin`
+    stack.use_fab(users_file)                       (Admin) and `viewer` (VIEWER_ROLE: reads,
+                                                    never triggers); `make up`'s
 
 The home is the stack's private state (its SQLite database, unless `sql_alchemy_conn` names
-another, such as `make up`'s PostgreSQL; passwords.json the admin's password): the directory is 0700 and every Airflow
+another, such as `make up`'s PostgreSQL; passwords.json the admin's password for Airflow's
+simple auth manager, the demo's and the tests'): the directory is 0700 and every Airflow
 process runs with umask 077, so whatever it creates there (airflow.db, airflow.cfg, logs) is
 the user's only. The virtualenv's `bin/` comes first on every process's PATH: the Spark
 provider runs `spark-submit` from PATH, and pyspark's launcher runs `python3` from PATH.
@@ -66,6 +70,20 @@ UMASK = 0o077  # what Airflow creates in its home (airflow.db, airflow.cfg, logs
 # does not export it: a shell that sourced env.sh (and `make down` run from it) holds
 # AIRFLOW_HOME=<home> as the tasks do, and must not be taken for one of them.
 STACK_MARKER = "LOGBROKER_AIRFLOW_STACK"
+# The auth managers a stack runs: Airflow's simple one (the demo and the tests: one admin,
+# its password in <home>/passwords.json), or the FAB provider's, with users and roles in
+# Airflow's database (`make up`; docs/security.md): FAB_USERS, made at the first migration,
+# their passwords generated once into the users file (0600).
+AUTH_MANAGERS = ("simple", "fab")
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+SIMPLE_AUTH_MANAGER = (
+    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+)
+# FAB's Viewer (reads DAGs, runs, task instances and their logs; creates, edits and clears
+# nothing) plus "can read on Plugins": the UI lists the plugins' pages in its navigation from
+# GET /api/v2/plugins, so without it the Pipeline page is missing from a viewer's menu.
+VIEWER_ROLE = "PipelineViewer"
+FAB_USERS = {"admin": "Admin", "viewer": VIEWER_ROLE}  # user -> role
 
 
 class AirflowStackError(RuntimeError):
@@ -82,6 +100,8 @@ class AirflowStack:
         port: int | None = None,
         parallelism: int = 4,
         all_admins: bool = False,
+        auth_manager: str = "simple",
+        users_file: Path | None = None,
         sql_alchemy_conn: str | None = None,
         extra_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -105,7 +125,11 @@ class AirflowStack:
         self.extra_env = dict(extra_env or {})
         self.clock = clock
         self.sleep = sleep
-        self.username = "admin"
+        self.username = "admin"  # the user the stack's own API calls log in as
+        if auth_manager not in AUTH_MANAGERS:
+            raise ValueError(f"auth_manager {auth_manager!r} is not one of {AUTH_MANAGERS}")
+        self.auth_manager = auth_manager
+        self.users_file = users_file  # FAB's passwords; None: <home>/airflow-users.json
         self.password = self._password()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._token: str | None = None
@@ -114,17 +138,40 @@ class AirflowStack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def use_fab(self, users_file: Path | None = None) -> AirflowStack:
+        """Run on the FAB auth manager (before migrate() and start()): as
+        `AirflowStack(..., auth_manager="fab", users_file=users_file)`."""
+        self.auth_manager = "fab"
+        self.users_file = users_file
+        self.password = self._password()
+        return self
+
+    @property
+    def passwords_path(self) -> Path:
+        """Where the users' passwords are: {user: password}, 0600."""
+        if self.auth_manager == "simple":
+            return self.home / "passwords.json"  # the simple auth manager reads it itself
+        return self.users_file or self.home / "airflow-users.json"
+
+    def logins(self) -> dict[str, str]:
+        """user -> password, of every user the stack made (the simple manager: admin only)."""
+        return {str(k): str(v) for k, v in json.loads(self.passwords_path.read_text()).items()}
+
     def _password(self) -> str:
-        """The admin's password, kept in the home so `make up` can print it again."""
+        """The admin's password; every user's is made once and kept in passwords_path, so
+        `make up` can print them again."""
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.home.chmod(0o700)  # also when an older run made it readable to others
-        path = self.home / "passwords.json"
+        path = self.passwords_path
+        users = FAB_USERS if self.auth_manager == "fab" else {self.username: "admin"}
         if path.exists():
             path.chmod(0o600)
-            return str(json.loads(path.read_text())[self.username])
-        password = secrets.token_urlsafe(12)
-        write_private(path, json.dumps({self.username: password}))
-        return password
+            known = json.loads(path.read_text())
+            if set(users) <= set(known):
+                return str(known[self.username])
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(path, json.dumps({user: secrets.token_urlsafe(12) for user in users}))
+        return str(json.loads(path.read_text())[self.username])
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -140,11 +187,6 @@ class AirflowStack:
                 "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
                 "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.username}:admin",
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(
-                    self.home / "passwords.json"
-                ),
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(self.all_admins),
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__API__BASE_URL": self.url,
@@ -157,6 +199,13 @@ class AirflowStack:
                 STACK_MARKER: str(self.home),
             }
         )
+        if self.auth_manager == "fab":
+            env["AIRFLOW__CORE__AUTH_MANAGER"] = FAB_AUTH_MANAGER
+        else:  # named, not left to the default: a shell that sourced a FAB stack's env.sh
+            env["AIRFLOW__CORE__AUTH_MANAGER"] = SIMPLE_AUTH_MANAGER
+            env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{self.username}:admin"
+            env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(self.passwords_path)
+            env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] = str(self.all_admins)
         if self.sql_alchemy_conn is not None:
             env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = self.sql_alchemy_conn
         else:  # SQLite: wait for another component's write lock instead of failing at 5 s
@@ -186,9 +235,38 @@ class AirflowStack:
         return done.stdout
 
     def migrate(self) -> AirflowStack:
+        """Airflow's database, and with FAB its users: `airflow db migrate` migrates FAB's
+        tables too (the auth manager's DB manager), then sync_fab_users()."""
         self.airflow("db", "migrate")
+        if self.auth_manager == "fab":
+            self.sync_fab_users()
         self.make_private()
         return self
+
+    def sync_fab_users(self, timeout: float = 300) -> None:
+        """VIEWER_ROLE, and FAB_USERS with the users file's passwords: made when missing, and
+        an existing user's role and password set again (the file is what `up` prints). One
+        Python process, the passwords on its stdin: `airflow users create --password` would
+        show them to every local user's `ps`."""
+        done = subprocess.run(
+            [sys.executable, "-c", _FAB_USERS_SCRIPT],
+            input=json.dumps(
+                {
+                    "viewer_role": VIEWER_ROLE,
+                    "users": {u: [r, self.logins()[u]] for u, r in FAB_USERS.items()},
+                }
+            ),
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            umask=UMASK,
+        )
+        if done.returncode != 0:
+            raise AirflowStackError(
+                f"the FAB users were not made (exit {done.returncode}):\n{done.stderr[-4000:]}"
+            )
 
     def make_private(self) -> None:
         """The home 0700 and the files directly in it 0600: also those an older run (before
@@ -414,6 +492,39 @@ class AirflowStack:
             ):
                 return backfill
         return None
+
+
+# Run by sync_fab_users() in Airflow's environment (this module never imports Airflow).
+_FAB_USERS_SCRIPT = """
+import json, sys
+from airflow.providers.fab.auth_manager.cli_commands.utils import get_application_builder
+from airflow.utils.providers_configuration_loader import providers_configuration_loaded
+
+asked = json.load(sys.stdin)
+
+@providers_configuration_loaded
+def sync():
+    with get_application_builder() as appbuilder:
+        sm = appbuilder.sm
+        viewer = sm.find_role(asked["viewer_role"]) or sm.add_role(asked["viewer_role"])
+        wanted = [*sm.find_role("Viewer").permissions, sm.create_permission("can_read", "Plugins")]
+        for permission in wanted:
+            if permission not in viewer.permissions:
+                sm.add_permission_to_role(viewer, permission)
+        for name, (role_name, password) in asked["users"].items():
+            role = sm.find_role(role_name)
+            user = sm.find_user(username=name)
+            if user is None:
+                made = sm.add_user(name, name, "-", name + "@localhost", role, password)
+                if not made:
+                    sys.exit("could not add the user " + name)
+            else:
+                user.roles = [role]
+                sm.update_user(user)
+                sm.reset_password(user.id, password)
+
+sync()
+"""
 
 
 def _private(path: str, flags: int) -> int:
