@@ -136,9 +136,8 @@ def up(args: argparse.Namespace) -> int:
         security=True,
         log=lambda s: print(f"  {s}", flush=True),
     )
-    # ---- Airflow's auth manager (issue 46, helper "fab"): the lead turns FAB on here, in
-    # ---- this PipelineStack's AirflowStack (plugins/logbroker/stack/airflow_stack.py), with
-    # ---- its users admin and viewer; until then Airflow runs its simple auth manager.
+    # Airflow behind FAB's auth manager: users admin and viewer, passwords made once (0600)
+    stack.airflow.use_fab(workdir / "security" / "airflow-users.json")
     try:
         stack.start()  # on failure it stops what it had started
     except (PostgresError, SparkClusterError, AirflowStackError, LogbrokerError) as exc:
@@ -160,7 +159,10 @@ def up(args: argparse.Namespace) -> int:
     state_file.write_text(json.dumps(state, indent=1) + "\n")
     assert stack.postgres is not None
     airflow_logs = stack.airflow.home / "logs"
-    print(f"up: Airflow UI at {stack.airflow.url}  (login: admin / {stack.airflow.password})")
+    logins = ", ".join(f"{user} / {password}" for user, password in stack.airflow.logins().items())
+    print(
+        f"up: Airflow UI at {stack.airflow.url}  (logins: {logins}; in {stack.airflow.passwords_path})"
+    )
     print(f"    the Pipeline page: {stack.airflow.url}/logbroker/pipeline")
     print(f"    Airflow's database: PostgreSQL on 127.0.0.1:{stack.postgres.port} "
           f"(password in {stack.postgres.password_path})")  # fmt: skip

@@ -6,7 +6,9 @@ and no hour is loaded twice.
 
 `make up` is secure (docs/deploy.md): its security files are private, and its brokers refuse a
 client without a login, an unknown user, and the traffic's user reading what it only writes,
-while the mirror's user reads what the traffic wrote through SASL_SSL. The loads' part needs
+while the mirror's user reads what the traffic wrote through SASL_SSL. Airflow runs FAB's auth
+manager: an admin, and a viewer who reads runs, the Pipeline page and the reports (through the
+REST API's token and through FAB's login form) and is refused every trigger, backfill and clear. The loads' part needs
 the hooks and the Spark source to carry the connections' users (issue 46, helper "creds").
 
 The real clock's schedule is exercised without waiting for an hour to end: the first `up`
@@ -24,6 +26,7 @@ runs as the `postgres` user.
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import re
@@ -34,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -49,7 +54,7 @@ from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import TopicAuthorizationFailedError
 from logbroker.security.sasl import SaslAuthenticationError, SaslClientConfig
 from logbroker.security.tls import client_context
-from logbroker.stack.airflow_stack import AirflowStack, process_running
+from logbroker.stack.airflow_stack import FAB_AUTH_MANAGER, AirflowStack, process_running
 from logbroker.stack.pipeline_stack import wait_for
 from logbroker.stack.postgres import PostgresServer
 from logbroker.stack.security import ZK_ACL_SUPPORTED
@@ -112,7 +117,7 @@ class Up:
             dags_folder=REPO / "dags",
             plugins_folder=REPO / "plugins",
             port=self.ui_port,
-        )
+        ).use_fab(self.workdir / "security" / "airflow-users.json")
 
 
 def started_processes(state: dict[str, Any]) -> list[psutil.Process]:
@@ -343,7 +348,7 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         print(f"first up: {time.monotonic() - started:.1f} s")
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
         out = first.stdout
-        assert f"Airflow UI at http://127.0.0.1:{up.ui_port}  (login: admin / " in out, out
+        assert f"Airflow UI at http://127.0.0.1:{up.ui_port}  (logins: admin / " in out, out
         assert f"PostgreSQL on 127.0.0.1:{postgres.port}" in out, out
         assert "live cluster: 3 brokers, SASL_SSL on" in out, out
         assert "analysis cluster: 3 brokers, SASL_SSL on" in out, out
@@ -399,6 +404,7 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         tls = {p for c in state["brokers"].values() for b in c for p in b["listeners"].values()}
         assert len(tls) == 12 and tls <= ports, (tls, sockets)
         check_security(up.workdir, state)
+        check_airflow_roles(up.airflow())
 
         # The scheduler runs the first ended hour (one run at a time); `down` while its load
         # runs: before the second hour has a run.
@@ -448,6 +454,78 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         up.run("down")
     assert [p.pid for p in processes if process_running(p.pid)] == []
     assert processes_naming(up.workdir) == []
+
+
+def call(
+    airflow: AirflowStack, method: str, path: str, token: str | None = None, body: Any = None
+) -> tuple[int, bytes]:
+    """An HTTP call to the api-server: (status, body), errors included."""
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(airflow.url + path, data, headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def login(airflow: AirflowStack, user: str, password: str) -> tuple[int, str | None]:
+    body = {"username": user, "password": password}
+    status, answer = call(airflow, "POST", "/auth/token", body=body)
+    return status, json.loads(answer).get("access_token") if status == 201 else None
+
+
+def check_airflow_roles(airflow: AirflowStack) -> None:
+    """Airflow on FAB's auth manager: the users admin and viewer, passwords 0600, made once;
+    the viewer reads runs, the plugin list the UI builds its menu from, the Pipeline page and
+    the reports (also through FAB's login form, whose `_token` cookie the plugin's pages read),
+    and is refused every write; the admin triggers (the test's own trigger, as `admin`)."""
+    assert airflow.env()["AIRFLOW__CORE__AUTH_MANAGER"] == FAB_AUTH_MANAGER
+    assert airflow.passwords_path.stat().st_mode & 0o777 == 0o600
+    logins = airflow.logins()
+    assert set(logins) == {"admin", "viewer"} and logins["admin"] != logins["viewer"]
+    assert login(airflow, "viewer", logins["viewer"] + "x") == (401, None)
+    assert login(airflow, "admin", logins["viewer"]) == (401, None)
+    assert login(airflow, "nobody", "secret") == (401, None)
+    assert call(airflow, "GET", "/logbroker/pipeline")[0] == 401  # no token, no page
+    status, viewer = login(airflow, "viewer", logins["viewer"])
+    assert status == 201 and viewer
+
+    status, runs = call(airflow, "GET", f"/api/v2/dags/{LOAD}/dagRuns", viewer)
+    assert status == 200 and "dag_runs" in json.loads(runs)
+    status, plugins = call(airflow, "GET", "/api/v2/plugins", viewer)
+    assert status == 200, plugins  # FAB's Viewer alone may not: the role adds it
+    views = [v for p in json.loads(plugins)["plugins"] for v in p["external_views"]]
+    assert {"Pipeline", "Cluster"} <= {v["name"] for v in views}
+    status, page = call(airflow, "GET", "/logbroker/pipeline", viewer)
+    assert status == 200 and 'data-topic="page_views"' in page.decode()
+    assert call(airflow, "GET", "/api/v2/connections", viewer)[0] == 403  # not its business
+
+    run = {"dag_run_id": "by_viewer", "logical_date": None}
+    assert call(airflow, "POST", f"/api/v2/dags/{LOAD}/dagRuns", viewer, run)[0] == 403
+    span = {"dag_id": LOAD, "from_date": "2026-01-01T00:00:00Z", "to_date": "2026-01-02T00:00:00Z"}
+    assert call(airflow, "POST", "/api/v2/backfills", viewer, span)[0] == 403
+    clear = {"dry_run": True, "only_failed": False}
+    assert call(airflow, "POST", f"/api/v2/dags/{LOAD}/clearTaskInstances", viewer, clear)[0] == 403
+    assert (
+        "by_viewer" not in call(airflow, "GET", f"/api/v2/dags/{LOAD}/dagRuns", viewer)[1].decode()
+    )
+
+    # The UI's way in: FAB's login form (its CSRF token, the session cookie).
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with browser.open(f"{airflow.url}/auth/login/", timeout=60) as form:
+        csrf = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form.read().decode())
+    assert csrf, "no CSRF token in FAB's login form"
+    fields = {"username": "viewer", "password": logins["viewer"], "csrf_token": csrf[1]}
+    with browser.open(f"{airflow.url}/auth/login/", urllib.parse.urlencode(fields).encode()):
+        pass
+    assert "_token" in {cookie.name for cookie in jar}
+    with browser.open(f"{airflow.url}/logbroker/pipeline", timeout=60) as page:
+        assert page.status == 200 and 'data-topic="page_views"' in page.read().decode()
 
 
 def test_up_names_a_taken_port_and_starts_nothing(tmp_path: Path) -> None:
