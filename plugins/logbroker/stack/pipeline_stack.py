@@ -305,8 +305,10 @@ class PipelineStack:
         # a 0.8-format topic has an assignment, as a replicated one has (docs/protocol.md)
         replicated = {t: self.replicated.get(t, 1) for t in every if self._assigned(t)}
         plain = [t for t in every if t not in replicated]
+        # the brokers' ZooKeeper digest, when their settings lock ZooKeeper down (zk_acl.py)
+        zk_auth = self.broker_settings.get("zookeeper.auth") or None
         for zk in (self.live, self.analysis):
-            with Cluster(zk) as cluster:
+            with Cluster(zk, zk_auth=zk_auth) as cluster:
                 for topic in plain:
                     cluster.create_topic(topic, self.partitions)
                 for topic, factor in sorted(replicated.items()):
