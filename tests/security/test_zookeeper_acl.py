@@ -26,6 +26,8 @@ from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.config import BrokerConfig, ConfigError
 from logbroker.coordination import paths
 from logbroker.coordination import replication_state as zk
+from logbroker.mirror.settings import MirrorConfigError, TargetSettings
+from logbroker.mirror.target import TargetCluster
 from logbroker.protocol.kafka08 import group_offsets as groups08
 from logbroker.protocol.kafka08.apis import decode_response, encode_request
 from logbroker.stack.broker import BrokerProcess
@@ -60,7 +62,15 @@ class Locked:
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "logbroker.cli", *args, "--zookeeper", self.target.connect],
+            [
+                sys.executable,
+                "-m",
+                "logbroker.cli",
+                args[0],
+                "--zookeeper",
+                self.target.connect,
+                *args[1:],
+            ],
             capture_output=True,
             text=True,
             timeout=60,
@@ -146,6 +156,28 @@ def test_a_znode_made_before_set_acl_is_given_the_brokers_acl_at_start(locked: L
     assert "set the ACL of" in locked.broker.log_since()
 
 
+def test_the_mirror_creates_its_target_topics_with_the_digest_of_its_producer_config(
+    locked: Locked,
+) -> None:
+    plain = {"zk.connect": locked.target.connect}
+    without = TargetCluster(TargetSettings.from_properties(plain))
+    try:
+        assert without.cluster is not None
+        with pytest.raises(NoAuthError):
+            without.cluster.create_replicated_topic("mirrored", 1, 1)
+    finally:
+        without.close()
+    target = TargetCluster(TargetSettings.from_properties({**plain, "zookeeper.auth": DIGEST}))
+    try:
+        assert target.cluster is not None
+        target.cluster.create_replicated_topic("mirrored", 1, 1)
+    finally:
+        target.close()
+    assert acl_of(locked.open, zk.topic_path("mirrored")) == BROKER_ACL
+    with pytest.raises(MirrorConfigError, match=r"zookeeper\.auth must be digest:"):
+        TargetSettings.from_properties({**plain, "zookeeper.auth": "brokers:s3cret"})
+
+
 def _recv(sock: socket.socket, n: int) -> bytes:
     out = b""
     while len(out) < n:
@@ -179,7 +211,7 @@ def test_consumer_offsets_stay_open_even_those_the_broker_writes(locked: Locked)
     locked.open.set(mine, b"8")
 
 
-def test_acls_and_configs_write_only_with_the_digest(locked: Locked, tmp_path: Path) -> None:
+def test_acls_configs_and_topics_write_only_with_the_digest(locked: Locked, tmp_path: Path) -> None:
     add = ("acls", "--add", "--allow-principal", "User:loader", "--operation", "Read")
     refused = locked.cli(*add, "--topic", "clicks")
     assert refused.returncode == 1
@@ -210,6 +242,14 @@ def test_acls_and_configs_write_only_with_the_digest(locked: Locked, tmp_path: P
     finally:
         brokers.stop()
         brokers.close()
+
+    create = ("topics", "create", "orders", "--partitions", "1", "--replication-factor", "1",
+              "--message-format", "0.8")  # fmt: skip
+    topic_refused = locked.cli(*create)
+    assert topic_refused.returncode == 1 and "zookeeper.auth" in topic_refused.stderr
+    created = locked.cli(*create, env={"LOGBROKER_ZOOKEEPER_AUTH": DIGEST})
+    assert created.returncode == 0, created.stderr
+    assert acl_of(locked.open, zk.topic_path("orders")) == BROKER_ACL
 
     bad = locked.cli("acls", "--list", env={"LOGBROKER_ZOOKEEPER_AUTH": "brokers:s3cret"})
     assert bad.returncode == 2 and "zookeeper.auth" in bad.stderr
