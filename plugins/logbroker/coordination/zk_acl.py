@@ -18,7 +18,7 @@ before `zookeeper.set.acl` was turned on, at the broker's start.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +88,28 @@ def private_acl(client: KazooClient) -> list[ACL] | None:
     if not default:
         return None
     return [acl for acl in default if acl.id.scheme != "world"]
+
+
+def watch_children(client: KazooClient, path: str, func: Callable[[list[str]], object]) -> None:
+    """kazoo's ChildrenWatch on `path`, made first if missing. Where the client may not make it
+    (a client without the digest under the brokers' znodes: a topic no broker has yet), it
+    waits for a broker to make it, then watches its children (func sees nothing until then)."""
+    from kazoo.exceptions import NoAuthError
+    from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+    try:
+        client.ensure_path(path)
+    except NoAuthError:
+
+        def made(data: bytes | None, stat: object) -> bool | None:
+            if stat is None:
+                return None  # not yet: keep watching
+            ChildrenWatch(client, path, func)
+            return False  # done: this watch ends
+
+        DataWatch(client, path, made)
+        return
+    ChildrenWatch(client, path, func)
 
 
 def secure_tree(client: KazooClient, roots: Iterable[str], acl: list[ACL]) -> int:

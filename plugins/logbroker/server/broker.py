@@ -302,7 +302,8 @@ class BrokerServer:
         roots = (paths.BROKERS, replication_state.ROOT, ACL_ROOT, ACL_CHANGES, "/config")
         # Made now if missing, with the ACL: else a tool without the digest could make them
         # (the chroot is open) and own what the brokers read (the ACLs, the users).
-        for path in (replication_state.ROOT, ACL_ROOT, ACL_CHANGES, USERS_PATH, "/config/changes"):
+        made = (replication_state.TOPICS, replication_state.ENDPOINTS, ACL_ROOT, ACL_CHANGES)
+        for path in (*made, USERS_PATH, "/config/changes"):
             client.ensure_path(path)
         changed = secure_tree(client, roots, client.default_acl)
         if changed:
