@@ -26,6 +26,7 @@ from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.config import BrokerConfig, ConfigError
 from logbroker.coordination import paths
 from logbroker.coordination import replication_state as zk
+from logbroker.coordination.zk_acl import watch_children
 from logbroker.mirror.settings import MirrorConfigError, TargetSettings
 from logbroker.mirror.target import TargetCluster
 from logbroker.protocol.kafka08 import group_offsets as groups08
@@ -142,10 +143,26 @@ def test_the_broker_registers_serves_and_elects_with_its_acls(locked: Locked) ->
     with Producer(zk_connect=zk_connect, request_required_acks=1, retries=10) as producer:
         [sent] = producer.send(PLAIN, [b"one", b"two"])
         [replicated] = producer.send(REPLICATED, [b"three"])
+        # a topic nobody made: the broker makes it, the producer (no digest) only watches
+        [first] = producer.send("made_by_a_produce", [b"four"])
     assert replicated.broker_id == zk.REPLICATED
     with SimpleConsumer(*locked.broker.address) as consumer:
         fetched = consumer.fetch(PLAIN, sent.partition, 0)
         assert [m.payload for m in fetched.messages()] == [b"one", b"two"]
+        fetched = consumer.fetch("made_by_a_produce", first.partition, 0)
+        assert [m.payload for m in fetched.messages()] == [b"four"]
+
+
+def test_a_client_without_the_digest_watches_a_topic_that_only_a_broker_may_make(
+    locked: Locked,
+) -> None:
+    seen: list[list[str]] = []
+    path = paths.broker_topic_path("later")
+    watch_children(locked.open, path, seen.append)  # may not make it: waits for it
+    assert not locked.open.exists(path) and not seen
+    with Cluster(locked.target.connect, zk_auth=DIGEST) as brokers:  # as a broker would
+        brokers.zk.create(f"{path}/0", b"1", makepath=True)
+    eventually("the watch on the new topic", lambda: ["0"] in seen)
 
 
 def test_a_znode_made_before_set_acl_is_given_the_brokers_acl_at_start(locked: Locked) -> None:
