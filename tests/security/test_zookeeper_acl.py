@@ -252,6 +252,10 @@ def test_acls_configs_and_topics_write_only_with_the_digest(locked: Locked, tmp_
     assert stored.returncode == 0, stored.stderr
     with pytest.raises(NoAuthError):  # the salted keys: not even READ for the world
         locked.open.get("/config/users/loader")
+    describe = ("configs", "--describe", "--entity-type", "users", "--entity-name", "loader")
+    assert "zookeeper.auth" in locked.cli(*describe).stderr
+    described = locked.cli(*describe, env={"LOGBROKER_ZOOKEEPER_AUTH": DIGEST})
+    assert "SCRAM-SHA-256=iterations=4096" in described.stdout, described.stderr
     brokers = KazooClient(locked.target.connect, auth_data=[("digest", DIGEST[7:])])
     brokers.start(timeout=10)
     try:
