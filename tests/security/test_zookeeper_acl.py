@@ -26,7 +26,7 @@ from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.config import BrokerConfig, ConfigError
 from logbroker.coordination import paths
 from logbroker.coordination import replication_state as zk
-from logbroker.coordination.zk_acl import watch_children
+from logbroker.coordination.zk_acl import secure_tree, watch_children
 from logbroker.mirror.settings import MirrorConfigError, TargetSettings
 from logbroker.mirror.target import TargetCluster
 from logbroker.protocol.kafka08 import group_offsets as groups08
@@ -171,6 +171,10 @@ def test_a_znode_made_before_set_acl_is_given_the_brokers_acl_at_start(locked: L
     with pytest.raises(NoAuthError):
         locked.open.delete(legacy)
     assert "set the ACL of" in locked.broker.log_since()
+    # the next start changes nothing: every znode has the ACL already
+    with Cluster(locked.target.connect, zk_auth=DIGEST) as brokers:
+        roots = (paths.BROKERS, zk.ROOT, "/kafka-acl", "/kafka-acl-changes", "/config")
+        assert secure_tree(brokers.zk, roots, brokers.zk.default_acl) == 0
 
 
 def test_the_mirror_creates_its_target_topics_with_the_digest_of_its_producer_config(
