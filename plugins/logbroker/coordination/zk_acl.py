@@ -112,35 +112,49 @@ def watch_children(client: KazooClient, path: str, func: Callable[[list[str]], o
     ChildrenWatch(client, path, func)
 
 
-def secure_tree(client: KazooClient, roots: Iterable[str], acl: list[ACL]) -> int:
+def secure_tree(
+    client: KazooClient, roots: Iterable[str], acl: list[ACL], timeout: float = 30.0
+) -> int:
     """Set `acl` on each root and everything under it (/config/users/*: without the world's
     READ); the number of znodes changed. A znode this session may not change (another digest's)
-    is logged and left as it is."""
+    is logged and left as it is. One level of the trees at a time, its reads and writes
+    pipelined; children are asked only of the znodes that have some."""
     from kazoo.exceptions import NoAuthError, NoNodeError
 
     private = [a for a in acl if a.id.scheme != "world"]
     changed = 0
-    pending = list(roots)
-    while pending:
-        path = pending.pop()
-        try:
-            current, _stat = client.get_acls(path)
-            children = client.get_children(path)
-        except NoNodeError:
-            continue
-        except NoAuthError:
-            log.warning("cannot read %s: another digest's, without READ for this one", path)
-            continue
-        wanted = private if _is_credential(path) else acl
-        if sorted(map(repr, current)) != sorted(map(repr, wanted)):
+    level = list(roots)
+    while level:
+        reads = [(path, client.get_acls_async(path)) for path in level]
+        parents, writes = [], []
+        for path, acls in reads:
             try:
-                client.set_acls(path, wanted)
+                current, stat = acls.get(timeout=timeout)
+            except NoNodeError:
+                continue
+            except NoAuthError:
+                log.warning("cannot read %s: another digest's, without READ for this one", path)
+                continue
+            wanted = private if _is_credential(path) else acl
+            if sorted(map(repr, current)) != sorted(map(repr, wanted)):
+                writes.append((path, client.set_acls_async(path, wanted)))
+            if stat.numChildren:  # most znodes are leaves: no second read for them
+                parents.append((path, client.get_children_async(path)))
+        level = []
+        for path, children in parents:
+            try:
+                names = children.get(timeout=timeout)
+            except (NoNodeError, NoAuthError):
+                continue
+            level.extend(f"{path.rstrip('/')}/{child}" for child in names)
+        for path, pending in writes:
+            try:
+                pending.get(timeout=timeout)
                 changed += 1
             except NoNodeError:
                 continue
             except NoAuthError:
                 log.warning("cannot set the ACL of %s: it allows this digest no ADMIN", path)
-        pending.extend(f"{path.rstrip('/')}/{child}" for child in children)
     return changed
 
 
