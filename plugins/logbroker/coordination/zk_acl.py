@@ -12,7 +12,9 @@ digest: /consumers (0.7 groups' offsets and owners, 0.8 OffsetCommit through a b
 schema registry's paths, the pipeline's load locks, and the chroot itself.
 
 `secure_tree` is what Kafka's zookeeper-security-migration did: it sets the ACL of znodes made
-before `zookeeper.set.acl` was turned on, at the broker's start.
+before `zookeeper.set.acl` was turned on, at the broker's start. `watch_children` is for the
+clients without the digest that used to make a node in order to watch it (a new topic's
+/brokers/topics/<topic>): they wait for a broker to make it.
 """
 
 from __future__ import annotations
