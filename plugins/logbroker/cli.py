@@ -117,6 +117,13 @@ def explain_failure(exc: BaseException, args: argparse.Namespace) -> str:
     if zookeeper and type(exc).__module__.startswith("kazoo"):
         if type(exc).__name__ == "KazooTimeoutError":
             return f"cannot connect to ZooKeeper at {zookeeper} (--zookeeper): {what}"
+        if type(exc).__name__ == "NoAuthError":
+            return (
+                f"ZooKeeper at {zookeeper} (--zookeeper) refused (NoAuth): the znode is the "
+                "brokers' (zookeeper.set.acl), to change it (or read a user's) give their "
+                "digest, zookeeper.auth=digest:<user>:<password>, in --command-config FILE or "
+                "LOGBROKER_ZOOKEEPER_AUTH"
+            )
         return f"ZooKeeper at {zookeeper} (--zookeeper) failed: {what}"
     return what
 

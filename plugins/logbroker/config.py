@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .coordination.paths import split_connect_string
+from .coordination.zk_acl import ZkDigest, parse_zk_auth
 from .protocol.topics import validate_topic
 from .security.listeners import check as check_listeners
 from .security.sasl import SaslClientConfig, parse_mechanisms
@@ -186,6 +187,22 @@ class BrokerConfig:
     )
     zk_connectiontimeout_ms: int = field(
         default=6000, metadata=_key("zk.connectiontimeout.ms", "ZooKeeper connect timeout", 1)
+    )
+    # -- ZooKeeper digest ACLs on the brokers' znodes (coordination/zk_acl.py) ---------------
+    zookeeper_set_acl: bool = field(
+        default=False,
+        metadata=_key(
+            "zookeeper.set.acl",
+            "create the brokers' znodes writable by the zookeeper.auth digest only (world: read)",
+        ),
+    )
+    zookeeper_auth: str = field(
+        default="",
+        repr=False,  # it holds the digest's password
+        metadata=_key(
+            "zookeeper.auth",
+            "digest:<user>:<password>, the ZooKeeper login of the brokers and the admin tools",
+        ),
     )
     port_08: int = field(
         default=-1,
@@ -425,12 +442,30 @@ class BrokerConfig:
                 split_connect_string(self.zk_connect)
             except ValueError as exc:
                 raise ConfigError(f"zk.connect={self.zk_connect}: {exc}") from None
+        self._check_zookeeper_acl()
         try:
             check_listeners(self)
         except SecurityConfigError as exc:
             raise ConfigError(str(exc)) from None
         self._check_sasl()
         self._check_authorizer()
+
+    def _check_zookeeper_acl(self) -> None:
+        """zookeeper.auth well formed; zookeeper.set.acl=true only with it."""
+        if self.zookeeper_auth.strip():
+            try:
+                parse_zk_auth(self.zookeeper_auth)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        if self.zookeeper_set_acl and not self.zookeeper_auth.strip():
+            raise ConfigError(
+                "zookeeper.set.acl=true needs zookeeper.auth=digest:<user>:<password>: the "
+                "digest that owns the brokers' znodes"
+            )
+
+    def zk_digest(self) -> ZkDigest | None:
+        """The digest the broker's ZooKeeper session logs in with (None: no zookeeper.auth)."""
+        return parse_zk_auth(self.zookeeper_auth) if self.zookeeper_auth.strip() else None
 
     def _check_sasl(self) -> None:
         """SASL needs the users' credentials (ZooKeeper) and this broker's own login."""

@@ -25,6 +25,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ..coordination import paths
+from ..coordination.zk_acl import watch_children
 
 if TYPE_CHECKING:
     from .listeners import Listeners
@@ -157,9 +158,12 @@ class ZooKeeperBrokers:
             if topic in self._watched:
                 return
             self._watched.add(topic)
-        path = paths.broker_topic_path(topic)
-        self.client.ensure_path(path)
-        ChildrenWatch(self.client, path, lambda children: self._topic_changed(topic, children))
+        # made by the brokers only where ZooKeeper is locked down: then watched once made
+        watch_children(
+            self.client,
+            paths.broker_topic_path(topic),
+            lambda children: self._topic_changed(topic, children),
+        )
 
     def _topic_changed(self, topic: str, children: list[str]) -> None:
         counts = {}

@@ -23,6 +23,7 @@ from ..coordination import paths
 from ..coordination import replication_state as replication
 from ..coordination.replica_assignment import assign
 from ..coordination.replication_state import Assignment, PartitionState
+from ..coordination.zk_acl import kazoo_options
 from ..protocol.errors import LeaderNotAvailableError, LogbrokerError, error_code, error_for_code
 from ..protocol.requests import CreateTopicRequest
 from ..protocol.responses import (
@@ -102,10 +103,15 @@ class GroupPartition(NamedTuple):
 
 
 class Cluster:
-    def __init__(self, zk_connect: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self, zk_connect: str, timeout: float = 10.0, *, zk_auth: str | None = None
+    ) -> None:
+        """`zk_auth`: `digest:<user>:<password>`, the brokers' ZooKeeper digest, for a cluster
+        with zookeeper.set.acl: the session logs in with it and the znodes it creates (a
+        replicated topic's) are the digest's, readable by all (coordination/zk_acl.py)."""
         self.zk_connect = zk_connect
         self.timeout = timeout
-        self.zk = KazooClient(hosts=zk_connect, timeout=timeout)
+        self.zk = KazooClient(hosts=zk_connect, timeout=timeout, **kazoo_options(zk_auth))
         try:
             self.zk.start(timeout=timeout)
         except BaseException:

@@ -24,10 +24,11 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import DataWatch
 
 from ..coordination import replication_state as replication
 from ..coordination.replication_state import StateFormatError
+from ..coordination.zk_acl import watch_children
 from .brokers import BrokerEndpoint
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,8 @@ class Listeners:
         self._endpoints: dict[int, BrokerEndpoint] = {}
         self._watched: set[int] = set()
         self._closed = False
-        client.ensure_path(replication.ENDPOINTS)
-        ChildrenWatch(client, replication.ENDPOINTS, self._children)  # reads them at once
+        # reads them at once (made by the brokers only, where ZooKeeper is locked down)
+        watch_children(client, replication.ENDPOINTS, self._children)
 
     def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
         """Where broker `broker_id`'s listener is; None when it is not live or has none."""

@@ -98,3 +98,39 @@ def command_security(args: argparse.Namespace) -> ClientSecurity | None:
         return ClientSecurity.from_properties(properties)
     except ValueError as exc:
         raise ValueError(f"--command-config {args.command_config}: {exc}") from None
+
+
+def add_zk_auth_config(p: argparse.ArgumentParser) -> None:
+    """--command-config for the commands that write the brokers' znodes: its
+    zookeeper.auth (or env LOGBROKER_ZOOKEEPER_AUTH) is the ZooKeeper digest they log in with."""
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="properties: zookeeper.auth=digest:<user>:<password>, the brokers' ZooKeeper "
+        "digest when zookeeper.set.acl is on (or env LOGBROKER_ZOOKEEPER_AUTH; "
+        "docs/security.md)",
+    )
+
+
+def command_zk_auth(args: argparse.Namespace) -> str | None:
+    """zookeeper.auth from --command-config, else from env LOGBROKER_ZOOKEEPER_AUTH; None
+    without either. ValueError naming the file or the variable when it is malformed, OSError
+    for a file that cannot be read."""
+    import os
+
+    from ..config import read_properties
+    from ..coordination.zk_acl import AUTH_ENV, AUTH_KEY, parse_zk_auth
+
+    where, value = AUTH_ENV, os.environ.get(AUTH_ENV, "")
+    if getattr(args, "command_config", None):
+        with open(args.command_config, encoding="utf-8") as handle:
+            found = read_properties(handle).get(AUTH_KEY, "")
+        if found.strip():
+            where, value = f"--command-config {args.command_config}", found
+    if not value.strip():
+        return None
+    try:
+        parse_zk_auth(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return value.strip()

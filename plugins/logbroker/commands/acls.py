@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from . import add_logging_args, formatter
+from . import add_logging_args, add_zk_auth_config, command_zk_auth, formatter
 
 if TYPE_CHECKING:
     from ..security.acl_store import AclStore
@@ -44,6 +44,8 @@ examples:
   logbroker acls --zookeeper 127.0.0.1:2181/live --remove --allow-principal User:loader \\
       --operation Read --topic page_views --force
   logbroker acls --zookeeper 127.0.0.1:2181/live --remove --topic page_views   # all; asks
+  # a cluster with zookeeper.set.acl: the brokers' digest, from a file or the environment
+  logbroker acls --zookeeper 127.0.0.1:2181/live --command-config admin.properties --list
 
 An ACL is (principal, host, operation, Allow or Deny) on a resource: --topic NAME, --group
 NAME (a name of '*' is every topic or group) or --cluster. Principals are User:name
@@ -95,6 +97,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="Read and Describe on the topics, Read on the groups",
     )
     p.add_argument("--force", action="store_true", help="remove without asking")
+    add_zk_auth_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -109,14 +112,16 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
     try:
         args.zookeeper = _zookeeper(args)
         plan = _plan(args)
-    except (UsageError, AclError) as exc:
+        zk_auth = command_zk_auth(args)
+    except (UsageError, AclError, ValueError, OSError) as exc:
         print(f"logbroker acls: {exc}", file=sys.stderr)
         return 2
     from kazoo.client import KazooClient
 
+    from ..coordination.zk_acl import kazoo_options
     from ..security.acl_store import AclStore
 
-    zk = KazooClient(hosts=args.zookeeper, timeout=10)
+    zk = KazooClient(hosts=args.zookeeper, timeout=10, **kazoo_options(zk_auth))
     zk.start(timeout=10)  # a failure: cli.py's one line naming --zookeeper
     try:
         store = AclStore(zk)

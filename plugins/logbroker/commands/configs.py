@@ -13,7 +13,7 @@ import argparse
 import re
 import sys
 
-from . import add_logging_args, formatter
+from . import add_logging_args, add_zk_auth_config, command_zk_auth, formatter
 
 _ENTRY = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*=\s*(\[[^\[\]]*\]|[^,\[\]]*)\s*(?:,|$)")
 
@@ -127,6 +127,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="MECH[,MECH]",
         help="SCRAM-SHA-256 and/or SCRAM-SHA-512",
     )
+    add_zk_auth_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -152,10 +153,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from kazoo.client import KazooClient
 
+    from ..coordination.zk_acl import kazoo_options
     from ..security import credentials
     from ..security.scram import make_credential
 
-    client = KazooClient(hosts=args.zookeeper, timeout=10)
+    try:
+        zk_auth = command_zk_auth(args)
+    except (ValueError, OSError) as exc:
+        print(f"logbroker configs: {exc}", file=sys.stderr)
+        return 2
+    client = KazooClient(hosts=args.zookeeper, timeout=10, **kazoo_options(zk_auth))
     client.start(timeout=10)
     try:
         if args.describe:

@@ -14,7 +14,14 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from . import add_logging_args, formatter, int_at_least, topic_name
+from . import (
+    add_logging_args,
+    add_zk_auth_config,
+    command_zk_auth,
+    formatter,
+    int_at_least,
+    topic_name,
+)
 
 if TYPE_CHECKING:
     from ..client.cluster import Cluster, ReplicatedPartition
@@ -53,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="S",
         help="seconds to wait for the controller (default 30)",
     )
+    add_zk_auth_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -65,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"logbroker {NAME}: --partition needs --topic", file=sys.stderr)
         return 2
     try:
-        with Cluster(args.zookeeper) as cluster:
+        with Cluster(args.zookeeper, zk_auth=command_zk_auth(args)) as cluster:
             before = _partitions(cluster, args.topic, args.partition)
             if not before:
                 print("no replicated partitions: nothing to elect")

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import add_logging_args, formatter, int_at_least, print_table, topic_name
+from . import (
+    add_logging_args,
+    add_zk_auth_config,
+    command_zk_auth,
+    formatter,
+    int_at_least,
+    print_table,
+    topic_name,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,6 +78,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="only the replicated partitions whose ISR is short of their replicas",
     )
+    add_zk_auth_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -79,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from ..protocol.errors import LogbrokerError
 
     try:
-        with Cluster(args.zookeeper) as cluster:
+        with Cluster(args.zookeeper, zk_auth=command_zk_auth(args)) as cluster:
             if args.action == "create":
                 factor = args.replication_factor or cluster.default_replication_factor()
                 existing = cluster.assignment(args.topic) if args.if_not_exists else None

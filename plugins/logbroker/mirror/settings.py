@@ -20,15 +20,19 @@ producer.config (the TARGET cluster):
     delivery.timeout.ms     how long a batch may go on failing before the mirror gives up and
                             exits non-zero naming the broker and topic (300000)
     max.request.size        bytes of source messages sent in one request at most (1048576)
+    zookeeper.auth          digest:<user>:<password>, the target brokers' ZooKeeper digest when
+                            they set zookeeper.set.acl: the mirror creates missing replicated
+                            topics there through ZooKeeper (docs/security.md)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import read_properties
+from ..coordination.zk_acl import parse_zk_auth
 
 MIRROR_CONSUMER_DEFAULTS = {"autocommit.interval.ms": "1000"}
 
@@ -50,6 +54,7 @@ class TargetSettings:
     retry_backoff_max_ms: int = 5000
     delivery_timeout_ms: int = 300000
     max_request_size: int = 1 << 20
+    zk_auth: str | None = field(default=None, repr=False)  # it holds a password
 
     @classmethod
     def from_properties(
@@ -66,7 +71,14 @@ class TargetSettings:
             raise MirrorConfigError(
                 f"{source}: acks={acks!r}: the mirror needs the target's answer (ack or fsync)"
             )
+        zk_auth = props.get("zookeeper.auth", "").strip() or None
+        if zk_auth is not None:
+            try:
+                parse_zk_auth(zk_auth)
+            except ValueError as exc:
+                raise MirrorConfigError(f"{source}: {exc}") from None
         return cls(
+            zk_auth=zk_auth,
             zk_connect=zk_connect,
             broker_list=broker_list,
             fsync=acks == "fsync",

@@ -90,7 +90,11 @@ class TargetCluster:
         self.brokers: BrokerSource
         self.leaders: Leaders | None = None  # none with a broker list: every topic is 0.7's
         if settings.zk_connect:
-            self.cluster = Cluster(settings.zk_connect, timeout=settings.socket_timeout_ms / 1000)
+            self.cluster = Cluster(
+                settings.zk_connect,
+                timeout=settings.socket_timeout_ms / 1000,
+                zk_auth=settings.zk_auth,
+            )
             self.brokers = self.cluster.brokers
             self.leaders = self.cluster.leaders
         else:

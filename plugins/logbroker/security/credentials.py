@@ -7,8 +7,10 @@ cluster's chroot), so that Kafka's tools and logbroker's read the same nodes:
     /config/changes/config_change_<seq>   {"version":2,"entity_path":"users/<user>"}
                            (written after each change: how Kafka's brokers learn of it)
 
-Salted and hashed (scram.ScramCredential): never the password. Other keys a user's config
-holds (Kafka's quotas) are kept as they are. `UserCredentials` is the broker's view: a
+Salted and hashed (scram.ScramCredential): never the password. Written by a session with a
+ZooKeeper digest (zookeeper.set.acl), a user's node is that digest's alone, without the
+world's READ that the brokers' other znodes have (coordination/zk_acl.py). Other keys a
+user's config holds (Kafka's quotas) are kept as they are. `UserCredentials` is the broker's view: a
 watch on /config/users and on each user's node keeps every credential in memory, so a
 lookup on the event loop reads a dict, and a change or a deletion counts at the next
 authentication.
@@ -21,6 +23,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..coordination.zk_acl import private_acl
 from .scram import SCRAM_MECHANISMS, ScramCredential
 
 if TYPE_CHECKING:
@@ -100,7 +103,9 @@ def alter_user(
             if version < 0:
                 if not config:
                     return config
-                client.create(path, value, makepath=True)
+                client.ensure_path(USERS_PATH)
+                # a digest's session (zookeeper.set.acl): readable by that digest only
+                client.create(path, value, acl=private_acl(client))
             elif not config:
                 client.delete(path, version=version)
             else:

@@ -241,8 +241,13 @@ class BrokerServer:
                     connection_timeout_ms=config.zk_connectiontimeout_ms,
                     topics=self._topic_partitions,
                     endpoints=registered or None,
+                    zk_auth=config.zk_digest(),
+                    set_acl=config.zookeeper_set_acl,
                 )
                 await loop.run_in_executor(None, self.registration.start)
+                if config.zookeeper_set_acl:
+                    self._step = "setting the ACLs of the brokers' znodes (zookeeper.set.acl)"
+                    await loop.run_in_executor(None, self._secure_znodes)
                 self._step = "taking the roles of this broker's replicas (replication)"
                 from ..coordination.replication_state import ClusterDefaults
                 from ..replication.controller import Controller
@@ -283,6 +288,26 @@ class BrokerServer:
         except BaseException:
             await self._stop_parts()
             raise
+
+    def _secure_znodes(self) -> None:
+        """Give the znodes made before zookeeper.set.acl was on the brokers' ACL (what Kafka's
+        zookeeper-security-migration did), at every start: a few reads per znode."""
+        from ..coordination import paths, replication_state
+        from ..coordination.zk_acl import secure_tree
+        from ..security.acls import ACL_CHANGES, ACL_ROOT
+        from ..security.credentials import USERS_PATH
+
+        assert self.registration is not None and self.registration.client is not None
+        client = self.registration.client
+        roots = (paths.BROKERS, replication_state.ROOT, ACL_ROOT, ACL_CHANGES, "/config")
+        # Made now if missing, with the ACL: else a tool without the digest could make them
+        # (the chroot is open) and own what the brokers read (the ACLs, the users).
+        made = (replication_state.TOPICS, replication_state.ENDPOINTS, ACL_ROOT, ACL_CHANGES)
+        for path in (*made, USERS_PATH, "/config/changes"):
+            client.ensure_path(path)
+        changed = secure_tree(client, roots, client.default_acl)
+        if changed:
+            log.info("zookeeper.set.acl: set the ACL of %d znodes made without it", changed)
 
     def _authorizer(
         self, warnings: RateLimitedLog, loop: asyncio.AbstractEventLoop

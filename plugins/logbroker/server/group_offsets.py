@@ -19,6 +19,7 @@ from kazoo.exceptions import NoNodeError
 
 from ..coordination import paths
 from ..coordination.replication_state import REPLICATED
+from ..coordination.zk_acl import open_acl
 from ..protocol.kafka08.errors import ConsumerCoordinatorNotAvailableError
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition the group committed nothing for
@@ -42,7 +43,8 @@ class GroupOffsets:
             try:
                 self._zookeeper().set(path, value)
             except NoNodeError:
-                self._zookeeper().create(path, value, makepath=True)
+                # open, as the consumers' own offsets: /consumers is everyone's (zk_acl.py)
+                self._zookeeper().create(path, value, acl=open_acl(), makepath=True)
 
     def fetch(self, group: str, partitions: list[tuple[str, int]]) -> list[int]:
         """The offsets `group` committed, NO_OFFSET where it committed none."""

@@ -32,6 +32,10 @@ While running:
 
 `stop()` deletes the nodes that this session owns, then closes the session.
 
+With `zookeeper.auth` the session logs in with that digest; with `zookeeper.set.acl` too, every
+znode it creates (the nodes above and the parents; the controller, the replicas, the ACL and
+credential stores share this session) is the digest's, readable by all (coordination/zk_acl.py).
+
 Threads: kazoo's connection and event threads call our state listener, which only enqueues; every
 ZooKeeper write after `start()` happens on one worker thread, in order, so a re-registration and
 a new topic never race each other. `start()` and `stop()` block (run them in an executor from
@@ -64,6 +68,7 @@ from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
 from ..coordination import paths
 from ..coordination import replication_state as zk
 from ..coordination.errors import ZooKeeperUnavailableError
+from ..coordination.zk_acl import ZkDigest, kazoo_options
 from ..protocol.errors import LogbrokerError, describe_exception
 
 log = logging.getLogger(__name__)
@@ -133,9 +138,15 @@ class BrokerRegistration:
         topics: Callable[[], Mapping[str, int]] = dict,
         clock_ms: Callable[[], int] = wall_clock_ms,
         endpoints: Mapping[str, tuple[str, int]] | None = None,
+        zk_auth: ZkDigest | None = None,
+        set_acl: bool = False,
     ) -> None:
         """`endpoints`: the broker's listeners besides the 0.7 port ({"KAFKA08": (host,
-        port)}), written to /replication/endpoints/<id> with every registration."""
+        port)}), written to /replication/endpoints/<id> with every registration. `zk_auth`:
+        the session's digest login (zookeeper.auth); with `set_acl` (zookeeper.set.acl) every
+        znode this session creates is the digest's, the world may only read it (zk_acl.py)."""
+        if set_acl and zk_auth is None:
+            raise ValueError("zookeeper.set.acl needs zookeeper.auth (the digest)")
         self.zk_connect = zk_connect.strip()
         self._hosts, self.chroot = paths.split_connect_string(self.zk_connect)
         self.broker_id = broker_id
@@ -152,6 +163,8 @@ class BrokerRegistration:
         self._clock_ms = clock_ms
         self.endpoints = dict(endpoints or {})
         self.endpoints_path = zk.endpoints_path(broker_id)
+        self._zk_auth = zk_auth
+        self.set_acl = set_acl
 
         self._lock = threading.Lock()
         self._state = "new"  # -> "starting" -> "started" -> "stopped"
@@ -211,6 +224,7 @@ class BrokerRegistration:
             hosts=self.zk_connect,
             timeout=self._session_timeout_ms / 1000,
             connection_retry=dict(_CONNECTION_RETRY),
+            **self._kazoo_options(),
         )
         self._client = client
         doing = "connecting"
@@ -318,7 +332,12 @@ class BrokerRegistration:
         if self.chroot is None or retry(self._call, client.exists_async, "/") is not None:
             return
         # A chrooted client cannot create its own chroot's parents: use one without the chroot.
-        bootstrap = KazooClient(hosts=self._hosts, timeout=self._session_timeout_ms / 1000)
+        # It sets no ACL: the chroot stays open, /consumers and the pipeline's nodes go there.
+        bootstrap = KazooClient(
+            hosts=self._hosts,
+            timeout=self._session_timeout_ms / 1000,
+            auth_data=self._zk_auth.auth_data if self._zk_auth else None,
+        )
         try:
             bootstrap.start_async().wait(self._connection_timeout_ms / 1000)
             if not bootstrap.connected:
@@ -331,6 +350,14 @@ class BrokerRegistration:
         finally:
             bootstrap.stop()
             bootstrap.close()
+
+    def _kazoo_options(self) -> dict[str, Any]:
+        """The digest login, and with set_acl the ACL of every znode created (zk_acl.py)."""
+        if self._zk_auth is None:
+            return {}
+        if not self.set_acl:
+            return {"auth_data": self._zk_auth.auth_data}
+        return kazoo_options(self._zk_auth)
 
     def _close_client(self) -> None:
         with self._lock:

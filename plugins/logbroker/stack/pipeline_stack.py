@@ -59,7 +59,6 @@ PLAINTEXT port, which takes no request without a login.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -344,12 +343,11 @@ class PipelineStack:
         )
 
     def cluster(self, zk: str) -> Cluster:
-        """An admin's Cluster of `zk`: with security, in a ZooKeeper session holding the
-        digest (contract A's zk_auth; a Cluster without it, before helper zkacl's branch is
-        merged, is the open one the brokers then still keep)."""
-        if self.security is not None and "zk_auth" in inspect.signature(Cluster).parameters:
-            return Cluster(zk, zk_auth=self.security.zk_auth)  # type: ignore[call-arg,unused-ignore]
-        return Cluster(zk)
+        """An admin's Cluster of `zk`, in a ZooKeeper session holding the brokers' digest when
+        they lock ZooKeeper down (coordination/zk_acl.py): make up's, or broker_settings'."""
+        if self.security is not None:
+            return Cluster(zk, zk_auth=self.security.zk_auth)
+        return Cluster(zk, zk_auth=self.broker_settings.get("zookeeper.auth") or None)
 
     def client_properties(self, user: str) -> dict[str, str]:
         """`user`'s Kafka client properties (none without security: PLAINTEXT)."""
