@@ -47,6 +47,8 @@ from typing import Any
 
 import psutil
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from logbroker.client.cluster import Cluster
 from logbroker.client.producer import ProduceError, Producer
@@ -57,7 +59,6 @@ from logbroker.security.tls import client_context
 from logbroker.stack.airflow_stack import FAB_AUTH_MANAGER, AirflowStack, process_running
 from logbroker.stack.pipeline_stack import wait_for
 from logbroker.stack.postgres import PostgresServer
-from logbroker.stack.security import ZK_ACL_SUPPORTED
 from logbroker.stack.traffic import TOPICS
 from logbroker.stack.zookeeper import find_free_ports
 
@@ -218,22 +219,18 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
     with pytest.raises(TopicAuthorizationFailedError):
         read("traffic")
     assert wait_for(lambda: read("mirror"), 60, "page views sent by the traffic's user")
-    if ZK_ACL_SUPPORTED:  # zookeeper.set.acl (contract A): on once helper zkacl's branch is in
-        from kazoo.client import KazooClient
-        from kazoo.exceptions import NoAuthError
-
-        zk = KazooClient(hosts=live, timeout=10)
-        zk.start(timeout=10)
-        try:
-            with pytest.raises(NoAuthError):
-                zk.create("/brokers/ids/99", b"127.0.0.1:1")
-            with pytest.raises(NoAuthError):
-                zk.set("/brokers/ids/0", b"127.0.0.1:1")
-        finally:
-            zk.stop()
-            zk.close()
-    else:
-        print("zookeeper.set.acl: not in this checkout's brokers yet; /brokers/ids not checked")
+    # ZooKeeper's brokers' znodes: readable by all, writable with the brokers' digest only
+    zk = KazooClient(hosts=live, timeout=10)
+    zk.start(timeout=10)
+    try:
+        assert sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"]
+        with pytest.raises(NoAuthError):
+            zk.create("/brokers/ids/99", b"127.0.0.1:1")
+        with pytest.raises(NoAuthError):
+            zk.set("/brokers/ids/0", b"127.0.0.1:1")
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def hour_of(run: dict[str, Any]) -> str:

@@ -33,11 +33,10 @@ import os
 import secrets
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..config import BrokerConfig
+from ..coordination.zk_acl import kazoo_options, private_acl
 from ..protocol.topics import AUDIT_TOPIC
 from ..security import credentials
 from ..security.acl_store import AclStore
@@ -54,10 +53,6 @@ LISTENERS = ("SSL", "SSL08")
 ZK_USER = "logbroker"  # the digest's user: the brokers and the stack's admin calls
 COMPONENTS = ("traffic", "mirror", "loads", "audit")
 ENV_ZK_AUTH = "LOGBROKER_ZOOKEEPER_AUTH"  # contract A: the admin commands' digest
-# Whether the brokers of this checkout take zookeeper.set.acl (contract A, helper "zkacl"):
-# until they do, the keys are written but ignored (the broker logs "unknown configuration
-# key"), and the stack's own znodes are made open as before.
-ZK_ACL_SUPPORTED = any(f.metadata.get("key") == "zookeeper.set.acl" for f in fields(BrokerConfig))
 
 
 READ: tuple[Operation, ...] = (Operation.READ, Operation.DESCRIBE)
@@ -202,27 +197,16 @@ class StackSecurity:
 
     # -- ZooKeeper ------------------------------------------------------------------------
 
-    def zk_auth_data(self) -> list[tuple[str, str]]:
-        scheme, _, credential = self.zk_auth.partition(":")
-        return [(scheme, credential)]
-
     @contextmanager
     def admin_zookeeper(self, zk_connect: str, *, private: bool = False) -> Iterator[Any]:
-        """A ZooKeeper session with the digest; with the brokers' ACLs on (ZK_ACL_SUPPORTED),
-        what it creates is [digest: ALL, world: READ], or digest only when `private`
-        (credentials), as contract A has the brokers' own znodes."""
+        """A ZooKeeper session with the digest; what it creates is the brokers' ACL
+        (coordination/zk_acl.py: [digest: ALL, world: READ]), or digest only when `private`
+        (the credentials), as the brokers make their own znodes."""
         from kazoo.client import KazooClient
-        from kazoo.security import make_acl, make_digest_acl
 
-        acl = None
-        if ZK_ACL_SUPPORTED:
-            _, user, password = self.zk_auth.split(":", 2)
-            acl = [make_digest_acl(user, password, all=True)]
-            if not private:
-                acl.append(make_acl("world", "anyone", read=True))
-        client = KazooClient(
-            hosts=zk_connect, timeout=10, auth_data=self.zk_auth_data(), default_acl=acl
-        )
+        client = KazooClient(hosts=zk_connect, timeout=10, **kazoo_options(self.zk_auth))
+        if private:
+            client.default_acl = private_acl(client)
         client.start(timeout=10)
         try:
             yield client
