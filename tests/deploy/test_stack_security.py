@@ -10,7 +10,9 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 
 from logbroker.security import credentials
 from logbroker.security.acl_store import AclStore
@@ -71,12 +73,14 @@ def test_the_first_up_makes_private_files_and_the_next_keeps_them(tmp_path: Path
         assert (directory / name).read_bytes() == before[name], name
 
 
-def read_cluster(connect: str, users: dict[str, str]) -> dict[Resource, frozenset[Acl]]:
+def read_cluster(connect: str, security: StackSecurity) -> dict[Resource, frozenset[Acl]]:
     """The cluster's ACLs, after checking that every user's stored SCRAM credential is its
-    password's (salted and hashed as `logbroker configs` stores them)."""
-    zk = KazooClient(hosts=connect, timeout=10)
-    zk.start(timeout=10)
-    try:
+    password's (salted and hashed as `logbroker configs` stores them), and that only the
+    digest reads them."""
+    users = security.users
+    with pytest.raises(NoAuthError):
+        read_anonymously(connect, f"{credentials.USERS_PATH}/{next(iter(users))}")
+    with security.admin_zookeeper(connect) as zk:
         for user, password in users.items():
             config = credentials.read_user_config(zk, user)
             assert config is not None, user
@@ -84,6 +88,14 @@ def read_cluster(connect: str, users: dict[str, str]) -> dict[Resource, frozense
             again = make_credential("SCRAM-SHA-256", password, salt=stored.salt)
             assert again.stored_key == stored.stored_key, user
         return AclStore(zk).read_all()
+
+
+def read_anonymously(connect: str, path: str) -> bytes:
+    zk = KazooClient(hosts=connect, timeout=10)
+    zk.start(timeout=10)
+    try:
+        data: bytes = zk.get(path)[0]
+        return data
     finally:
         zk.stop()
         zk.close()
@@ -108,7 +120,7 @@ def test_each_component_gets_only_what_its_job_needs(tmp_path: Path, zk_chroot: 
         connect = f"{zk_chroot.connect}/{cluster}"
         security.provision(cluster, connect, TOPICS)
         security.provision(cluster, connect, TOPICS)  # the next `up`: the same ACLs, once
-        acls = read_cluster(connect, security.users)
+        acls = read_cluster(connect, security)
         assert all(len(a) == len(set(a)) for a in acls.values())
         found[cluster] = Authorizer(functools.partial(_lookup, acls))
 
