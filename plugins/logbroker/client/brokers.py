@@ -113,14 +113,14 @@ class ZooKeeperBrokers:
         self.on_change = on_change
         self._lock = threading.Lock()
         self._brokers: dict[int, BrokerEndpoint] = {}
+        self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
+        self._watched: set[str] = set()
+        self.version = 0  # before the listeners' watch, whose first call counts a change
         self._listeners: Listeners | None = None
         if listener is not None:
             from .listeners import Listeners  # it imports BrokerEndpoint from here
 
             self._listeners = Listeners(client, listener, on_change=self._endpoints_changed)
-        self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
-        self._watched: set[str] = set()
-        self.version = 0
         client.ensure_path(paths.BROKER_IDS)
         client.ensure_path(paths.BROKER_TOPICS)
         ChildrenWatch(client, paths.BROKER_IDS, self._brokers_changed)

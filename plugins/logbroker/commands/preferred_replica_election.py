@@ -14,7 +14,14 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from . import add_logging_args, formatter, int_at_least, topic_name
+from . import (
+    add_command_config,
+    add_logging_args,
+    command_cluster,
+    formatter,
+    int_at_least,
+    topic_name,
+)
 
 if TYPE_CHECKING:
     from ..client.cluster import Cluster, ReplicatedPartition
@@ -42,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "`logbroker topics describe --under-replicated-partitions` no longer names it.",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    add_command_config(p)
     p.add_argument("--topic", type=topic_name, help="a replicated topic (default: every one)")
     p.add_argument(
         "--partition", type=int_at_least(0), metavar="P", help="one partition of --topic"
@@ -58,14 +66,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..client.cluster import Cluster
     from ..protocol.errors import LogbrokerError
 
     if args.partition is not None and args.topic is None:
         print(f"logbroker {NAME}: --partition needs --topic", file=sys.stderr)
         return 2
     try:
-        with Cluster(args.zookeeper) as cluster:
+        with command_cluster(args) as cluster:
             before = _partitions(cluster, args.topic, args.partition)
             if not before:
                 print("no replicated partitions: nothing to elect")

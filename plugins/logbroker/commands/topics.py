@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import add_logging_args, formatter, int_at_least, print_table, topic_name
+from . import (
+    add_command_config,
+    add_logging_args,
+    command_cluster,
+    formatter,
+    int_at_least,
+    print_table,
+    topic_name,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and keyed messages; 0.7-format topics are the 0.7 port's (docs/protocol.md).",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    add_command_config(p)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a topic on every live broker")
     create.add_argument("topic", type=topic_name)
@@ -75,11 +84,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..client.cluster import Cluster
     from ..protocol.errors import LogbrokerError
 
     try:
-        with Cluster(args.zookeeper) as cluster:
+        with command_cluster(args) as cluster:
             if args.action == "create":
                 factor = args.replication_factor or cluster.default_replication_factor()
                 existing = cluster.assignment(args.topic) if args.if_not_exists else None
