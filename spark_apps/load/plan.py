@@ -263,5 +263,7 @@ def _splits(
         checked,
         max_bytes=options.max_bytes_per_partition,
         min_partitions=options.min_partitions,
-        segment_starts=lambda s: segment_starts(s, options.zookeeper),
+        segment_starts=lambda s: segment_starts(
+            s, options.zookeeper, credentials=options.credentials
+        ),
     )

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -300,3 +301,40 @@ def test_an_airflow_connection_carries_its_credentials(
         raise AssertionError("the trigger ended without an event")
 
     assert asyncio.run(wait())["status"] == "caught_up"
+
+
+def test_a_spark_read_over_sasl_ssl_keeps_the_password_out_of_the_plan(
+    source: Secured, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The source's options take the client's properties by their Kafka names; the driver's
+    discovery and the executors' reads log in with them, and the password is in no plan
+    string nor explain()'s output (Spark redacts options named like a password; the
+    source's own options keep it in a repr-less field)."""
+    topic = "spark-creds"
+    payloads = [b"s%02d" % i for i in range(12)]
+    _produce(source, topic, payloads)
+    reader = (
+        spark.read.format("logbroker")
+        .option("zookeeper", source.chroot.connect)
+        .option("subscribe", topic)
+    )
+    for key, value in source.properties().items():
+        reader = reader.option(key, value)
+    df = reader.load()
+    assert sorted(bytes(r.value) for r in df.select("value").collect()) == payloads
+    capsys.readouterr()
+    df.explain(extended=True)
+    df.explain(mode="formatted")
+    execution = df._jdf.queryExecution()
+    plans = [
+        capsys.readouterr().out,
+        execution.toString(),
+        execution.logical().toString(),
+        execution.analyzed().toString(),
+        execution.executedPlan().toString(),
+        execution.logical().toJSON(),
+        execution.optimizedPlan().toJSON(),
+    ]
+    assert "BatchScan logbroker" in plans[0]
+    for plan in plans:
+        assert source.password not in plan

@@ -118,7 +118,9 @@ class PartitionReader:
         zk = KazooClient(hosts=zk_connect, timeout=10)
         try:
             zk.start(timeout=10)
-            reader = cls(Leaders(zk), topic, partition, **kwargs)  # type: ignore[arg-type]
+            # over TLS, the leaders at their SSL listeners
+            leaders = Leaders(zk, tls=kwargs.get("tls") is not None)
+            reader = cls(leaders, topic, partition, **kwargs)  # type: ignore[arg-type]
         except BaseException:
             zk.stop()
             zk.close()
