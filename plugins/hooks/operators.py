@@ -248,13 +248,20 @@ class HourlyLoadOperator(SparkAppOperator):
             self.application_args += ["--skip-committed-since", run_start.isoformat()]
         self.name = load_name(topics, hour)
         if to_load:
-            try:
-                super().execute(context)  # returns once every topic committed (or raises)
-            except AirflowException as exc:
-                raise AirflowException(
-                    f"hourly load of {hour}: {exc}; each topic that failed is named in an "
-                    "`hourly_load: topic ...` line above, the others committed"
-                ) from exc
+            # the connection's credentials reach the job in a 0600 file of a private
+            # directory, named on its command line: never their values (the submit is logged)
+            with tempfile.TemporaryDirectory(prefix="load-client-") as private:
+                if analysis.client_properties:
+                    client_file = Path(private, "client.properties")
+                    write_private(client_file, properties(analysis.client_properties))
+                    self.application_args += ["--client-config", str(client_file)]
+                try:
+                    super().execute(context)  # returns once every topic committed (or raises)
+                except AirflowException as exc:
+                    raise AirflowException(
+                        f"hourly load of {hour}: {exc}; each topic that failed is named in an "
+                        "`hourly_load: topic ...` line above, the others committed"
+                    ) from exc
         for topic in topics:
             context["outlet_events"][WAREHOUSE_ALIAS].add(
                 warehouse_topic_asset(self.warehouse, topic), extra={"load_hour": hour}

@@ -101,6 +101,7 @@ def source_options(settings: LoadSettings, topic: str, parallelism: int) -> Sour
             "fetchSize": str(settings.fetch_size),
             "minPartitions": str(settings.min_partitions or parallelism),
             "maxBytesPerPartition": str(settings.max_bytes_per_partition),
+            **settings.client,
         }
     )
 

@@ -338,3 +338,82 @@ def test_a_spark_read_over_sasl_ssl_keeps_the_password_out_of_the_plan(
     assert "BatchScan logbroker" in plans[0]
     for plan in plans:
         assert source.password not in plan
+
+
+def test_the_hourly_load_gets_the_connections_credentials_in_a_0600_file(
+    source: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HourlyLoadOperator hands the job the analysis connection's credentials in a 0600 file
+    of a private directory, named by --client-config: spark-submit's command line (which the
+    provider logs) holds no password, and the job's source options log in with them. (The
+    spark-submit itself is stood in for: the Spark read is the test above.)"""
+    from collections import defaultdict
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from hooks.operators import HourlyLoadOperator
+    from hooks.spark_submit import SparkAppOperator
+    from spark_apps.load.cli import _client, build_parser
+    from spark_apps.load.plan import source_options
+    from spark_apps.load.settings import LoadSettings
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LB_SECURE_ANALYSIS",
+        json.dumps(
+            {
+                "conn_type": "logbroker",
+                "host": source.chroot.connect,
+                "login": "mirror",
+                "password": source.password,
+                "extra": {
+                    "schema_registry": source.chroot.connect,
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": MECHANISM,
+                    "ssl.cafile": source.cafile,
+                },
+            }
+        ),
+    )
+    submitted: list[tuple[list[str], int, int, dict[str, str]]] = []
+
+    def submit(self: SparkAppOperator, context: object) -> None:
+        argv = list(self.application_args or [])
+        client_file = Path(argv[argv.index("--client-config") + 1])
+        submitted.append(
+            (
+                argv,
+                stat.S_IMODE(client_file.stat().st_mode),
+                stat.S_IMODE(client_file.parent.stat().st_mode),
+                _client(build_parser().parse_args(argv)),
+            )
+        )
+
+    monkeypatch.setattr(SparkAppOperator, "execute", submit)
+    load = HourlyLoadOperator(
+        task_id="load",
+        topics=["page_views"],
+        analysis_conn_id="lb_secure_analysis",
+        warehouse="file:///nowhere",
+    )
+    events: defaultdict[object, SimpleNamespace] = defaultdict(
+        lambda: SimpleNamespace(add=lambda *args, **kwargs: None)
+    )
+    context = {
+        "data_interval_start": datetime(2026, 11, 22, 14, tzinfo=UTC),
+        "dag_run": SimpleNamespace(run_type="manual", start_date=None),
+        "ti": SimpleNamespace(try_number=1),
+        "outlet_events": events,
+    }
+    load.execute(context)  # type: ignore[arg-type]
+    argv, file_mode, dir_mode, client = submitted[0]
+    assert (file_mode, dir_mode) == (0o600, 0o700)
+    assert source.password not in " ".join(argv)
+    assert client["sasl.password"] == source.password and client["sasl.username"] == "mirror"
+    client_file = Path(argv[argv.index("--client-config") + 1])
+    assert not client_file.parent.exists()  # removed once the submit returned
+
+    settings = LoadSettings(zookeeper=source.chroot.connect, schema_registry="r", client=client)
+    assert source.password not in repr(settings)
+    credentials = source_options(settings, "page_views", 2).credentials
+    assert credentials.sasl is not None and credentials.sasl.password == source.password
+    assert credentials.protocol == "SASL_SSL"

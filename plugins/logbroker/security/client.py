@@ -24,6 +24,9 @@ from .tls import ClientSecurity, SecurityConfigError
 SASL_KEYS = ("sasl.mechanism", "sasl.username", "sasl.password", "sasl.jaas.config")
 KEYS = (*ClientSecurity.KEYS, *SASL_KEYS)
 SECRET_KEYS = ("sasl.password", "sasl.jaas.config")
+# A .properties file of these keys, 0600, for a process that must not get them on its command
+# line (the Spark load's --client-config defaults to it)
+CLIENT_CONFIG_ENV = "LOGBROKER_CLIENT_CONFIG"
 
 
 @dataclass(frozen=True)
