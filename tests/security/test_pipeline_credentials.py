@@ -218,6 +218,43 @@ def test_the_mirror_copies_between_sasl_ssl_clusters(
     assert _read(target, topic) == payloads
 
 
+def test_bad_credentials_are_refused_naming_the_file_or_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mirror file with SASL_SSL and no mechanism stops the mirror before it connects;
+    a connection with a secret in extra, or a login without a SASL protocol, is an error
+    naming the connection and not the secret."""
+    from hooks.logbroker_hook import LogbrokerHook
+
+    good = {"zk.connect": "127.0.0.1:1/nowhere", "groupid": "g"}
+    consumer = _write(tmp_path / "c.properties", {**good, "security.protocol": "SASL_SSL"})
+    producer = _write(tmp_path / "p.properties", good)
+    args = ["mirror", "--consumer.config", str(consumer), "--producer.config", str(producer)]
+    assert main([*args, "--whitelist", "x", "--until-caught-up"]) == 2  # a config error
+    err = capsys.readouterr().err
+    assert "consumer.config" in err and "security.protocol=SASL_SSL needs sasl.mechanism" in err
+
+    secret = "in-extra-secret"
+    for conn_id, conn, why in (
+        (
+            "lb_secret_extra",
+            {"host": "h:1", "extra": {"sasl.password": secret}},
+            "sasl.password in extra",
+        ),
+        (
+            "lb_login_plaintext",
+            {"host": "h:1", "login": "u", "password": secret},
+            "has a login or password but security.protocol PLAINTEXT",
+        ),
+    ):
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "logbroker", **conn})
+        )
+        with pytest.raises(ValueError, match=why) as refused:
+            _ = LogbrokerHook(conn_id).zk_connect
+        assert conn_id in str(refused.value) and secret not in str(refused.value)
+
+
 def test_an_airflow_connection_carries_its_credentials(
     source: Secured,
     target: Secured,
