@@ -190,6 +190,17 @@ def test_the_cli_logs_in_with_command_config(
     assert main(cmd) == 0
     assert int(capsys.readouterr().out.split()[0]) == int(row[4])
 
+    # produce and consume log in with the same file (SASL on top of TLS)
+    lines = tmp_path / "lines.txt"
+    lines.write_bytes(b"p1\np2\n")
+    produce = ["produce", *zk, "--topic", "cli-creds-pc", "--file", str(lines), "--acks"]
+    assert main([*produce, "--command-config", config]) == 0
+    consume = ["consume", *zk, "--topic", "cli-creds-pc", "--from-beginning"]
+    consume += ["--max-messages", "2", "--timeout-ms", "10000", "--command-config", config]
+    capsys.readouterr()
+    assert main(consume) == 0
+    assert capsys.readouterr().out.split() == ["p1", "p2"]
+
     # a bad setting: one line naming the file and the key, nothing connects
     bad = _write(tmp_path / "bad.properties", {"security.protocol": "SASL_SSL"})
     assert main(["lag", *zk, "--group", "g", "--command-config", str(bad)]) == 1
