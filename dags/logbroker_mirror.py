@@ -48,7 +48,7 @@ def logbroker_mirror() -> None:
         MirrorOperator(
             task_id=f"mirror_{live.name}",
             source_conn_id=live.conn_id,
-            target_conn_id=PIPELINE.analysis_conn_id,
+            target_conn_id=PIPELINE.mirror_target_conn_id,
             mirror_group=live.mirror_group,
             whitelist=PIPELINE.mirror_whitelist,
             execution_timeout=timedelta(minutes=25),

@@ -174,7 +174,8 @@ LIBRARY: dict[str, tuple[str, ...]] = {
         "security",
     ),
     "audit": ("protocol", "client", "serde"),
-    "mirror": ("protocol", "coordination", "config", "client", "serde", "audit"),
+    # the mirror's two .properties files carry their clusters' credentials (security.client)
+    "mirror": ("protocol", "coordination", "config", "client", "serde", "audit", "security"),
     # the stacks run brokers, Airflow, Spark and PostgreSQL as processes: no server, no
     # storage; `make up`'s secures its brokers (certificates, users, ACLs: security)
     "stack": (

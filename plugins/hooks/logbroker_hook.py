@@ -2,16 +2,32 @@
 
 The connection's fields (the form is declared in provider_info.py):
 
-    host     the cluster's ZooKeeper connect string with its chroot,
-             e.g. `127.0.0.1:2181/live` or `zk1:2181,zk2:2181,zk3:2181/analysis`
-    extra    {"schema_registry": "127.0.0.1:2181/registry",   # schema.registry.zk
-              "compression_codec": "snappy", "acks": "ack",     # producers handed out
-              "timeout_s": 10}
+    host      the cluster's ZooKeeper connect string with its chroot,
+              e.g. `127.0.0.1:2181/live` or `zk1:2181,zk2:2181,zk3:2181/analysis`
+    login     the SASL user (Kafka's sasl.username)
+    password  its password (sasl.password): Airflow keeps it encrypted and masks it in logs
+    extra     {"schema_registry": "127.0.0.1:2181/registry",   # schema.registry.zk
+               "compression_codec": "snappy", "acks": "ack",     # producers handed out
+               "timeout_s": 10,
+               # a client's non-secret settings, by Kafka's names (docs/security.md):
+               "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+               "ssl.cafile": "/etc/logbroker/ca.pem", "ssl.certfile": ..., "ssl.keyfile": ...,
+               "ssl.endpoint.identification.algorithm": "https"}
 
-As an environment variable (Airflow reads `AIRFLOW_CONN_<ID>` as JSON):
+A secret in extra (sasl.password, sasl.jaas.config) is refused, naming the connection: the
+password field is the one Airflow masks. As an environment variable (Airflow reads
+`AIRFLOW_CONN_<ID>` as JSON):
 
     AIRFLOW_CONN_LOGBROKER_LIVE='{"conn_type": "logbroker", "host": "127.0.0.1:2181/live",
-                                  "extra": {"schema_registry": "127.0.0.1:2181/registry"}}'
+                                  "login": "mirror", "password": "...",
+                                  "extra": {"schema_registry": "127.0.0.1:2181/registry",
+                                            "security.protocol": "SASL_SSL",
+                                            "sasl.mechanism": "SCRAM-SHA-256",
+                                            "ssl.cafile": "/etc/logbroker/ca.pem"}}'
+
+Everything built from a connection connects with its credentials: the cluster view, the
+producers, the mirror's .properties files (operators.py), the trigger's polls, the Spark
+load's source (through a 0600 file, never its command line).
 
 The hook hands out the library's own clients (producers, consumers, the cluster view) and
 reads offsets and lag; it never talks the wire protocol itself. Offsets come back keyed the
@@ -31,6 +47,7 @@ from airflow.sdk import BaseHook
 if TYPE_CHECKING:
     from logbroker.client.cluster import Cluster
     from logbroker.client.producer import Producer
+    from logbroker.security.client import ClientCredentials
 
 # topic -> "<broker_id>-<partition>" (a replicated topic's: "<p>") -> byte offset
 Offsets = dict[str, dict[str, int]]
@@ -57,7 +74,13 @@ class LogbrokerHook(BaseHook):
         if self._settings is None:
             conn = self.get_connection(self.logbroker_conn_id)
             self._settings = connection_settings(
-                conn.host, conn.port, conn.schema, conn.extra_dejson, self.logbroker_conn_id
+                conn.host,
+                conn.port,
+                conn.schema,
+                conn.extra_dejson,
+                self.logbroker_conn_id,
+                login=conn.login,
+                password=conn.password,
             )
         return self._settings
 
@@ -70,11 +93,20 @@ class LogbrokerHook(BaseHook):
         value = self.settings.get("schema_registry")
         return str(value) if value else None
 
+    @property
+    def client_properties(self) -> dict[str, str]:
+        """The connection's client credentials as Kafka properties (security.protocol,
+        ssl.*, sasl.*, the password included): for a .properties file kept 0600, never
+        for a log line or a command line."""
+        return dict(self.settings["client"])
+
+    @property
+    def credentials(self) -> ClientCredentials:
+        return credentials_of(self.settings)
+
     def get_conn(self) -> Cluster:
         """The cluster as ZooKeeper sees it; the caller closes it (it is a context manager)."""
-        from logbroker.client.cluster import Cluster
-
-        return Cluster(self.zk_connect, timeout=float(self.settings["timeout_s"]))
+        return settings_cluster(self.settings)
 
     # -- clients ------------------------------------------------------------------------
 
@@ -83,9 +115,12 @@ class LogbrokerHook(BaseHook):
         compression and acks unless overridden."""
         from logbroker.client.producer import Producer
 
+        credentials = self.credentials
         options: dict[str, Any] = {
             "compression_codec": self.settings["compression_codec"],
             "acks": self.settings["acks"],
+            "security": credentials.security,
+            "sasl": credentials.sasl,
         }
         options.update(overrides)
         return Producer(zk_connect=self.zk_connect, **options)
@@ -128,9 +163,13 @@ def connection_settings(
     schema: str | None,
     extra: dict[str, Any],
     conn_id: str,
+    *,
+    login: str | None = None,
+    password: str | None = None,
 ) -> dict[str, Any]:
-    """The hook's settings from a connection's fields; a missing connect string is an error
-    that names the connection."""
+    """The hook's settings from a connection's fields; a missing connect string, a secret in
+    extra or a bad security setting is an error that names the connection (never the
+    password). `client`: the credentials as Kafka properties (the module's doc)."""
     if not host:
         raise ValueError(
             f"connection {conn_id!r} has no host: set it to the cluster's ZooKeeper connect "
@@ -152,7 +191,59 @@ def connection_settings(
         "compression_codec": str(extra.get("compression_codec", "none")),
         "acks": acks,
         "timeout_s": float(extra.get("timeout_s", 10)),
+        "client": client_properties(extra, login, password, conn_id),
     }
+
+
+def client_properties(
+    extra: dict[str, Any], login: str | None, password: str | None, conn_id: str
+) -> dict[str, str]:
+    """Kafka client properties from a connection: extra's non-secret keys by their Kafka
+    names, login as sasl.username and password as sasl.password; checked here (the error
+    names the connection and the key, never a secret)."""
+    from logbroker.security.client import SECRET_KEYS, ClientCredentials, credential_properties
+
+    secrets = sorted(key for key in SECRET_KEYS if extra.get(key))
+    if secrets:
+        raise ValueError(
+            f"connection {conn_id!r}: {', '.join(secrets)} in extra: put the SASL user in the "
+            "connection's login and its password in the password field (which Airflow masks)"
+        )
+    props = credential_properties(extra)
+    if login:
+        props["sasl.username"] = login
+    if password:
+        props["sasl.password"] = password
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if (login or password) and not protocol.startswith("SASL_"):
+        raise ValueError(
+            f"connection {conn_id!r} has a login or password but security.protocol {protocol} "
+            'in extra: set "security.protocol": "SASL_SSL" (or SASL_PLAINTEXT) and '
+            '"sasl.mechanism"'
+        )
+    try:
+        ClientCredentials.from_properties(props)
+    except ValueError as exc:
+        raise ValueError(f"connection {conn_id!r}: {exc}") from None
+    return props
+
+
+def credentials_of(settings: dict[str, Any]) -> ClientCredentials:
+    """The credentials of connection_settings' `client` properties."""
+    from logbroker.security.client import ClientCredentials
+
+    return ClientCredentials.from_properties(settings["client"])
+
+
+def settings_cluster(settings: dict[str, Any]) -> Cluster:
+    """The cluster of connection_settings(), its brokers reached with its credentials."""
+    from logbroker.client.cluster import Cluster
+
+    return Cluster(
+        str(settings["zk_connect"]),
+        timeout=float(settings["timeout_s"]),
+        credentials=credentials_of(settings),
+    )
 
 
 def all_topics(cluster: Cluster) -> list[str]:

@@ -58,12 +58,23 @@ def properties(values: Mapping[str, object]) -> str:
     return "".join(f"{key}={value}\n" for key, value in values.items() if value is not None)
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to a new file only its owner can read (0600 from its creation: it may
+    hold a password), in a directory that should be private too (mkdtemp's are 0700)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 class MirrorOperator(BaseOperator):
     """`logbroker mirror --until-caught-up` from one cluster to another.
 
     The consumer and producer configs are written from the two connections (`zk.connect`
-    and `schema.registry.zk` from each; `groupid` is `mirror_group`), plus any extra keys.
-    SIGTERM on kill: the mirror drains what is in flight and commits before it exits.
+    and `schema.registry.zk` from each, and each one's credentials: security.protocol,
+    ssl.*, sasl.* with the login and password; `groupid` is `mirror_group`), plus any extra
+    keys, into 0600 files of a private temporary directory removed when the mirror exits;
+    the command line names only the files. SIGTERM on kill: the mirror drains what is in
+    flight and commits before it exits.
     """
 
     template_fields = ("whitelist", "blacklist")
@@ -112,11 +123,13 @@ class MirrorOperator(BaseOperator):
             "zk.connect": source.zk_connect,
             "groupid": self.mirror_group,
             "schema.registry.zk": source.schema_registry,
+            **source.client_properties,
             **self.consumer_config,
         }
         producer = {
             "zk.connect": target.zk_connect,
             "schema.registry.zk": target.schema_registry,
+            **target.client_properties,
             **self.producer_config,
         }
         with tempfile.TemporaryDirectory(prefix="mirror-") as tmp:
@@ -124,8 +137,8 @@ class MirrorOperator(BaseOperator):
                 Path(tmp, "consumer.properties"),
                 Path(tmp, "producer.properties"),
             )
-            consumer_file.write_text(properties(consumer))
-            producer_file.write_text(properties(producer))
+            write_private(consumer_file, properties(consumer))
+            write_private(producer_file, properties(producer))
             self._process = StreamedProcess(
                 self.command(consumer_file, producer_file), dict(os.environ), self.log
             )
@@ -235,13 +248,20 @@ class HourlyLoadOperator(SparkAppOperator):
             self.application_args += ["--skip-committed-since", run_start.isoformat()]
         self.name = load_name(topics, hour)
         if to_load:
-            try:
-                super().execute(context)  # returns once every topic committed (or raises)
-            except AirflowException as exc:
-                raise AirflowException(
-                    f"hourly load of {hour}: {exc}; each topic that failed is named in an "
-                    "`hourly_load: topic ...` line above, the others committed"
-                ) from exc
+            # the connection's credentials reach the job in a 0600 file of a private
+            # directory, named on its command line: never their values (the submit is logged)
+            with tempfile.TemporaryDirectory(prefix="load-client-") as private:
+                if analysis.client_properties:
+                    client_file = Path(private, "client.properties")
+                    write_private(client_file, properties(analysis.client_properties))
+                    self.application_args += ["--client-config", str(client_file)]
+                try:
+                    super().execute(context)  # returns once every topic committed (or raises)
+                except AirflowException as exc:
+                    raise AirflowException(
+                        f"hourly load of {hour}: {exc}; each topic that failed is named in an "
+                        "`hourly_load: topic ...` line above, the others committed"
+                    ) from exc
         for topic in topics:
             context["outlet_events"][WAREHOUSE_ALIAS].add(
                 warehouse_topic_asset(self.warehouse, topic), extra={"load_hour": hour}

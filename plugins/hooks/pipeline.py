@@ -27,6 +27,11 @@ a task, in batches of even size (docs/airflow.md, "Many topics").
 first retry's delay of every task of the three DAGs (doubling after, with Airflow's jitter);
 unset, each DAG keeps its own (the mirror 30 s, the load and the audit 60 s). The chaos run
 sets a few seconds: its faults make tasks retry, and a minute's wait tests nothing.
+`mirror_target_conn_id` and `audit_conn_id` (optional, default `analysis_conn_id`): the
+`logbroker` connections the mirror writes into the analysis cluster with, and the audit
+DAG's reads of it: the same cluster under other users, each with only its own ACLs
+(docs/security.md, "Credentials in the pipeline"). The loads read with `analysis_conn_id`;
+the mirror's source and the closed-hour sensor with each live cluster's `conn_id`.
 """
 
 from __future__ import annotations
@@ -90,6 +95,14 @@ class Pipeline:
     reports_python: str | None = None
     topics_per_load: int = DEFAULT_TOPICS_PER_LOAD
     task_retry_delay_s: int | None = None
+    # The analysis cluster under other users ("": analysis_conn_id, filled in below)
+    mirror_target_conn_id: str = ""
+    audit_conn_id: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("mirror_target_conn_id", "audit_conn_id"):
+            if not getattr(self, name):
+                object.__setattr__(self, name, self.analysis_conn_id)  # frozen
 
     def retry_delay(self, default: timedelta) -> timedelta:
         """A DAG's first retry delay: `task_retry_delay` when the file sets one."""
@@ -172,9 +185,21 @@ def load_pipeline(path: str | os.PathLike[str] | None = None) -> Pipeline:
             task_retry_delay_s=_positive(raw["task_retry_delay"], "task_retry_delay", "seconds")
             if raw.get("task_retry_delay") is not None
             else None,
+            mirror_target_conn_id=_conn_id(raw, "mirror_target_conn_id"),
+            audit_conn_id=_conn_id(raw, "audit_conn_id"),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"pipeline settings {source}: {type(exc).__name__}: {exc}") from exc
+
+
+def _conn_id(raw: dict[str, Any], key: str) -> str:
+    """An optional connection id ("" when absent: analysis_conn_id's)."""
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{key} {value!r}: an Airflow connection id")
+    return value
 
 
 def _choice(value: str, allowed: tuple[str, ...]) -> str:

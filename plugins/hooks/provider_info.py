@@ -60,10 +60,23 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": {"type": ["number", "null"], "default": 10},
                     },
                 },
+                # login and password: the SASL user and its password (Airflow encrypts and
+                # masks the password); extra, shown: the client's non-secret settings by
+                # Kafka's names (security.protocol, sasl.mechanism, ssl.cafile, ...), which
+                # a form field cannot be named (a dot nests form values): docs/airflow.md
                 "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "login", "password", "port", "extra"],
-                    "relabeling": {"host": "ZooKeeper connect (with chroot)"},
-                    "placeholders": {"host": "127.0.0.1:2181/live"},
+                    "hidden-fields": ["schema", "port"],
+                    "relabeling": {
+                        "host": "ZooKeeper connect (with chroot)",
+                        "login": "SASL user (sasl.username)",
+                        "password": "SASL password (sasl.password)",
+                    },
+                    "placeholders": {
+                        "host": "127.0.0.1:2181/live",
+                        "login": "mirror",
+                        "extra": '{"security.protocol": "SASL_SSL", '
+                        '"sasl.mechanism": "SCRAM-SHA-256", "ssl.cafile": "/etc/logbroker/ca.pem"}',
+                    },
                 },
             },
         ],

@@ -18,7 +18,13 @@ from typing import Any
 # BaseTrigger.__init__ and TriggerEvent have no annotations: the no-untyped-call ignores below
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from .logbroker_hook import LogbrokerHook, Offsets, connection_settings, group_committed_offsets
+from .logbroker_hook import (
+    LogbrokerHook,
+    Offsets,
+    connection_settings,
+    group_committed_offsets,
+    settings_cluster,
+)
 
 
 def partitions_behind(targets: Offsets, committed: Offsets) -> dict[str, int]:
@@ -33,18 +39,21 @@ def partitions_behind(targets: Offsets, committed: Offsets) -> dict[str, int]:
     return behind
 
 
-def read_committed(zk_connect: str, group: str) -> Offsets:
-    from logbroker.client.cluster import Cluster
-
-    with Cluster(zk_connect) as cluster:
+def read_committed(settings: dict[str, Any], group: str) -> Offsets:
+    """The group's committed offsets, from the cluster of connection_settings() (its brokers
+    reached with the connection's credentials)."""
+    with settings_cluster(settings) as cluster:
         return group_committed_offsets(cluster, group)
 
 
-async def zk_connect_of(conn_id: str) -> str:
-    """The ZooKeeper connect string of a `logbroker` connection, read without blocking."""
+async def settings_of(conn_id: str) -> dict[str, Any]:
+    """A `logbroker` connection's settings (connection_settings), read without blocking; the
+    credentials stay in this process (the trigger serializes only the connection's id)."""
     conn = await LogbrokerHook.aget_connection(conn_id)
     extra = await conn.aextra_dejson()
-    return str(connection_settings(conn.host, conn.port, conn.schema, extra, conn_id)["zk_connect"])
+    return connection_settings(
+        conn.host, conn.port, conn.schema, extra, conn_id, login=conn.login, password=conn.password
+    )
 
 
 class MirrorCaughtUpTrigger(BaseTrigger):
@@ -71,7 +80,7 @@ class MirrorCaughtUpTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
             try:
-                zk_connect = await zk_connect_of(self.logbroker_conn_id)
+                settings = await settings_of(self.logbroker_conn_id)
             except Exception as exc:  # missing, or no host: waiting will not fix it
                 yield TriggerEvent(  # type: ignore[no-untyped-call]
                     {
@@ -82,7 +91,7 @@ class MirrorCaughtUpTrigger(BaseTrigger):
                 )
                 return
             try:
-                committed = await asyncio.to_thread(read_committed, zk_connect, self.group)
+                committed = await asyncio.to_thread(read_committed, settings, self.group)
             except Exception as exc:  # ZooKeeper away: say so and keep polling
                 self.log.warning("could not read the offsets of group %s: %s", self.group, exc)
             else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 import traceback
@@ -20,10 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from logbroker.security.client import CLIENT_CONFIG_ENV
 from pipeline_warehouse.time_format import parse_hour, parse_instant
 from pipeline_warehouse.topics import PipelineTopicError, is_pipeline_topic, parse_topic_list
 
 if TYPE_CHECKING:
+    from logbroker.security.client import ClientCredentials
     from pipeline_warehouse.checkpoint import Warehouse
 
 EPILOG = """\
@@ -127,6 +130,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
         required=True,
         metavar="CONNECT",
         help="the analysis cluster's ZooKeeper connect string, chroot included",
+    )
+    parser.add_argument(
+        "--client-config",
+        metavar="FILE",
+        default=os.environ.get(CLIENT_CONFIG_ENV) or None,
+        help="the analysis cluster's client credentials, a .properties file (0600) of "
+        "security.protocol, ssl.*, sasl.mechanism, sasl.username, sasl.password (default: "
+        f"${CLIENT_CONFIG_ENV}); the Airflow load writes one from its connection",
     )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -236,12 +247,35 @@ def _topic_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _client(args: argparse.Namespace) -> dict[str, str]:
+    """--client-config's credential keys ({} without it); SystemExit with one line naming the
+    file and the key (never a value) when it cannot be used."""
+    from logbroker.config import read_properties
+    from logbroker.security.client import ClientCredentials, credential_properties
+
+    if not args.client_config:
+        return {}
+    try:
+        with open(args.client_config, encoding="utf-8") as handle:
+            client = credential_properties(read_properties(handle))
+        ClientCredentials.from_properties(client)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"hourly_load: --client-config {args.client_config}: {exc}") from None
+    return client
+
+
+def _credentials(args: argparse.Namespace) -> ClientCredentials:
+    from logbroker.security.client import ClientCredentials
+
+    return ClientCredentials.from_properties(_client(args))
+
+
 def _topics(args: argparse.Namespace) -> list[str]:
     if args.topics:
         return list(args.topics)
     from logbroker.client.cluster import Cluster
 
-    with Cluster(args.zookeeper) as cluster:
+    with Cluster(args.zookeeper, credentials=_credentials(args)) as cluster:
         every = sorted({*cluster.topics(), *cluster.replicated_topics()})
         matching = [t for t in every if re.fullmatch(args.topic_pattern, t)]
     topics = [t for t in matching if is_pipeline_topic(t)]
@@ -276,6 +310,7 @@ def run_load(argv: list[str]) -> int:
         max_bytes_per_partition=args.max_bytes_per_partition,
         parquet_writer=args.parquet_writer,
         lock_timeout=args.lock_timeout,
+        client=_client(args),
     )
     wh = open_warehouse(args.warehouse, spark)
     failed: list[str] = []
@@ -335,7 +370,9 @@ def run_verify(argv: list[str]) -> int:
     bad = 0
     for topic in topics:
         try:
-            result = verify(wh, topic, args.hour, zookeeper=args.zookeeper)
+            result = verify(
+                wh, topic, args.hour, zookeeper=args.zookeeper, credentials=_credentials(args)
+            )
         except WarehouseError as exc:
             print(f"{topic} {args.hour}: {exc}")
             bad += 1

@@ -24,6 +24,7 @@ class DigestThread(threading.Thread):
         super().__init__(name="rows-sha256", daemon=True)
         assert plan.options.zookeeper is not None  # a load's options name its cluster
         self.zookeeper = plan.options.zookeeper
+        self.credentials = plan.options.credentials
         self.ranges = plan.ranges
         self.fetch_size = plan.options.fetch_size
         self.result: RangeDigest | None = None
@@ -35,7 +36,10 @@ class DigestThread(threading.Thread):
 
         try:
             names = NameKeys()
-            with Cluster(self.zookeeper) as cluster, ClusterReads(cluster) as reads_for:
+            with (
+                Cluster(self.zookeeper, credentials=self.credentials) as cluster,
+                ClusterReads(cluster) as reads_for,
+            ):
                 self.result = digest_ranges(
                     reads_for, self.ranges, fetch_size=self.fetch_size, names=names
                 )

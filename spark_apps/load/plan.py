@@ -101,6 +101,7 @@ def source_options(settings: LoadSettings, topic: str, parallelism: int) -> Sour
             "fetchSize": str(settings.fetch_size),
             "minPartitions": str(settings.min_partitions or parallelism),
             "maxBytesPerPartition": str(settings.max_bytes_per_partition),
+            **settings.client,
         }
     )
 
@@ -263,5 +264,7 @@ def _splits(
         checked,
         max_bytes=options.max_bytes_per_partition,
         min_partitions=options.min_partitions,
-        segment_starts=lambda s: segment_starts(s, options.zookeeper),
+        segment_starts=lambda s: segment_starts(
+            s, options.zookeeper, credentials=options.credentials
+        ),
     )

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 @dataclass
 class LoadSettings:
     """zookeeper: the analysis cluster (chroot included), where the topics and the load's lock
-    live; schema_registry: the registry's connect string; the rest as `--help` says."""
+    live; schema_registry: the registry's connect string; client: the analysis cluster's
+    client credentials as Kafka properties (security.protocol, ssl.*, sasl.*: the source's
+    options of the same names), kept out of the repr; the rest as `--help` says."""
 
     zookeeper: str
     schema_registry: str
@@ -28,3 +30,4 @@ class LoadSettings:
     parquet_writer: str = "auto"  # parquet_tasks.WRITERS: auto = Arrow's on file://, else Spark's
     lock_timeout: float = 600.0  # seconds to wait for another load of the topic to finish
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    client: dict[str, str] = field(default_factory=dict, repr=False)  # holds a password

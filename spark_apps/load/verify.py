@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from logbroker.protocol.errors import LogbrokerError
+from logbroker.security.client import ClientCredentials
 from pipeline_warehouse.checkpoint import Warehouse, WarehouseError
 from spark_apps.source.consumers import ClusterReads
 from spark_apps.source.ranges import PartitionRange, digest_ranges
@@ -49,9 +50,11 @@ def verify(
     *,
     zookeeper: str | None = None,
     consumer_for: Callable[[PartitionRange], Any] | None = None,
+    credentials: ClientCredentials | None = None,
 ) -> Verification:
     """Re-read the hour's stored range from the brokers (a replicated partition from its
-    leader, whichever replica leads it now); compare rows_sha256 and counts."""
+    leader, whichever replica leads it now), logging in with `credentials`; compare
+    rows_sha256 and counts."""
     cp = wh.checkpoint(topic, hour)
     if cp is None:
         raise WarehouseError(
@@ -72,7 +75,7 @@ def verify(
                 raise ValueError("verify needs zookeeper= (or consumer_for=) to reach brokers")
             from logbroker.client.cluster import Cluster
 
-            cluster = Cluster(zookeeper)
+            cluster = Cluster(zookeeper, credentials=credentials)
             consumer_for = reads = ClusterReads(cluster)
         digest = digest_ranges(consumer_for, ranges)
         broker_sha = digest.rows_sha256

@@ -40,6 +40,7 @@ from typing import TypeVar
 
 from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.protocol.message import ENTRY_OVERHEAD, MIN_MESSAGE_SIZE
+from logbroker.security.client import ClientCredentials
 from spark_apps.source.consumers import open_reads
 from spark_apps.source.discovery import PartitionState
 from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange, entries_end
@@ -67,6 +68,7 @@ def capped_ends(
     fail_on_data_loss: bool = True,
     warn: Callable[[str], None] = log.warning,
     zookeeper: str | None = None,
+    credentials: ClientCredentials | None = None,
 ) -> dict[PartitionState, int]:
     """Each partition's end for a micro-batch of at most `cap` entries from `start_of`.
 
@@ -88,7 +90,14 @@ def capped_ends(
             continue
         r = PartitionRange(s.topic, s.broker_id, s.partition, froms[s], s.latest)
         reads = open_reads(
-            zookeeper, s.topic, s.broker_id, s.partition, s.host, s.port, fetch_size=fetch_size
+            zookeeper,
+            s.topic,
+            s.broker_id,
+            s.partition,
+            s.host,
+            s.port,
+            fetch_size=fetch_size,
+            credentials=credentials,
         )
         with reads as consumer:
             assert not isinstance(consumer, PartitionReader08)  # logical: not walked (above)

@@ -27,6 +27,7 @@ from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
+from logbroker.security.client import ClientCredentials
 from spark_apps.source.ranges import DEFAULT_FETCH_SIZE, PartitionRange
 
 # How long a read waits for a replicated partition's next leader: the controller elects one
@@ -51,15 +52,21 @@ def open_reads(
     fetch_size: int = DEFAULT_FETCH_SIZE,
     timeout: float = 30.0,
     logical: bool = False,
+    credentials: ClientCredentials | None = None,
 ) -> Reads:
     """What reads one partition: broker `host:port`'s SimpleConsumer for a 0.7 partition, a
     PartitionReader with its own ZooKeeper session for a replicated one (`host:port`, its
     leader when it was planned, is not needed: the reader asks ZooKeeper); a PartitionReader08
     for a 0.8-format topic's (`logical` offsets), reading first from `host:port` (its leader's
     0.8 listener when it was planned) and asking ZooKeeper only once that one refuses or goes.
-    Close it."""
+    `credentials`: how to log in (the source's security.protocol, ssl.* and sasl.* options;
+    over TLS, `host:port` is the broker's SSL listener). Close it."""
+    credentials = credentials or ClientCredentials()
+    tls, sasl = credentials.context(), credentials.sasl
     if broker_id != REPLICATED:
-        return SimpleConsumer(host, port, fetch_size=fetch_size, timeout=timeout)
+        return SimpleConsumer(
+            host, port, fetch_size=fetch_size, timeout=timeout, tls=tls, sasl=sasl
+        )
     if not zookeeper:
         raise NeedsZooKeeperError(
             f"topic {topic!r} is replicated: reading its partitions from their leaders needs "
@@ -74,6 +81,8 @@ def open_reads(
             fetch_size=fetch_size,
             timeout=timeout,
             leader_timeout_ms=LEADER_TIMEOUT_MS,
+            tls=tls,
+            sasl=sasl,
         )
     return PartitionReader.connect(
         zookeeper,
@@ -82,6 +91,8 @@ def open_reads(
         fetch_size=fetch_size,
         timeout=timeout,
         leader_timeout_ms=LEADER_TIMEOUT_MS,
+        tls=tls,
+        sasl=sasl,
     )
 
 
@@ -108,6 +119,8 @@ class ClusterReads:
                 fetch_size=self.fetch_size,
                 timeout=self.cluster.timeout,
                 leader_timeout_ms=LEADER_TIMEOUT_MS,
+                sasl=self.cluster.credentials.sasl,
+                tls=self.cluster.tls,
             )
         return self._readers[key]
 

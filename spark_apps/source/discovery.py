@@ -38,6 +38,7 @@ from logbroker.coordination.replication_state import REPLICATED
 from logbroker.protocol.errors import LogbrokerError
 from logbroker.protocol.requests import LATEST_TIME
 from logbroker.protocol.responses import Metadata, TopicMetadata
+from logbroker.security.client import ClientCredentials
 from spark_apps.source.consumers import LEADER_TIMEOUT_MS, open_reads
 from spark_apps.source.options import SourceOptions
 
@@ -92,7 +93,7 @@ def discover(options: SourceOptions, timeout: float = 30.0) -> list[PartitionSta
 def _from_zookeeper(options: SourceOptions, timeout: float) -> list[PartitionState]:
     assert options.zookeeper is not None
     try:
-        cluster = Cluster(options.zookeeper, timeout=timeout)
+        cluster = Cluster(options.zookeeper, timeout=timeout, credentials=options.credentials)
     except Exception as exc:
         raise DiscoveryError(f"cannot reach ZooKeeper at {options.zookeeper}: {exc}") from exc
     try:
@@ -138,9 +139,12 @@ def _from_brokers(
     asked for, and a replicated one is an error."""
     named = _named(options) if probe else None
     states = []
+    tls, sasl = options.credentials.context(), options.credentials.sasl
     for listed in brokers:
         try:
-            with SimpleConsumer(listed.host, listed.port, timeout=timeout) as consumer:
+            with SimpleConsumer(
+                listed.host, listed.port, timeout=timeout, tls=tls, sasl=sasl
+            ) as consumer:
                 meta = consumer.metadata(named or [])
                 if named:
                     _refuse_replicated(consumer, meta)
@@ -216,7 +220,15 @@ def _replicated_states(cluster: Cluster, topics: list[str], timeout: float) -> l
                 )
                 continue
             left_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            reader = kind(cluster.leaders, topic, p, timeout=timeout, leader_timeout_ms=left_ms)
+            reader = kind(
+                cluster.leaders,
+                topic,
+                p,
+                timeout=timeout,
+                leader_timeout_ms=left_ms,
+                sasl=cluster.credentials.sasl,
+                tls=cluster.tls,
+            )
             try:
                 earliest, latest = reader.earliest_offset(), reader.latest_offset()
                 leader = reader.leader
@@ -237,7 +249,10 @@ def _replicated_states(cluster: Cluster, topics: list[str], timeout: float) -> l
 
 
 def segment_starts(
-    state: PartitionState, zookeeper: str | None = None, timeout: float = 30.0
+    state: PartitionState,
+    zookeeper: str | None = None,
+    timeout: float = 30.0,
+    credentials: ClientCredentials | None = None,
 ) -> list[int]:
     """Offsets where the partition's segments start (message boundaries), ascending: from
     its broker, or a replicated partition's leader (found through `zookeeper`). None for a
@@ -253,6 +268,7 @@ def segment_starts(
             state.host,
             state.port,
             timeout=timeout,
+            credentials=credentials,
         )
         with reads:
             if isinstance(reads, SimpleConsumer):
@@ -269,7 +285,7 @@ def format08_topics(options: SourceOptions, topics: list[str], timeout: float = 
     if not options.zookeeper or not topics:
         return set()
     try:
-        cluster = Cluster(options.zookeeper, timeout=timeout)
+        cluster = Cluster(options.zookeeper, timeout=timeout, credentials=options.credentials)
     except Exception as exc:
         raise DiscoveryError(f"cannot reach ZooKeeper at {options.zookeeper}: {exc}") from exc
     try:

@@ -25,6 +25,15 @@ maxOffsetsPerTrigger streaming: at most this many offsets (messages; a compresse
                      one) per micro-batch, split across partitions by backlog (admission.py);
                      Trigger.Once reads everything, as Spark's Kafka source does; batch
                      queries ignore it
+
+A client's credentials, by Kafka's names (logbroker.security.client; docs/security.md):
+security.protocol    PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL
+ssl.cafile, ssl.certfile, ssl.keyfile, ssl.endpoint.identification.algorithm
+sasl.mechanism       PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, with sasl.username and
+                     sasl.password (sasl.jaas.config is refused here: Spark redacts the
+                     values of options named like a password in a plan's string, not that)
+Every connection the source opens, on the driver and the executors, logs in with them. The
+password stays in SourceOptions (pickled to the readers), whose repr names only the user.
 """
 
 from __future__ import annotations
@@ -32,10 +41,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from logbroker.coordination.paths import parse_partition_name, partition_name
+from logbroker.security.client import KEYS as CREDENTIAL_KEYS
+from logbroker.security.client import ClientCredentials
 
 EARLIEST = -2
 LATEST = -1
@@ -66,6 +77,7 @@ class SourceOptions:
     max_bytes_per_partition: int
     min_partitions: int | None
     max_offsets_per_trigger: int | None
+    credentials: ClientCredentials = field(default_factory=ClientCredentials)
 
     def topic_matches(self, topic: str) -> bool:
         if self.subscribe is not None:
@@ -96,6 +108,7 @@ KNOWN = {
     "minpartitions",
     "maxoffsetspertrigger",
     "path",  # Spark passes load(path) as 'path'; unused
+    *(key for key in CREDENTIAL_KEYS if key != "sasl.jaas.config"),
 }
 
 
@@ -107,7 +120,8 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
             f"unknown option(s) {', '.join(unknown)} for the logbroker source; known: "
             "zookeeper, brokers, subscribe, subscribePattern, assign, startingOffsets, "
             "endingOffsets, failOnDataLoss, valueFormat, schemaRegistry, mode, fetchSize, "
-            "maxBytesPerPartition, minPartitions, maxOffsetsPerTrigger"
+            "maxBytesPerPartition, minPartitions, maxOffsetsPerTrigger, and a client's "
+            "security.protocol, ssl.* and sasl.* (sasl.username and sasl.password)"
         )
     zookeeper, brokers = opts.get("zookeeper"), opts.get("brokers")
     if bool(zookeeper) == bool(brokers):
@@ -173,7 +187,15 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> SourceO
         max_offsets_per_trigger=_parse_optional_int(
             "maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger")
         ),
+        credentials=_parse_credentials(opts),
     )
+
+
+def _parse_credentials(opts: Mapping[str, str]) -> ClientCredentials:
+    try:
+        return ClientCredentials.from_properties(opts)
+    except ValueError as exc:  # names the key, never the password
+        raise SourceOptionError(f"logbroker source: {exc}") from None
 
 
 def _parse_bool(name: str, text: str) -> bool:

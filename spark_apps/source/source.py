@@ -86,7 +86,9 @@ def _splits(options: SourceOptions, ranges: list[Any]) -> list[LogbrokerPartitio
         ranges,
         max_bytes=options.max_bytes_per_partition,
         min_partitions=options.min_partitions,
-        segment_starts=lambda s: segment_starts(s, options.zookeeper),
+        segment_starts=lambda s: segment_starts(
+            s, options.zookeeper, credentials=options.credentials
+        ),
     )
     return [LogbrokerPartition(p) for p in plans]
 
@@ -105,6 +107,7 @@ def read_split(
         plan.port,
         fetch_size=options.fetch_size,
         logical=r.logical,
+        credentials=options.credentials,
     )
     with reads as consumer:
         for chunk in read_range(
@@ -208,6 +211,7 @@ class LogbrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 fail_on_data_loss=o.fail_on_data_loss,
                 warn=_warn,
                 zookeeper=o.zookeeper,
+                credentials=o.credentials,
             )
             for s, end in capped.items():
                 ends.setdefault(s.topic, {})[s.name] = end

@@ -180,6 +180,28 @@ def test_pipeline_settings_parquet_writer(tmp_path) -> None:  # type: ignore[no-
         load_pipeline(path)
 
 
+def test_pipeline_settings_mirror_target_and_audit_conn_ids(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The analysis cluster under the mirror's and the audit's own users: optional ids,
+    analysis_conn_id's when absent; the mirror DAG writes with mirror_target_conn_id."""
+    from hooks.pipeline import DEFAULT_FILE, load_pipeline
+
+    settings = json.loads(DEFAULT_FILE.read_text())
+    default = load_pipeline(DEFAULT_FILE)
+    assert default.mirror_target_conn_id == default.audit_conn_id == default.analysis_conn_id
+    path = tmp_path / "pipeline.json"
+    path.write_text(
+        json.dumps({**settings, "mirror_target_conn_id": "lb_mirror", "audit_conn_id": "lb_audit"})
+    )
+    pipeline = load_pipeline(path)
+    assert (pipeline.mirror_target_conn_id, pipeline.audit_conn_id) == ("lb_mirror", "lb_audit")
+    assert pipeline.analysis_conn_id == settings["analysis_conn_id"]
+    path.write_text(json.dumps({**settings, "audit_conn_id": ""}))
+    with pytest.raises(ValueError, match=r"audit_conn_id '': an Airflow connection id"):
+        load_pipeline(path)
+    dag = (Path(__file__).resolve().parents[2] / "dags" / "logbroker_mirror.py").read_text()
+    assert "target_conn_id=PIPELINE.mirror_target_conn_id" in dag
+
+
 def test_every_pipeline_file_in_git_loads_and_is_named_where_a_reader_looks() -> None:
     """Issue 43 finding 10: the pipeline files a checkout carries (the checkout's and
     docker-compose's) each load, hold the same keys but the warehouse's, each says in its

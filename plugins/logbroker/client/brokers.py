@@ -114,14 +114,14 @@ class ZooKeeperBrokers:
         self.on_change = on_change
         self._lock = threading.Lock()
         self._brokers: dict[int, BrokerEndpoint] = {}
+        self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
+        self._watched: set[str] = set()
         self._listeners: Listeners | None = None
         self.version = 0  # before Listeners: its first notice comes in its constructor
         if listener is not None:
             from .listeners import Listeners  # it imports BrokerEndpoint from here
 
             self._listeners = Listeners(client, listener, on_change=self._endpoints_changed)
-        self._topics: dict[str, dict[int, int]] = {}  # topic -> broker id -> partitions
-        self._watched: set[str] = set()
         client.ensure_path(paths.BROKER_IDS)
         client.ensure_path(paths.BROKER_TOPICS)
         ChildrenWatch(client, paths.BROKER_IDS, self._brokers_changed)

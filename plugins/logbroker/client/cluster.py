@@ -8,12 +8,17 @@ assignment and each partition's leader, epoch and ISR: coordination/replication_
 offsets and owners are named `<p>`. Offsets and sizes come from the brokers themselves
 (METADATA): a replicated partition's from its leader, whose latest offset is the high
 watermark (what consumers can read).
+
+Brokers are reached with the client's credentials (`credentials`: security/client.py, Kafka's
+security.protocol, ssl.* and sasl.*): over TLS at each broker's SSL listener (SSL08 for a
+0.8-format topic's leader), with a SASL login on every connection.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from kazoo.client import KazooClient
@@ -32,8 +37,10 @@ from ..protocol.responses import (
     decode_create_topic_response,
 )
 from ..protocol.topics import is_legal_topic, validate_topic
+from ..security.client import ClientCredentials
 from .brokers import BrokerEndpoint, ZooKeeperBrokers
 from .leaders import Leaders
+from .listeners import SSL_LISTENER
 from .simple_consumer import SimpleConsumer
 
 log = logging.getLogger(__name__)
@@ -104,13 +111,21 @@ class GroupPartition(NamedTuple):
 
 class Cluster:
     def __init__(
-        self, zk_connect: str, timeout: float = 10.0, *, zk_auth: str | None = None
+        self,
+        zk_connect: str,
+        timeout: float = 10.0,
+        *,
+        credentials: ClientCredentials | None = None,
+        zk_auth: str | None = None,
     ) -> None:
-        """`zk_auth`: `digest:<user>:<password>`, the brokers' ZooKeeper digest, for a cluster
+        """`credentials`: how the brokers are reached (the module's doc); PLAINTEXT without.
+        `zk_auth`: `digest:<user>:<password>`, the brokers' ZooKeeper digest, for a cluster
         with zookeeper.set.acl: the session logs in with it and the znodes it creates (a
         replicated topic's) are the digest's, readable by all (coordination/zk_acl.py)."""
         self.zk_connect = zk_connect
         self.timeout = timeout
+        self.credentials = credentials or ClientCredentials()
+        self.tls = self.credentials.context()  # made once: unreadable files refused here
         self.zk = KazooClient(hosts=zk_connect, timeout=timeout, **kazoo_options(zk_auth))
         try:
             self.zk.start(timeout=timeout)
@@ -118,9 +133,17 @@ class Cluster:
             self.zk.stop()  # or its thread goes on retrying (and logging) until exit
             self.zk.close()
             raise
-        self.brokers = ZooKeeperBrokers(self.zk)
-        self.leaders = Leaders(self.zk, self.brokers)
+        tls = self.tls is not None
+        self.brokers = ZooKeeperBrokers(self.zk, listener=SSL_LISTENER if tls else None)
+        self.leaders = Leaders(self.zk, self.brokers, tls=tls)
         self._consumers: dict[int, SimpleConsumer] = {}
+
+    @classmethod
+    def from_properties(
+        cls, zk_connect: str, properties: Mapping[str, str], timeout: float = 10.0
+    ) -> Cluster:
+        """With the credentials of Kafka client `properties` (other keys ignored)."""
+        return cls(zk_connect, timeout, credentials=ClientCredentials.from_properties(properties))
 
     def close(self) -> None:
         for consumer in self._consumers.values():
@@ -141,7 +164,11 @@ class Cluster:
             if broker is None:
                 raise LogbrokerError(f"broker {broker_id} is not registered in {self.zk_connect}")
             self._consumers[broker_id] = SimpleConsumer(
-                broker.host, broker.port, timeout=self.timeout
+                broker.host,
+                broker.port,
+                timeout=self.timeout,
+                tls=self.tls,
+                sasl=self.credentials.sasl,
             )
         return self._consumers[broker_id]
 

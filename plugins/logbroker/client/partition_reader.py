@@ -26,6 +26,7 @@ may show consumers less than the leader before it did.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
@@ -77,8 +78,10 @@ class PartitionReader:
         retry_backoff_ms: int = 100,
         sleep: Callable[[float], object] = time.sleep,
         sasl: SaslClientConfig | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """`sasl`: log in so to each leader (security/sasl.py)."""
+        """`sasl`: log in so to each leader (security/sasl.py); `tls`: over TLS (the leaders
+        then are `Leaders(..., tls=True)`'s, at their SSL listeners)."""
         if leaders.assignment(topic) is None:
             raise LogbrokerError(
                 f"{topic!r} is not a replicated topic (no /replication/topics/{topic}): "
@@ -102,6 +105,7 @@ class PartitionReader:
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.sleep = sleep
         self.sasl = sasl
+        self.tls = tls
         self._consumer: SimpleConsumer | None = None
         self._endpoint: BrokerEndpoint | None = None
         self._zk: KazooClient | None = None  # set by connect(): closed with the reader
@@ -114,7 +118,9 @@ class PartitionReader:
         zk = KazooClient(hosts=zk_connect, timeout=10)
         try:
             zk.start(timeout=10)
-            reader = cls(Leaders(zk), topic, partition, **kwargs)  # type: ignore[arg-type]
+            # over TLS, the leaders at their SSL listeners
+            leaders = Leaders(zk, tls=kwargs.get("tls") is not None)
+            reader = cls(leaders, topic, partition, **kwargs)  # type: ignore[arg-type]
         except BaseException:
             zk.stop()
             zk.close()
@@ -250,6 +256,7 @@ class PartitionReader:
                 timeout=self.timeout,
                 waiting_fetches=True,
                 sasl=self.sasl,
+                tls=self.tls,
             )
             self._endpoint = endpoint
         return self._consumer

@@ -30,6 +30,7 @@ the next is on its way while a batch is handed out, and the fetch size grows (do
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
@@ -93,10 +94,13 @@ class PartitionReader08:
         sleep: Callable[[float], object] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         sasl: SaslClientConfig | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """`sasl`: log in so to each leader's 0.8 listener (security/sasl.py)."""
+        """`sasl`: log in so to each leader's 0.8 listener (security/sasl.py); `tls`: over
+        TLS, at the leaders' SSL08 listeners (Leaders(..., tls=True))."""
         self.topic = topic
         self.sasl = sasl
+        self.tls = tls
         self.partition = partition
         self.fetch_size = fetch_size
         self.max_fetch_size = max(max_fetch_size, fetch_size)
@@ -127,7 +131,9 @@ class PartitionReader08:
         zk = KazooClient(hosts=zk_connect, timeout=10)
         try:
             zk.start(timeout=10)
-            reader = cls(Leaders(zk), topic, partition, **kwargs)  # type: ignore[arg-type]
+            # over TLS, the leaders at their SSL listeners
+            leaders = Leaders(zk, tls=kwargs.get("tls") is not None)
+            reader = cls(leaders, topic, partition, **kwargs)  # type: ignore[arg-type]
         except BaseException:
             zk.stop()
             zk.close()
@@ -162,7 +168,7 @@ class PartitionReader08:
                     f"cannot reach ZooKeeper at {self._zk_connect} to find the leader of "
                     f"{self.topic}-{self.partition}: {exc}"
                 ) from exc
-            leaders = self._checked(Leaders(zk))
+            leaders = self._checked(Leaders(zk, tls=self.tls is not None))
         except BaseException:
             zk.stop()
             zk.close()
@@ -402,7 +408,7 @@ class PartitionReader08:
             if self._connection is not None:
                 self._connection.close()
             self._connection = Kafka08Connection(
-                endpoint.host, endpoint.port, timeout=self.timeout, sasl=self.sasl
+                endpoint.host, endpoint.port, timeout=self.timeout, sasl=self.sasl, tls=self.tls
             )
             self._endpoint = endpoint
         return self._connection

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from ..client.cluster import Cluster
+    from ..security.client import ClientCredentials
     from ..security.tls import ClientSecurity
 
 
@@ -79,54 +81,51 @@ def add_command_config(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--command-config",
         metavar="FILE",
-        help="client properties: security.protocol (PLAINTEXT, SSL), ssl.cafile, ssl.certfile, "
-        "ssl.keyfile, ssl.endpoint.identification.algorithm (docs/security.md)",
+        help="client properties: security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), "
+        "ssl.cafile, ssl.certfile, ssl.keyfile, ssl.endpoint.identification.algorithm, "
+        "sasl.mechanism, sasl.username, sasl.password or sasl.jaas.config; and "
+        "zookeeper.auth=digest:<user>:<password>, the brokers' ZooKeeper digest for the "
+        "commands that change their znodes when zookeeper.set.acl is on (or env "
+        "LOGBROKER_ZOOKEEPER_AUTH) (docs/security.md)",
     )
 
 
-def command_security(args: argparse.Namespace) -> ClientSecurity | None:
-    """The security settings of --command-config (None without it); ValueError naming the
-    key, or OSError for a file that cannot be read."""
+def command_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The properties of --command-config ({} without it); OSError for a file that cannot
+    be read."""
     from ..config import read_properties
-    from ..security.tls import ClientSecurity
 
     if not getattr(args, "command_config", None):
-        return None
+        return {}
     with open(args.command_config, encoding="utf-8") as handle:
-        properties = read_properties(handle)
+        return read_properties(handle)
+
+
+def command_credentials(args: argparse.Namespace) -> ClientCredentials:
+    """The TLS and SASL settings of --command-config (PLAINTEXT without it); ValueError
+    naming the file and the key, or OSError for a file that cannot be read."""
+    from ..security.client import ClientCredentials
+
+    properties = command_properties(args)
     try:
-        return ClientSecurity.from_properties(properties)
+        return ClientCredentials.from_properties(properties)
     except ValueError as exc:
         raise ValueError(f"--command-config {args.command_config}: {exc}") from None
 
 
-def add_zk_auth_config(p: argparse.ArgumentParser) -> None:
-    """--command-config for the commands that write the brokers' znodes: its
-    zookeeper.auth (or env LOGBROKER_ZOOKEEPER_AUTH) is the ZooKeeper digest they log in with."""
-    p.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="properties: zookeeper.auth=digest:<user>:<password>, the brokers' ZooKeeper "
-        "digest when zookeeper.set.acl is on (or env LOGBROKER_ZOOKEEPER_AUTH; "
-        "docs/security.md)",
-    )
-
-
 def command_zk_auth(args: argparse.Namespace) -> str | None:
-    """zookeeper.auth from --command-config, else from env LOGBROKER_ZOOKEEPER_AUTH; None
-    without either. ValueError naming the file or the variable when it is malformed, OSError
-    for a file that cannot be read."""
+    """zookeeper.auth from --command-config, else from env LOGBROKER_ZOOKEEPER_AUTH: the
+    brokers' ZooKeeper digest, for the commands that write their znodes; None without either.
+    ValueError naming the file or the variable when it is malformed, OSError for a file that
+    cannot be read."""
     import os
 
-    from ..config import read_properties
     from ..coordination.zk_acl import AUTH_ENV, AUTH_KEY, parse_zk_auth
 
     where, value = AUTH_ENV, os.environ.get(AUTH_ENV, "")
-    if getattr(args, "command_config", None):
-        with open(args.command_config, encoding="utf-8") as handle:
-            found = read_properties(handle).get(AUTH_KEY, "")
-        if found.strip():
-            where, value = f"--command-config {args.command_config}", found
+    found = command_properties(args).get(AUTH_KEY, "")
+    if found.strip():
+        where, value = f"--command-config {args.command_config}", found
     if not value.strip():
         return None
     try:
@@ -134,3 +133,27 @@ def command_zk_auth(args: argparse.Namespace) -> str | None:
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return value.strip()
+
+
+def command_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """The TLS settings of --command-config (None without them); see command_credentials."""
+    return command_credentials(args).security
+
+
+def command_logins(args: argparse.Namespace) -> dict[str, Any]:
+    """`security=` and `sasl=` for a Producer or GroupConsumer, from --command-config."""
+    credentials = command_credentials(args)
+    return {"security": credentials.security, "sasl": credentials.sasl}
+
+
+def command_cluster(args: argparse.Namespace, timeout: float = 10.0) -> Cluster:
+    """The cluster at --zookeeper, its brokers reached with --command-config's credentials,
+    its ZooKeeper session holding the digest of command_zk_auth."""
+    from ..client.cluster import Cluster
+
+    return Cluster(
+        args.zookeeper,
+        timeout,
+        credentials=command_credentials(args),
+        zk_auth=command_zk_auth(args),
+    )

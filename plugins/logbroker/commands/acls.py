@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from . import add_logging_args, add_zk_auth_config, command_zk_auth, formatter
+from . import add_command_config, add_logging_args, command_zk_auth, formatter
 
 if TYPE_CHECKING:
     from ..security.acl_store import AclStore
@@ -97,7 +97,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="Read and Describe on the topics, Read on the groups",
     )
     p.add_argument("--force", action="store_true", help="remove without asking")
-    add_zk_auth_config(p)
+    add_command_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 

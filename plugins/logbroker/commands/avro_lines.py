@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..protocol.errors import LogbrokerError
-from . import command_security, plural
+from . import command_logins, plural
 
 
 def _json_default(value: Any) -> Any:
@@ -92,7 +92,7 @@ def produce(args: argparse.Namespace, stream: BinaryIO) -> int:
                 broker_list=args.broker_list,
                 num_partitions=args.partitions,
                 compression_codec=args.compression,
-                security=command_security(args),
+                **command_logins(args),
                 **producer_acks(args),  # type: ignore[arg-type]
             ),
             registry,

@@ -13,7 +13,7 @@ import argparse
 import re
 import sys
 
-from . import add_logging_args, add_zk_auth_config, command_zk_auth, formatter
+from . import add_command_config, add_logging_args, command_zk_auth, formatter
 
 _ENTRY = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*=\s*(\[[^\[\]]*\]|[^,\[\]]*)\s*(?:,|$)")
 
@@ -127,7 +127,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="MECH[,MECH]",
         help="SCRAM-SHA-256 and/or SCRAM-SHA-512",
     )
-    add_zk_auth_config(p)
+    add_command_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 

@@ -11,7 +11,7 @@ from typing import Any
 from . import (
     add_command_config,
     add_logging_args,
-    command_security,
+    command_logins,
     formatter,
     int_at_least,
     plural,
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             autooffset_reset="smallest" if args.from_beginning else "largest",
             consumer_timeout_ms=args.timeout_ms,
             autocommit_enable=not temporary,
-            security=command_security(args),
+            **command_logins(args),
         )
     except (LogbrokerError, ValueError, OSError) as exc:
         print(f"logbroker consume: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import add_logging_args, formatter, print_table
+from . import add_command_config, add_logging_args, command_cluster, formatter, print_table
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,17 +20,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog="examples:\n  logbroker lag --zookeeper 127.0.0.1:2181/live --group hourly-load\n",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    add_command_config(p)
     p.add_argument("--group", required=True)
     add_logging_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..client.cluster import Cluster
     from ..protocol.errors import LogbrokerError
 
     try:
-        with Cluster(args.zookeeper) as cluster:
+        with command_cluster(args) as cluster:
             rows = cluster.group_partitions(args.group)
     except (LogbrokerError, ValueError) as exc:
         print(f"logbroker lag: {exc}", file=sys.stderr)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import add_logging_args, formatter, int_at_least, topic_name
+from . import (
+    add_command_config,
+    add_logging_args,
+    command_credentials,
+    formatter,
+    int_at_least,
+    topic_name,
+)
 
 
 def offsets_time(text: str) -> int:
@@ -55,6 +62,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--max", type=int_at_least(1), default=1, metavar="N", help="how many offsets (default 1)"
     )
+    add_command_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
@@ -68,7 +76,13 @@ def run(args: argparse.Namespace) -> int:
         return _replicated(args)
     host, _, port = args.broker.rpartition(":")
     try:
-        with SimpleConsumer(host or "127.0.0.1", int(port)) as consumer:
+        credentials = command_credentials(args)
+        with SimpleConsumer(
+            host or "127.0.0.1",
+            int(port),
+            tls=credentials.context(),
+            sasl=credentials.sasl,
+        ) as consumer:
             consumer.connection.connect()
             try:
                 offsets = consumer.offsets_before(args.topic, args.partition, args.time, args.max)
@@ -96,10 +110,22 @@ def _replicated(args: argparse.Namespace) -> int:
     from ..client.partition_reader import PartitionReader
     from ..protocol.errors import LogbrokerError
 
+    try:
+        credentials = command_credentials(args)
+    except ValueError as exc:
+        print(f"logbroker offsets: {exc}", file=sys.stderr)
+        return 1
     zk = KazooClient(hosts=args.zookeeper, timeout=10)
     try:
         zk.start(timeout=10)
-        reader = PartitionReader(Leaders(zk), args.topic, args.partition, leader_timeout_ms=10000)
+        reader = PartitionReader(
+            Leaders(zk, tls=credentials.tls),
+            args.topic,
+            args.partition,
+            leader_timeout_ms=10000,
+            sasl=credentials.sasl,
+            tls=credentials.context(),
+        )
         with reader:
             offsets = reader.offsets_before(args.time, args.max)
     except LogbrokerError as exc:

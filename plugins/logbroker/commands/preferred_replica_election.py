@@ -15,9 +15,9 @@ import time
 from typing import TYPE_CHECKING
 
 from . import (
+    add_command_config,
     add_logging_args,
-    add_zk_auth_config,
-    command_zk_auth,
+    command_cluster,
     formatter,
     int_at_least,
     topic_name,
@@ -49,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "`logbroker topics describe --under-replicated-partitions` no longer names it.",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    add_command_config(p)
     p.add_argument("--topic", type=topic_name, help="a replicated topic (default: every one)")
     p.add_argument(
         "--partition", type=int_at_least(0), metavar="P", help="one partition of --topic"
@@ -60,20 +61,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="S",
         help="seconds to wait for the controller (default 30)",
     )
-    add_zk_auth_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..client.cluster import Cluster
     from ..protocol.errors import LogbrokerError
 
     if args.partition is not None and args.topic is None:
         print(f"logbroker {NAME}: --partition needs --topic", file=sys.stderr)
         return 2
     try:
-        with Cluster(args.zookeeper, zk_auth=command_zk_auth(args)) as cluster:
+        with command_cluster(args) as cluster:
             before = _partitions(cluster, args.topic, args.partition)
             if not before:
                 print("no replicated partitions: nothing to elect")

@@ -12,7 +12,7 @@ from typing import BinaryIO
 from . import (
     add_command_config,
     add_logging_args,
-    command_security,
+    command_logins,
     formatter,
     int_at_least,
     topic_name,
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             broker_list=args.broker_list,
             num_partitions=args.partitions,
             compression_codec=args.compression,
-            security=command_security(args),
+            **command_logins(args),
             **producer_acks(args),  # type: ignore[arg-type]
         )
     except (LogbrokerError, ValueError, OSError) as exc:

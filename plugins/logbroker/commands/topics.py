@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from . import (
+    add_command_config,
     add_logging_args,
-    add_zk_auth_config,
-    command_zk_auth,
+    command_cluster,
     formatter,
     int_at_least,
     print_table,
@@ -43,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and keyed messages; 0.7-format topics are the 0.7 port's (docs/protocol.md).",
     )
     p.add_argument("--zookeeper", required=True, metavar="CONNECT", help="host:port[/chroot]")
+    add_command_config(p)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a topic on every live broker")
     create.add_argument("topic", type=topic_name)
@@ -78,17 +79,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="only the replicated partitions whose ISR is short of their replicas",
     )
-    add_zk_auth_config(p)
     add_logging_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..client.cluster import Cluster
     from ..protocol.errors import LogbrokerError
 
     try:
-        with Cluster(args.zookeeper, zk_auth=command_zk_auth(args)) as cluster:
+        with command_cluster(args) as cluster:
             if args.action == "create":
                 factor = args.replication_factor or cluster.default_replication_factor()
                 existing = cluster.assignment(args.topic) if args.if_not_exists else None

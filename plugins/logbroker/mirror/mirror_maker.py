@@ -130,7 +130,7 @@ class MirrorMaker:
     # -- the run ---------------------------------------------------------------------------
 
     def run(self) -> MirrorResult:
-        source = Cluster(self.consumer_props["zk.connect"])
+        source = Cluster.from_properties(self.consumer_props["zk.connect"], self.consumer_props)
         target = None
         consumer = None
         try:

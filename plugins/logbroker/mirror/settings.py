@@ -23,6 +23,12 @@ producer.config (the TARGET cluster):
     zookeeper.auth          digest:<user>:<password>, the target brokers' ZooKeeper digest when
                             they set zookeeper.set.acl: the mirror creates missing replicated
                             topics there through ZooKeeper (docs/security.md)
+
+Both files also take a client's credentials for their own cluster, in Kafka's names
+(security/client.py): security.protocol, ssl.cafile, ssl.certfile, ssl.keyfile,
+ssl.endpoint.identification.algorithm, sasl.mechanism, sasl.username + sasl.password or
+sasl.jaas.config. The consumer's log in to the source's brokers, the producer's to the
+target's; a bad one is refused at start naming the file and the key.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 
 from ..config import read_properties
 from ..coordination.zk_acl import parse_zk_auth
+from ..security.client import ClientCredentials
 
 MIRROR_CONSUMER_DEFAULTS = {"autocommit.interval.ms": "1000"}
 
@@ -55,6 +62,7 @@ class TargetSettings:
     delivery_timeout_ms: int = 300000
     max_request_size: int = 1 << 20
     zk_auth: str | None = field(default=None, repr=False)  # it holds a password
+    credentials: ClientCredentials = field(default_factory=ClientCredentials)
 
     @classmethod
     def from_properties(
@@ -88,6 +96,7 @@ class TargetSettings:
             retry_backoff_max_ms=_int(props, "retry.backoff.max.ms", 5000, source),
             delivery_timeout_ms=_int(props, "delivery.timeout.ms", 300000, source),
             max_request_size=_int(props, "max.request.size", 1 << 20, source, minimum=1),
+            credentials=credentials_of(props, source),
         )
 
 
@@ -101,7 +110,16 @@ def consumer_properties(
     merged = dict(MIRROR_CONSUMER_DEFAULTS)
     merged.update(props)
     _int(merged, "autocommit.interval.ms", 1000, source, minimum=1)
+    credentials_of(merged, source)  # refused now, naming the file, not in a stream's thread
     return merged
+
+
+def credentials_of(props: Mapping[str, str], source: str) -> ClientCredentials:
+    """The file's TLS and SASL settings, or MirrorConfigError naming the file and the key."""
+    try:
+        return ClientCredentials.from_properties(props)
+    except ValueError as exc:
+        raise MirrorConfigError(f"{source}: {exc}") from None
 
 
 def load_properties(path: str | Path, flag: str) -> dict[str, str]:

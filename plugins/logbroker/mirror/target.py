@@ -94,12 +94,16 @@ class TargetCluster:
                 settings.zk_connect,
                 timeout=settings.socket_timeout_ms / 1000,
                 zk_auth=settings.zk_auth,
+                credentials=settings.credentials,
             )
             self.brokers = self.cluster.brokers
             self.leaders = self.cluster.leaders
         else:
             assert settings.broker_list is not None
             self.brokers = StaticBrokers(settings.broker_list, 1)
+        # every writer's connections: TLS made once, a SASL login on each new socket
+        self.tls = self.cluster.tls if self.cluster is not None else settings.credentials.context()
+        self.sasl = settings.credentials.sasl
         self._lock = threading.Lock()
         self._created: dict[str, int] = {}  # topic -> partitions per broker asked for
 
@@ -347,7 +351,11 @@ class TargetWriter:
         if known is not None:
             known[1].close()
         conn = BrokerConnection(
-            endpoint.host, endpoint.port, timeout=self.settings.socket_timeout_ms / 1000
+            endpoint.host,
+            endpoint.port,
+            timeout=self.settings.socket_timeout_ms / 1000,
+            tls=self.cluster.tls,
+            sasl=self.cluster.sasl,
         )
         self._connections[broker_id] = (address, conn)
         return conn
@@ -392,7 +400,11 @@ class TargetWriter:
         if known is not None:
             known[1].close()
         conn = Kafka08Connection(
-            endpoint.host, endpoint.port, timeout=self.settings.socket_timeout_ms / 1000
+            endpoint.host,
+            endpoint.port,
+            timeout=self.settings.socket_timeout_ms / 1000,
+            tls=self.cluster.tls,
+            sasl=self.cluster.sasl,
         )
         self._connections08[broker_id] = (address, conn)
         return conn

@@ -8,4 +8,7 @@
                                         credentials kept in ZooKeeper
     acls.py, acl_store.py               the authorizer's ACLs: Kafka's model, and their copy
                                         kept from ZooKeeper
+    client.py                           a client's credentials (TLS and a SASL login) from
+                                        Kafka's client property names, for every part of
+                                        the pipeline that connects to brokers
 Pure code and ZooKeeper reads: the server and the client wire them into their connections."""
