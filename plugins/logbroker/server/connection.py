@@ -21,8 +21,9 @@ only way a 0.7 producer learns of it.
 On a listener with SASL (`sasl.enabled.mechanisms`), the frames before the first request are
 the SASL exchange's (security/sasl.py: a SaslHandshake, then the mechanism's tokens), handed
 to the connection's authenticator; `principal` is `User:<name>` once it succeeds. Anything
-else first, a malformed or oversized SASL frame, or a failed login closes the connection
-with one line naming the client.
+else first, a malformed or oversized SASL frame, a failed login, or one not complete within
+`request.timeout.ms` of the connection's start closes the connection with one line naming
+the client.
 """
 
 from __future__ import annotations
@@ -217,8 +218,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._waiting: WaitingFetch[Response] | None = None  # a FETCH_WAIT not answered yet
         self._drain_pending = False  # the client left with whole produces not handled yet
         self._sending: asyncio.Task[None] | None = None  # the last response's task
-        # Until the SASL exchange completes, frames go to it (`_authenticate`).
+        # Until the SASL exchange completes, frames go to it (`_authenticate`); it has
+        # request.timeout.ms from the connection's start (SocketServer._sweep), as a TLS
+        # handshake has, so that a client that never logs in does not hold its connection
+        # for idle.connection.timeout.ms.
         self._authenticating = sasl() if sasl is not None else None
+        self.login_since: float | None = self.loop.time() if sasl is not None else None
         # Who the client is, for the authorizer and the broker-only replica requests:
         # Kafka's name for a client that proved nothing, "User:CN=<cn>" from a TLS client
         # certificate (connection_made), then "User:<name>" once SASL logs it in (SASL_SSL:
@@ -375,6 +380,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 assert auth.principal is not None
                 self.principal = auth.principal
                 self._authenticating = auth = None
+                self.login_since = None
                 log.info("connection from %s authenticated as %s", self.client, self.principal)
         return pos
 
@@ -671,6 +677,11 @@ class ClientConnection(asyncio.BufferedProtocol):
             )
         if self.transport is not None:
             self.transport.abort()
+
+    @property
+    def login_stage(self) -> str:
+        """Where an unfinished SASL login is, for the line that closes it."""
+        return self._authenticating.stage if self._authenticating is not None else "done"
 
     @property
     def idle(self) -> bool:

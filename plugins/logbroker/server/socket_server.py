@@ -12,7 +12,8 @@ those without a word. The handshake has `request.timeout.ms` to finish.
 
 One asyncio event loop serves every connection (the handlers only append to page cache and
 hand file regions to sendfile, so they do not block). A sweeper closes connections that
-trickle a request for longer than `request.timeout.ms` or stay idle longer than
+trickle a request for longer than `request.timeout.ms`, have not completed their SASL login
+`request.timeout.ms` after they connected, or stay idle longer than
 `idle.connection.timeout.ms`, so slow or idle clients cannot hold the broker.
 """
 
@@ -203,7 +204,13 @@ class SocketServer:
             await asyncio.sleep(SWEEP_INTERVAL_S)
             now = self.loop.time()
             for conn in list(self.connections):
-                if conn.partial_since is not None and now - conn.partial_since > request_timeout:
+                if conn.login_since is not None and now - conn.login_since > request_timeout:
+                    self.metrics.error("timeout")
+                    conn.close(
+                        f"SASL login not complete after {request_timeout:g} s ({conn.login_stage})",
+                        "timeout",
+                    )
+                elif conn.partial_since is not None and now - conn.partial_since > request_timeout:
                     self.metrics.error("timeout")
                     conn.close(f"request not complete after {request_timeout:g} s", "timeout")
                 elif conn.idle and now - conn.last_activity > idle_timeout:
