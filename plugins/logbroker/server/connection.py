@@ -198,6 +198,42 @@ class _Received:
             self.offered = None
 
 
+def _one_buffer(parts: Response) -> bytes | bytearray:
+    """A response as the one buffer a TLS transport takes: its bytes and its file regions
+    read straight into place (os.preadv). Reading each region into bytes of its own and
+    joining them copied every fetched byte once more; writing the parts one by one made TLS
+    records (and TCP segments) of a 12-byte header each."""
+    if len(parts) == 1 and not isinstance(parts[0], FileRegion):
+        return parts[0]
+    total = sum(p.length if isinstance(p, FileRegion) else len(p) for p in parts)
+    buf = bytearray(total)
+    pos = 0
+    with memoryview(buf) as view:
+        for part in parts:
+            if not isinstance(part, FileRegion):
+                view[pos : pos + len(part)] = part
+                pos += len(part)
+                continue
+            if not part.length or part.segment is None:
+                continue
+            end, position = pos + part.length, part.position
+            last = part.segment.last_append
+            if last is not None and last[0] == position and len(last[1]) == part.length:
+                view[pos:end] = last[1]  # exactly the last append, still in memory
+                pos = end
+                continue
+            file = part.file()  # held: its descriptor stays open while it is read
+            while pos < end:
+                got = os.preadv(file.fileno(), [view[pos:end]], position)
+                if got <= 0:  # the segment ends before the region: cut, as read() is
+                    break
+                pos += got
+                position += got
+            if pos < end:
+                return b"".join(p.read() if isinstance(p, FileRegion) else bytes(p) for p in parts)
+    return buf
+
+
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self, server: SocketServer, sasl: Callable[[], ServerAuthenticator] | None = None
@@ -509,13 +545,23 @@ class ClientConnection(asyncio.BufferedProtocol):
         alone wakes it for nothing). Larger regions go straight from the page cache to the
         socket with os.sendfile, once every byte queued before them has left (asyncio's own
         buffer is empty), so a fetch costs no coroutine and no copy. What does not fit goes
-        to loop.sendfile later. Over TLS every region is read and written (the transport
-        encrypts), as Kafka did before kTLS: os.sendfile would put clear text on the wire,
-        and loop.sendfile's fallback, which swaps the transport's protocol while it writes,
-        stalled a fetch of 200 kB on asyncio's TLS transport (test_tls).
+        to loop.sendfile later. Over TLS the whole response is one buffer with every region
+        read into place (`_one_buffer`), written at once (the transport encrypts), as Kafka did
+        before kTLS: os.sendfile would put clear text on the wire, and loop.sendfile's
+        fallback, which swaps the transport's protocol while it writes, stalled a fetch of
+        200 kB on asyncio's TLS transport (test_tls).
         """
         transport = self.transport
         assert transport is not None
+        if self._tls:
+            try:
+                data = _one_buffer(parts)
+            except OSError as exc:
+                self.close(f"sending the response failed: {exc}", cause="send_failed")
+                return None
+            if data:
+                transport.write(data)
+            return None
         pending: list[bytes] = []  # bytes to write together, before the next large region
         try:
             for i, part in enumerate(parts):
@@ -524,9 +570,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     continue
                 if not part.length or part.segment is None:
                     continue
-                if part.length <= _COPY_MAX or self._tls:
-                    # over TLS the bytes must pass through the transport's encryption:
-                    # sendfile to the socket would send them in clear text
+                if part.length <= _COPY_MAX:
                     pending.append(part.read())
                     continue
                 if pending:
