@@ -16,8 +16,8 @@ port), SSL (a TLS listener of the same broker) and SASL_SSL (a second broker, wi
 its listeners and users in ZooKeeper: each connection completes a TLS handshake and a
 SCRAM-SHA-256 login before the hostile bytes). The framing and the handlers are the same
 ClientConnection's under TLS and after a login, and so must the answers be. `Endpoint` is a
-broker as one transport reaches it; tests/security/test_hostile_logins.py sends what is
-hostile to the TLS handshake and the SASL exchange themselves.
+broker as one transport reaches it. The last section sends what is hostile to the TLS
+handshake and the SASL exchange themselves, on the SASL broker's SSL listener.
 
 The brokers: num.partitions=2, max.socket.request.bytes=65536, request.timeout.ms=1000,
 connection.log.interval.ms=0 (every closed connection is logged, so each test finds its own
@@ -938,10 +938,6 @@ def tls_only(endpoint: Endpoint) -> socket.socket:
     return endpoint.tls.wrap_socket(raw, server_hostname=endpoint.address[0])
 
 
-def read_token(sock: socket.socket) -> bytes:
-    return read_frame(sock)
-
-
 def expect_refused(
     endpoint: Endpoint,
     seeded: dict[int, bytes],
@@ -1020,7 +1016,7 @@ def test_a_login_never_finished_is_closed(
         sock.sendall(
             sasl_frame(ScramClient("SCRAM-SHA-256", LOGIN.username, LOGIN.password).first())
         )
-        assert read_token(sock).startswith(b"r=")  # the server-first
+        assert read_frame(sock).startswith(b"r=")  # the server-first
 
     line = expect_refused(sasl_ssl, sasl_seeded, tls_only(sasl_ssl), stall, timeout=10)
     assert "SASL login not complete after 1 s (during SCRAM-SHA-256 authentication)" in line
@@ -1070,7 +1066,7 @@ def _scram(sock: socket.socket, client: ScramClient) -> bytes:
     """Handshake, client-first, server-first: the client-final the exchange asks for."""
     _handshake(sock)
     sock.sendall(sasl_frame(client.first()))
-    return client.final(read_token(sock))
+    return client.final(read_frame(sock))
 
 
 def test_a_wrong_scram_proof(sasl_ssl: Endpoint, sasl_seeded: dict[int, bytes]) -> None:
@@ -1083,7 +1079,7 @@ def test_a_wrong_scram_proof(sasl_ssl: Endpoint, sasl_seeded: dict[int, bytes]) 
         forged = bytearray(base64.b64decode(proof))
         forged[-1] ^= 1
         sock.sendall(sasl_frame(head + b",p=" + base64.b64encode(bytes(forged))))
-        assert read_token(sock) == b"e=invalid-proof"
+        assert read_frame(sock) == b"e=invalid-proof"
 
     line = expect_refused(sasl_ssl, sasl_seeded, tls_only(sasl_ssl), wrong_proof)
     assert "SCRAM-SHA-256 authentication of user 'hostile' failed" in line
@@ -1097,7 +1093,7 @@ def test_a_replayed_scram_client_final(sasl_ssl: Endpoint, sasl_seeded: dict[int
     with tls_only(sasl_ssl) as sock:
         recorded = _scram(sock, client)
         sock.sendall(sasl_frame(recorded))
-        client.verify(read_token(sock))  # the recorded login itself succeeded
+        client.verify(read_frame(sock))  # the recorded login itself succeeded
 
     def replay(sock: socket.socket) -> None:
         _scram(sock, ScramClient("SCRAM-SHA-256", LOGIN.username, LOGIN.password, nonce="recorded"))
