@@ -246,7 +246,11 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError) and exc.reason:
         verify = getattr(exc, "verify_message", None)
         return f"{exc.reason}" + (f" ({verify})" if verify else "")
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError) or (
+        # asyncio's ssl_handshake_timeout aborts the connection so ("SSL handshake is
+        # taking longer than N seconds"): said in the broker's own key's terms
+        isinstance(exc, ConnectionAbortedError) and "taking longer" in str(exc)
+    ):
         return "not complete within request.timeout.ms"
     return str(exc) or type(exc).__name__
 
