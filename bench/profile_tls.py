@@ -3,6 +3,7 @@ rows, over one security protocol, with the broker and the client each under cPro
 
     .venv/bin/python bench/profile_tls.py --protocol SASL_SSL [--messages 300000] [--top 25]
     .venv/bin/python bench/profile_tls.py --protocol SSL --cpu-only  # no cProfile: CPU seconds
+    .venv/bin/python bench/profile_tls.py --protocol SSL --cpu-only --perf  # and by library
 
 Starts bench/systems/logbroker.py's Server (ZooKeeper, the broker with its SSL listener, the
 SASL broker) with both brokers under cProfile, runs the client's `produce` (batch 50,
@@ -21,6 +22,8 @@ import io
 import os
 import pstats
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,7 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no cProfile: the rates and the CPU seconds of broker and client per workload",
     )
+    p.add_argument(
+        "--perf",
+        action="store_true",
+        help="with --cpu-only: `perf record` samples the broker during each workload, and "
+        "its CPU is split by library (perf report --sort dso)",
+    )
     args = p.parse_args(argv)
+    if args.perf and not (args.cpu_only and shutil.which("perf")):
+        p.error("--perf needs --cpu-only and perf (linux-perf) installed")
 
     module = systems.load("logbroker")
     work = Path(tempfile.mkdtemp(prefix="logbroker-tls-profile-"))
@@ -88,12 +99,23 @@ def main(argv: list[str] | None = None) -> int:
             b0, c0 = cpu_seconds(broker_pid), time.process_time()
             if not args.cpu_only:
                 client_profile.enable()
+            sampler = None
+            if args.perf:
+                sampler = subprocess.Popen(
+                    ["perf", "record", "-F", "999", "-p", str(broker_pid),
+                     "-o", str(work / f"{name}.perf")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                time.sleep(0.5)  # attached before the workload starts
             if name == "produce_batch50":
                 r = client.produce("b50", args.messages, 200, 50, lambda: None)
             else:
                 r = client.consume("b50", args.messages // 50 * 50, 1000 * 210, lambda: None)
             client_profile.disable()
             broker_cpu, client_cpu = cpu_seconds(broker_pid) - b0, time.process_time() - c0
+            if sampler is not None:
+                sampler.send_signal(signal.SIGINT)  # perf writes its file on SIGINT
+                sampler.wait(30)
             lines.append(
                 f"{name}: {r['messages'] / r['seconds']:,.0f} msgs/s in {r['seconds']:.2f} s; "
                 f"CPU s the broker {broker_cpu:.2f}, the client {client_cpu:.2f}"
@@ -104,6 +126,14 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     print(f"{args.protocol}, {args.messages:,} messages of 200 bytes")
     print("\n".join(lines))
+    for name in ("produce_batch50", "consume") if args.perf else ():
+        report = subprocess.run(
+            ["perf", "report", "-i", str(work / f"{name}.perf"), "--sort", "dso", "--stdio"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        shares = [x for x in report.stdout.splitlines() if x.strip() and not x.startswith("#")]
+        print(f"\n== the broker's CPU during {name}, by library (perf) ==")
+        print("\n".join(shares[:8]))
     if not args.cpu_only:
         deadline = time.monotonic() + 30
         while not wanted.exists() and time.monotonic() < deadline:
