@@ -886,12 +886,27 @@ def test_trickling_client_is_closed_after_request_timeout(
 IDLE = {"PLAINTEXT": 1000, "SSL": 200, "SASL_SSL": 200}
 
 
+# What an idle connection may cost the broker: its receive buffer (64 KiB) and, over TLS,
+# what OpenSSL and asyncio's TLS layer hold. asyncio's own read buffer was 256 KiB a TLS
+# connection (342 kB each measured), and 1 MiB when it was raised for big reads (1,110 kB).
+IDLE_BYTES_MAX = 250_000
+
+
+def resident_bytes(broker: Endpoint) -> int:
+    status = Path(f"/proc/{broker.process.pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+
+
 def test_a_thousand_idle_connections(broker: Endpoint, seeded: dict[int, bytes]) -> None:
     idle: list[socket.socket] = []
     topic = f"busy-{uuid.uuid4().hex[:8]}"
+    before = resident_bytes(broker)
     try:
         for _ in range(IDLE[broker.transport]):
             idle.append(connect(broker))
+        assert_serving(broker, seeded)  # every one of them accepted and set up by now
+        each = (resident_bytes(broker) - before) / len(idle)
+        assert each < IDLE_BYTES_MAX, f"{each:,.0f} bytes a {broker.transport} connection"
         data = message1(b"while a thousand wait")
         with connect(broker) as s:
             s.sendall(produce(topic, 0, data) + produce(topic, 0, data))

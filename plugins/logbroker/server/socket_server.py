@@ -44,6 +44,7 @@ SWEEP_INTERVAL_S = 0.5
 # asyncio stops accepting for a second when accept() fails for want of descriptors or
 # memory, and reports each failure: one line per this many seconds says how many there were.
 ACCEPT_ERROR_LOG_INTERVAL_S = 60.0
+_TLS_READ_MAX = 1 << 20  # the most a TLS connection reads from its socket at once
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -260,10 +261,19 @@ class _TlsProtocol(sslproto.SSLProtocol):
     which hands the ClientConnection the decrypted transport before any data), plus the
     client's address and a line for a handshake that fails (SocketServer.handshake_done)."""
 
-    # What one read from the socket takes (asyncio's default is 256 KiB): as much as a
-    # connection's receive buffer holds (socket.receive.buffer, 1 MiB in the bench), so
-    # that a burst of produces is read, decrypted and handled in one loop turn, not four.
-    max_size = 1 << 20
+    # What one read from the socket takes. asyncio's is 256 KiB, allocated (and zeroed) for
+    # every connection. Here a connection starts with 64 KiB (an idle one holds no more),
+    # and a read that fills it makes it 4 times larger, up to _TLS_READ_MAX: as much as a
+    # receive buffer holds (socket.receive.buffer, 1 MiB in the bench), so that a burst
+    # of produces is read, decrypted and handled in one loop turn, not four.
+    max_size = 64 * 1024
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if nbytes >= self.max_size and self.max_size < _TLS_READ_MAX:
+            # this connection's own (typeshed has asyncio's as a ClassVar); get_buffer
+            # allocates the larger buffer on the next read
+            self.max_size = min(self.max_size * 4, _TLS_READ_MAX)  # type: ignore[misc]
+        super().buffer_updated(nbytes)
 
     def __init__(self, server: SocketServer) -> None:
         assert server.tls is not None
