@@ -31,6 +31,15 @@ from outputs import (
 
 PEERS = ("rabbitmq", "activemq", "redis")
 SYSTEM_ORDER = ("logbroker", "rabbitmq", "activemq", "redis", "redis_c", "tcp")
+# logbroker over TLS and SASL_SSL (issue 46), beside its PLAINTEXT rows of the same run, and
+# each as a ratio to PLAINTEXT in the same repetition (run.py's secure block).
+SECURE_GOALS = (("produce_batch50", 0.7), ("consume", 0.5))  # SASL_SSL ≥ this × PLAINTEXT
+SECURE_WORKLOADS = tuple(
+    f"{w}_{p}{kind}"
+    for w, _ in SECURE_GOALS
+    for p in ("ssl", "sasl_ssl")
+    for kind in ("", "_ratio")
+)
 WORKLOADS = (
     "produce_batch1",
     "produce_batch50",
@@ -61,6 +70,7 @@ WORKLOADS = (
     "intake_last_10pct",
     "intake_overall",
     "intake_ratio",
+    *SECURE_WORKLOADS,
 )
 SIZE_KINDS = ("records", "mb", "vs_relay")  # the size sweep's rows: size_<bytes>b_<kind>
 RELAY = "tcp"  # whose intake and size rows are the relay's (bench/systems/tcp.py)
@@ -192,6 +202,15 @@ def goals(idx: dict[tuple[str, str], dict[str, Any]]) -> list[list[str]]:
             mine,
             target,
             None if mine is None or target is None else mine >= target,
+        )
+    for workload, factor in SECURE_GOALS:
+        ratio = get("logbroker", f"{workload}_sasl_ssl_ratio")
+        row(
+            f"{workload} over SASL_SSL ≥ {factor}× PLAINTEXT (same run)",
+            ratio,
+            factor,
+            None if ratio is None else ratio >= factor,
+            "{:.2f}",
         )
     rabbit, mine = get("rabbitmq", "produce_batch1"), get("logbroker", "produce_batch1")
     row(
@@ -438,10 +457,20 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
     stamp = f"run {info['run_id']}, {info['machine']['nproc']} cores shared by clients and servers"
 
     fig, ax = plt.subplots(figsize=(9, 5))
-    _bars(ax, idx, systems, [("produce_batch1", "batch 1"), ("produce_batch50", "batch 50")])
+    _bars(
+        ax,
+        idx,
+        systems,
+        [
+            ("produce_batch1", "batch 1"),
+            ("produce_batch50", "batch 50"),
+            ("produce_batch50_ssl", "batch 50, SSL"),
+            ("produce_batch50_sasl_ssl", "batch 50, SASL_SSL"),
+        ],
+    )
     ax.set_ylabel("messages/s (log)")
     ax.set_title("Producer throughput, 200-byte messages (cf. the paper's Figure 4)")
-    ax.legend(title="batch (light = 50)")
+    ax.legend(title="batch, security", fontsize=8)
     save(fig, outdir, "producer_throughput", stamp)
 
     fig, ax = plt.subplots(figsize=(10, 5))
@@ -451,6 +480,8 @@ def plots(records: Sequence[dict[str, Any]], info: dict[str, Any], outdir: Path)
         systems,
         [
             ("consume", "one consumer, pre-loaded"),
+            ("consume_ssl", "pre-loaded, SSL"),
+            ("consume_sasl_ssl", "pre-loaded, SASL_SSL"),
             ("produce_and_consume", "while producing"),
             ("group_consume_1", "group of 1"),
             ("group_consume_2", "group of 2"),

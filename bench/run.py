@@ -43,6 +43,11 @@ the 2014 benchmark post on one machine, every system measured in the same invoca
                                             (logbroker, redis; tcp: the relay); records/s,
                                             MB/s of payload, and MB/s / the relay's in the
                                             same repetition
+ 11  produce_batch50_{ssl,sasl_ssl},        logbroker only: 1 and 2 again over its SSL listener
+     consume_{ssl,sasl_ssl}, and each       and over SASL_SSL (SCRAM-SHA-256 inside TLS, a
+     as *_ratio                             broker of its own), right after PLAINTEXT's; the
+                                            ratio: the rate / PLAINTEXT's in the same
+                                            repetition (issue 46: ≥ 0.7 and ≥ 0.5 over SASL_SSL)
 
 Systems: logbroker (its broker and ZooKeeper), rabbitmq, activemq, redis (each started from
 Debian's package as our own process on 127.0.0.1 with data in the work directory; see
@@ -113,6 +118,7 @@ SKIPPABLE = (
     "latency_unpinned",
     "group",
     "json",
+    "secure",
 )
 
 # The size sweep (workload 10): the 2014 post's message sizes, every one at batch 50 (a
@@ -463,6 +469,8 @@ class Engine:
                     if c:
                         self.add(system, "consume", THROUGHPUT, c[0]["messages"] / c[0]["seconds"])
             self.attempt(f"{system} drop", self.one, system, "drop", ep, "drop", topic="b50")
+            if system == "logbroker" and "secure" not in skip and r:
+                self._secure(system, ep, n, tag, r[0]["messages"] / r[0]["seconds"])
 
         if "produce_batch1" not in skip:
             r = self.attempt(
@@ -541,6 +549,42 @@ class Engine:
         # 8: compression (logbroker only).
         if "json" not in skip and hasattr(module.Client, "produce_json"):
             self._compression(system, ep, tag)
+
+    def _secure(self, system: str, ep: dict[str, Any], n: int, tag: str, plain: float) -> None:
+        """1 and 2 again over SSL and SASL_SSL (bench/systems/logbroker.py's listeners), right
+        after PLAINTEXT's in the same repetition; each also as its ratio to PLAINTEXT's."""
+        plain_consume = self.values.get((system, "consume"), [])
+        for protocol in ("SSL", "SASL_SSL"):
+            name, secure = protocol.lower(), {**ep, "security": protocol}
+            topic = f"b50-{name}"
+            r = self.attempt(
+                f"{system} produce_batch50 {protocol}",
+                self.together,
+                system,
+                secure,
+                [("produce", dict(topic=topic, n=n, size=SIZE, batch=50))],
+                f"produce50-{name}-{tag}",
+            )
+            if not r:
+                continue
+            rate = r[0]["messages"] / r[0]["seconds"]
+            self.add(system, f"produce_batch50_{name}", THROUGHPUT, rate)
+            self.add(system, f"produce_batch50_{name}_ratio", "x", rate / plain)
+            if "consume" in self.args.skip:
+                continue
+            c = self.attempt(
+                f"{system} consume {protocol}",
+                self.together,
+                system,
+                secure,
+                [("consume", dict(topic=topic, n=r[0]["messages"], batch_bytes=FETCH_BYTES))],
+                f"consume-{name}-{tag}",
+            )
+            if c:
+                rate = c[0]["messages"] / c[0]["seconds"]
+                self.add(system, f"consume_{name}", THROUGHPUT, rate)
+                if plain_consume:  # this repetition's PLAINTEXT consume: the last one added
+                    self.add(system, f"consume_{name}_ratio", "x", rate / plain_consume[-1])
 
     def _groups(self, system: str, module: Any, ep: dict[str, Any], tag: str) -> None:
         n = int(self.cfg["n_group"][system] * self.args.scale)
@@ -921,7 +965,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--skip",
         default="",
         help="comma-separated: produce_batch50,consume,disk,produce_batch1,"
-        "produce_and_consume,latency,group,json,growth,intake,sizes",
+        "produce_and_consume,latency,group,json,secure,growth,intake,sizes",
     )
     p.add_argument(
         "--output-dir",

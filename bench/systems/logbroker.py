@@ -16,6 +16,10 @@ Client: the project's own clients, as a user would call them.
   intake   no client library: prebuilt PRODUCE frames of 50 200-byte messages over one raw
            socket (bench/intake.py), the broker's own cost of reading, validating and
            appending them, as its log grows (beside tcp's relay)
+  secure   produce (batch 50) and consume as above over TLS and over SASL_SSL: the broker's
+           SSL listener (a certificate from logbroker.security.certificates, no client
+           certificate asked), and a second broker with SASL (SCRAM-SHA-256, a user in its
+           own chroot; SASL is a broker's, on every listener) on its SSL listener
   sizes    Producer.send of a list of 50 messages of 10 B to 100 KB for a few seconds, as
            `produce` at batch 50 (a 100 KB set is 5 MB a request: under max.message.size,
            1,000,000 bytes a payload, and max.socket.request.bytes, 100 MiB, the defaults)
@@ -45,6 +49,7 @@ BATCHING = {
     1: "Producer.send(topic, payload): one PRODUCE request per message, no ack",
     50: "Producer.send(topic, [50 payloads]): one message set, one PRODUCE request, no ack",
 }
+SASL_USER = ("bench", "bench-secret")  # the SASL_SSL rows' SCRAM-SHA-256 login
 CONSUMING = "SimpleConsumer.iter_batches, FETCHes of 1000 messages' worth (~205 KiB)"
 
 
@@ -79,46 +84,94 @@ SETTINGS = {
 
 
 class Server:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, broker_prefix: tuple[str, ...] = ()) -> None:
+        """`broker_prefix`: a launcher both brokers run under (bench/profile_tls.py's)."""
         self.workdir = Path(workdir)
+        self.broker_prefix = broker_prefix
         self.zk: Any = None
         self.broker: Any = None
+        self.sasl_broker: Any = None
 
     @property
     def data_dir(self) -> Path:
         return self.workdir / "broker" / "logs"
 
     def start(self) -> None:
+        from logbroker.cli import main
+        from logbroker.security.certificates import CertificateAuthority
         from logbroker.stack.broker import BrokerProcess
-        from logbroker.stack.zookeeper import ZooKeeperServer
+        from logbroker.stack.zookeeper import ZooKeeperServer, find_free_port
 
         self.zk = ZooKeeperServer(self.workdir / "zookeeper").start()
         target = self.zk.create_chroot("/bench")
         self.zk_connect = target.connect
+        ca = CertificateAuthority(self.workdir / "certs")
+        self.cafile = str(ca.certfile)
+        settings = {
+            "topic.partition.count.map": f"{GROUP_TOPIC}:2",
+            "log.cleanup.interval.mins": "60",
+            # The sample server.properties' SO_RCVBUF (as 0.7's sample); the relay's
+            # sockets have 1 MiB too. The code's default stays 0.7's 100 KB.
+            "socket.receive.buffer": "1048576",
+        }
+
+        def tls(name: str, port: int) -> dict[str, str]:
+            own = ca.issue(name)
+            return {
+                "listeners": f"SSL://127.0.0.1:{port}",
+                "ssl.certfile": str(own.certfile),
+                "ssl.keyfile": str(own.keyfile),
+            }
+
+        self.ssl_port = find_free_port()
         self.broker = BrokerProcess(
             self.workdir / "broker",
             broker_id=0,
             zk_connect=self.zk_connect,
+            overrides={**settings, **tls("broker-0", self.ssl_port)},
+            command_prefix=self.broker_prefix,
+        ).start(timeout=60)
+        # SASL_SSL: a broker of its own (SASL is on all of a broker's listeners).
+        sasl_target = self.zk.create_chroot("/bench-sasl")
+        for user, password in (("broker-0", "broker-secret"), SASL_USER):
+            assert main(["configs", "--zookeeper", sasl_target.connect, "--entity-type", "users",
+                         "--alter", "--entity-name", user,
+                         "--add-config", f"SCRAM-SHA-256=[password={password}]"]) == 0  # fmt: skip
+        self.sasl_ssl_port = find_free_port()
+        self.sasl_broker = BrokerProcess(
+            self.workdir / "broker-sasl",
+            broker_id=0,
+            zk_connect=sasl_target.connect,
             overrides={
-                "topic.partition.count.map": f"{GROUP_TOPIC}:2",
-                "log.cleanup.interval.mins": "60",
-                # The sample server.properties' SO_RCVBUF (as 0.7's sample); the relay's
-                # sockets have 1 MiB too. The code's default stays 0.7's 100 KB.
-                "socket.receive.buffer": "1048576",
+                **settings,
+                **tls("broker-0", self.sasl_ssl_port),
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "sasl.jaas.config": 'ScramLoginModule required username="broker-0" '
+                'password="broker-secret";',
             },
+            command_prefix=self.broker_prefix,
         ).start(timeout=60)
 
     @property
     def endpoint(self) -> dict[str, Any]:
-        return {"host": self.broker.host, "port": self.broker.port, "zk": self.zk_connect}
+        return {
+            "host": self.broker.host,
+            "port": self.broker.port,
+            "zk": self.zk_connect,
+            "ssl_port": self.ssl_port,
+            "sasl_ssl_port": self.sasl_ssl_port,
+            "cafile": self.cafile,
+        }
 
     def pids(self) -> list[int]:
-        return [p for p in (self.broker and self.broker.pid, self.zk and self.zk.pid) if p]
+        brokers = (self.broker, self.sasl_broker)
+        return [p for p in (*(b and b.pid for b in brokers), self.zk and self.zk.pid) if p]
 
     def stop(self) -> None:
         try:
-            if self.broker is not None:
-                self.broker.stop()
+            for broker in (self.sasl_broker, self.broker):
+                if broker is not None:
+                    broker.stop()
         finally:
             if self.zk is not None:
                 self.zk.stop()
@@ -126,8 +179,22 @@ class Server:
 
 class Client:
     def __init__(self, endpoint: dict[str, Any]) -> None:
+        """`endpoint["security"]`: PLAINTEXT (default), SSL or SASL_SSL (run.py's secure
+        rows): the listener connected to, and the client's TLS and SASL settings."""
+        from logbroker.security.sasl import SaslClientConfig
+        from logbroker.security.tls import ClientSecurity
+
         self.ep = endpoint
-        self.broker_list = f"0:{endpoint['host']}:{endpoint['port']}"
+        protocol = endpoint.get("security", "PLAINTEXT")
+        self.port = {"SSL": "ssl_port", "SASL_SSL": "sasl_ssl_port"}.get(protocol, "port")
+        self.port = endpoint[self.port]
+        self.security = (
+            None if protocol == "PLAINTEXT" else ClientSecurity(protocol, endpoint["cafile"])
+        )
+        self.sasl = (
+            SaslClientConfig("SCRAM-SHA-256", *SASL_USER) if protocol == "SASL_SSL" else None
+        )
+        self.broker_list = f"0:{endpoint['host']}:{self.port}"
         self._closers: list[Callable[[], None]] = []
 
     def close(self) -> None:
@@ -138,7 +205,11 @@ class Client:
         from logbroker.client.producer import Producer
 
         producer = Producer(
-            broker_list=self.broker_list, num_partitions=partitions, compression_codec=codec
+            broker_list=self.broker_list,
+            num_partitions=partitions,
+            compression_codec=codec,
+            security=self.security,
+            sasl=self.sasl,
         )
         self._closers.append(producer.close)
         return producer
@@ -146,7 +217,13 @@ class Client:
     def _consumer(self, fetch_size: int = 300 * 1024) -> Any:
         from logbroker.client.simple_consumer import SimpleConsumer
 
-        consumer = SimpleConsumer(self.ep["host"], self.ep["port"], fetch_size=fetch_size)
+        consumer = SimpleConsumer(
+            self.ep["host"],
+            self.port,
+            fetch_size=fetch_size,
+            tls=self.security.context() if self.security else None,
+            sasl=self.sasl,
+        )
         self._closers.append(consumer.close)
         return consumer
 

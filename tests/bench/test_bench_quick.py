@@ -63,6 +63,9 @@ LOGBROKER_ONLY = {
     **{f"json_consume_{c}": "msgs/s" for c in ("none", "gzip", "snappy")},
     "compression_ratio_gzip": "x",
     "compression_ratio_snappy": "x",
+    # over SSL and SASL_SSL, and as ratios to PLAINTEXT's of the same repetition (issue 46)
+    **{f"{w}_{p}": "msgs/s" for w in ("produce_batch50", "consume") for p in ("ssl", "sasl_ssl")},
+    **{f"{w}_{p}_ratio": "x" for w in ("produce_batch50", "consume") for p in ("ssl", "sasl_ssl")},
 }
 
 
@@ -126,6 +129,7 @@ def test_quick_run_writes_every_record(tmp_path: Path) -> None:
     assert "| `produce_batch50` |" in summary
     assert "| intake over the last 10 % ≥ 0.6× the relay" in summary
     assert "| message sizes ≥ 1,000 B: MB/s ≥ 0.6× the relay's" in summary
+    assert "| produce_batch50 over SASL_SSL ≥ 0.7× PLAINTEXT (same run)" in summary
     # the size rows in the order of the sizes, not of their names
     rows = [line.split("`")[1] for line in summary.splitlines() if line.startswith("| `size_")]
     assert rows[::3] == [f"size_{n}b_records" for n in SIZES]

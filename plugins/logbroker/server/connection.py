@@ -21,8 +21,9 @@ only way a 0.7 producer learns of it.
 On a listener with SASL (`sasl.enabled.mechanisms`), the frames before the first request are
 the SASL exchange's (security/sasl.py: a SaslHandshake, then the mechanism's tokens), handed
 to the connection's authenticator; `principal` is `User:<name>` once it succeeds. Anything
-else first, a malformed or oversized SASL frame, or a failed login closes the connection
-with one line naming the client.
+else first, a malformed or oversized SASL frame, a failed login, or one not complete within
+`request.timeout.ms` of the connection's start closes the connection with one line naming
+the client.
 """
 
 from __future__ import annotations
@@ -197,6 +198,42 @@ class _Received:
             self.offered = None
 
 
+def _one_buffer(parts: Response) -> bytes | bytearray:
+    """A response as the one buffer a TLS transport takes: its bytes and its file regions
+    read straight into place (os.preadv). Reading each region into bytes of its own and
+    joining them copied every fetched byte once more; writing the parts one by one made TLS
+    records (and TCP segments) of a 12-byte header each."""
+    if len(parts) == 1 and not isinstance(parts[0], FileRegion):
+        return parts[0]
+    total = sum(p.length if isinstance(p, FileRegion) else len(p) for p in parts)
+    buf = bytearray(total)
+    pos = 0
+    with memoryview(buf) as view:
+        for part in parts:
+            if not isinstance(part, FileRegion):
+                view[pos : pos + len(part)] = part
+                pos += len(part)
+                continue
+            if not part.length or part.segment is None:
+                continue
+            end, position = pos + part.length, part.position
+            last = part.segment.last_append
+            if last is not None and last[0] == position and len(last[1]) == part.length:
+                view[pos:end] = last[1]  # exactly the last append, still in memory
+                pos = end
+                continue
+            file = part.file()  # held: its descriptor stays open while it is read
+            while pos < end:
+                got = os.preadv(file.fileno(), [view[pos:end]], position)
+                if got <= 0:  # the segment ends before the region: cut, as read() is
+                    break
+                pos += got
+                position += got
+            if pos < end:
+                return b"".join(p.read() if isinstance(p, FileRegion) else bytes(p) for p in parts)
+    return buf
+
+
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self, server: SocketServer, sasl: Callable[[], ServerAuthenticator] | None = None
@@ -217,8 +254,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._waiting: WaitingFetch[Response] | None = None  # a FETCH_WAIT not answered yet
         self._drain_pending = False  # the client left with whole produces not handled yet
         self._sending: asyncio.Task[None] | None = None  # the last response's task
-        # Until the SASL exchange completes, frames go to it (`_authenticate`).
+        # Until the SASL exchange completes, frames go to it (`_authenticate`); it has
+        # request.timeout.ms from the connection's start (SocketServer._sweep), as a TLS
+        # handshake has, so that a client that never logs in does not hold its connection
+        # for idle.connection.timeout.ms.
         self._authenticating = sasl() if sasl is not None else None
+        self.login_since: float | None = self.loop.time() if sasl is not None else None
         # Who the client is, for the authorizer and the broker-only replica requests:
         # Kafka's name for a client that proved nothing, "User:CN=<cn>" from a TLS client
         # certificate (connection_made), then "User:<name>" once SASL logs it in (SASL_SSL:
@@ -375,6 +416,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 assert auth.principal is not None
                 self.principal = auth.principal
                 self._authenticating = auth = None
+                self.login_since = None
                 log.info("connection from %s authenticated as %s", self.client, self.principal)
         return pos
 
@@ -503,13 +545,23 @@ class ClientConnection(asyncio.BufferedProtocol):
         alone wakes it for nothing). Larger regions go straight from the page cache to the
         socket with os.sendfile, once every byte queued before them has left (asyncio's own
         buffer is empty), so a fetch costs no coroutine and no copy. What does not fit goes
-        to loop.sendfile later. Over TLS every region is read and written (the transport
-        encrypts), as Kafka did before kTLS: os.sendfile would put clear text on the wire,
-        and loop.sendfile's fallback, which swaps the transport's protocol while it writes,
-        stalled a fetch of 200 kB on asyncio's TLS transport (test_tls).
+        to loop.sendfile later. Over TLS the whole response is one buffer with every region
+        read into place (`_one_buffer`), written at once (the transport encrypts), as Kafka did
+        before kTLS: os.sendfile would put clear text on the wire, and loop.sendfile's
+        fallback, which swaps the transport's protocol while it writes, stalled a fetch of
+        200 kB on asyncio's TLS transport (test_tls).
         """
         transport = self.transport
         assert transport is not None
+        if self._tls:
+            try:
+                data = _one_buffer(parts)
+            except OSError as exc:
+                self.close(f"sending the response failed: {exc}", cause="send_failed")
+                return None
+            if data:
+                transport.write(data)
+            return None
         pending: list[bytes] = []  # bytes to write together, before the next large region
         try:
             for i, part in enumerate(parts):
@@ -518,9 +570,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                     continue
                 if not part.length or part.segment is None:
                     continue
-                if part.length <= _COPY_MAX or self._tls:
-                    # over TLS the bytes must pass through the transport's encryption:
-                    # sendfile to the socket would send them in clear text
+                if part.length <= _COPY_MAX:
                     pending.append(part.read())
                     continue
                 if pending:
@@ -671,6 +721,11 @@ class ClientConnection(asyncio.BufferedProtocol):
             )
         if self.transport is not None:
             self.transport.abort()
+
+    @property
+    def login_stage(self) -> str:
+        """Where an unfinished SASL login is, for the line that closes it."""
+        return self._authenticating.stage if self._authenticating is not None else "done"
 
     @property
     def idle(self) -> bool:
