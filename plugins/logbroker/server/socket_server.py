@@ -20,13 +20,15 @@ trickle a request for longer than `request.timeout.ms`, have not completed their
 from __future__ import annotations
 
 import asyncio
-import collections
+import contextlib
 import errno
 import logging
+import math
 import os
 import resource
 import socket
 import ssl
+from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,7 @@ SWEEP_INTERVAL_S = 0.5
 # asyncio stops accepting for a second when accept() fails for want of descriptors or
 # memory, and reports each failure: one line per this many seconds says how many there were.
 ACCEPT_ERROR_LOG_INTERVAL_S = 60.0
+_TLS_READ_MAX = 1 << 20  # the most a TLS connection reads from its socket at once
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -103,7 +106,7 @@ class SocketServer:
         self.loop.set_exception_handler(self._loop_error)
 
         def factory() -> asyncio.BaseProtocol:
-            return self._connection(self) if self.tls is None else _TakeOver(self)
+            return self._connection(self) if self.tls is None else _TlsProtocol(self)
 
         self._server = await self.loop.create_server(
             factory,
@@ -167,14 +170,17 @@ class SocketServer:
         self._accept_errors = 0
         self._accept_log_after = now + ACCEPT_ERROR_LOG_INTERVAL_S
 
-    def handshake_failed(self, client: str, exc: BaseException) -> None:
-        """A TLS connection's handshake failed: one line naming the client and OpenSSL's
-        reason (the transport closes the connection)."""
+    def handshake_done(self, protocol: _TlsProtocol, done: asyncio.Future[None]) -> None:
+        """A TLS connection's handshake ended: a failure is one line naming the client and
+        OpenSSL's reason (asyncio has closed the connection already)."""
+        exc = None if done.cancelled() else done.exception()
+        if exc is None:
+            return
         self.metrics.error("tls_handshake")
         self.warnings.warning(
             "tls_handshake",
             "closing connection from %s on listener %s: TLS handshake failed: %s",
-            client,
+            protocol.client,
             self.name,
             _reason(exc),
         )
@@ -250,275 +256,49 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class _TakeOver(asyncio.Protocol):
-    """What asyncio's accept hands an SSL listener's connection to: a duplicate of the
-    accepted socket goes to a _TlsTransport, and asyncio's transport is closed before it has
-    read anything (its descriptor only; the connection stays open on the duplicate). So
-    accepting, and its errors (_loop_error), stay asyncio's."""
+class _TlsProtocol(sslproto.SSLProtocol):
+    """What asyncio's own `create_server(ssl=...)` makes for each connection (its TLS layer,
+    which hands the ClientConnection the decrypted transport before any data), plus the
+    client's address and a line for a handshake that fails (SocketServer.handshake_done)."""
+
+    # What one read from the socket takes. asyncio's is 256 KiB, allocated (and zeroed) for
+    # every connection. Here a connection starts with 64 KiB (an idle one holds no more),
+    # and a read that fills it makes it 4 times larger, up to _TLS_READ_MAX: as much as a
+    # receive buffer holds (socket.receive.buffer, 1 MiB in the bench), so that a burst
+    # of produces is read, decrypted and handled in one loop turn, not four.
+    max_size = 64 * 1024
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if nbytes >= self.max_size and self.max_size < _TLS_READ_MAX:
+            # this connection's own (typeshed has asyncio's as a ClassVar); get_buffer
+            # allocates the larger buffer on the next read
+            self.max_size = min(self.max_size * 4, _TLS_READ_MAX)  # type: ignore[misc]
+        super().buffer_updated(nbytes)
 
     def __init__(self, server: SocketServer) -> None:
-        self.server = server
+        assert server.tls is not None
+        waiter: asyncio.Future[None] = server.loop.create_future()
+        super().__init__(
+            server.loop,
+            server._connection(server),
+            server.tls,
+            waiter,
+            server_side=True,
+            ssl_handshake_timeout=math.ceil(server.config.request_timeout_ms / 1000),
+        )
+        self.client = "?"
+        waiter.add_done_callback(lambda done: server.handshake_done(self, done))
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        try:
-            raw = socket.socket(sock.family, sock.type, sock.proto, os.dup(sock.fileno()))
-        except OSError as exc:
-            self.server.metrics.error("accept")
-            self.server.warnings.warning(
-                "accept", "cannot take over a TLS connection: %s (%s)", exc, descriptor_use()
-            )
-            raw = None
-        transport.abort()
-        if raw is not None:
-            _TlsTransport(self.server, raw)
+        peer = transport.get_extra_info("peername")
+        self.client = f"{peer[0]}:{peer[1]}" if peer else "?"
+        super().connection_made(transport)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        pass
-
-
-class _TlsTransport(asyncio.Transport):
-    """A TLS connection on a non-blocking ssl.SSLSocket, read and written on the event
-    loop's readiness callbacks, with the transport interface ClientConnection uses (write,
-    pause/resume_reading, abort, get_extra_info, the protocol's pause/resume_writing).
-
-    asyncio's own TLS layer (sslproto) reads the ciphertext into a buffer of its own, copies
-    it into OpenSSL's memory BIO, and decrypts from there, record by record, in Python; and
-    encrypts into another memory BIO that it copies out to the socket. Here OpenSSL reads
-    from and writes to the socket itself: one copy less each way, and no Python between a
-    record and the connection's receive buffer but this class's loop.
-
-    The handshake has request.timeout.ms; a failure is one line naming the client and
-    OpenSSL's reason (SocketServer.handshake_failed), after OpenSSL has sent the client its
-    alert. Only a completed handshake makes the ClientConnection's connection_made.
-    """
-
-    _HIGH_WATER = 64 * 1024  # buffered unsent bytes that pause the protocol's writing
-    _LOW_WATER = 16 * 1024  # and resume it
-
-    def __init__(self, server: SocketServer, raw: socket.socket) -> None:
-        super().__init__()
-        assert server.tls is not None
-        self._server = server
-        self._loop = loop = server.loop
-        try:
-            peer = raw.getpeername()
-            self.client = f"{peer[0]}:{peer[1]}"
-        except OSError:
-            peer, self.client = None, "?"
-        raw.setblocking(False)
-        self._sock = sock = server.tls.wrap_socket(
-            raw, server_side=True, do_handshake_on_connect=False
-        )
-        self._fd = sock.fileno()
-        self._extra = {"peername": peer, "socket": sock, "ssl_object": sock}
-        # made here, as asyncio's TLS layer made it: a SASL login's time counts from now
-        self._protocol = server._connection(server)
-        self._made = False  # the handshake completed and the protocol was told
-        self._reading = True  # the protocol has not paused reading
-        self._closing = False
-        self._out: collections.deque[bytes | memoryview] = collections.deque()
-        self._buffered = 0  # bytes in _out
-        self._writing_paused = False  # the protocol was told pause_writing
-        self._timer: asyncio.TimerHandle | None = loop.call_later(
-            server.config.request_timeout_ms / 1000,
-            self._handshake_failed,
-            TimeoutError("TLS handshake timed out"),
-        )
-        loop.add_reader(self._fd, self._handshake)
-
-    # -- handshake --------------------------------------------------------------------
-
-    def _handshake(self) -> None:
-        try:
-            self._sock.do_handshake()
-        except ssl.SSLWantReadError:
-            self._loop.remove_writer(self._fd)
-            return
-        except ssl.SSLWantWriteError:
-            self._loop.add_writer(self._fd, self._handshake)
-            return
-        except Exception as exc:  # SSLError (OpenSSL has sent its alert), OSError
-            self._handshake_failed(exc)
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._loop.remove_writer(self._fd)
-        self._loop.remove_reader(self._fd)
-        self._made = True
-        self._protocol.connection_made(self)
-        if self._reading and not self._closing:
-            self._loop.add_reader(self._fd, self._read_ready)
-            self._read_ready()  # what came with the handshake's last flight
-
-    def _handshake_failed(self, exc: BaseException) -> None:
-        self._timer = None
-        if self._closing:
-            return
-        self._server.handshake_failed(self.client, exc)
-        self._force_close(None)
-
-    # -- reading ----------------------------------------------------------------------
-
-    def _read_ready(self) -> None:
-        """Decrypt into the protocol's buffer until it is full or the socket has no whole
-        record left, then hand it over at once (the protocol handles frames per call)."""
-        protocol, sock = self._protocol, self._sock
-        buf = protocol.get_buffer(-1)
-        wanted, got, eof = len(buf), 0, False
-        try:
-            while got < wanted:
-                n = sock.recv_into(buf[got:] if got else buf)
-                if not n:
-                    eof = True
-                    break
-                got += n
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            pass
-        except Exception as exc:  # a TLS alert, a reset: the connection is gone
-            if got:
-                protocol.buffer_updated(got)
-            self._force_close(exc if isinstance(exc, Exception) else None)
-            return
-        if got:
-            protocol.buffer_updated(got)
-        if eof:
-            if self._closing:
-                return
-            keep_open = protocol.eof_received()
-            if not keep_open:
-                self._force_close(None)
-        elif got == wanted and self._reading and not self._closing:
-            # the buffer filled: OpenSSL may hold the rest of a record, which epoll does
-            # not see; read again on the next turn
-            self._loop.call_soon(self._read_more)
-
-    def _read_more(self) -> None:
-        if self._reading and not self._closing:
-            self._read_ready()
-
-    def pause_reading(self) -> None:
-        if not self._reading or self._closing:
-            return
-        self._reading = False
-        if self._made:
-            self._loop.remove_reader(self._fd)
-
-    def resume_reading(self) -> None:
-        if self._reading or self._closing:
-            return
-        self._reading = True
-        if self._made:
-            self._loop.add_reader(self._fd, self._read_ready)
-            self._loop.call_soon(self._read_more)  # records OpenSSL read already
-
-    def is_reading(self) -> bool:
-        return self._reading and not self._closing
-
-    # -- writing ----------------------------------------------------------------------
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:  # type: ignore[override]
-        if self._closing or not data:
-            return
-        if not self._out:
-            # OpenSSL writes one record (16 KiB at most) per call: as many as the socket takes
-            sent, size = 0, len(data)
-            view = memoryview(data)
-            try:
-                while sent < size:
-                    sent += self._sock.send(view[sent:] if sent else view)
-            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
-                pass
-            except Exception as exc:
-                self._force_close(exc)
-                return
-            if sent == size:
-                return
-            self._loop.add_writer(self._fd, self._write_ready)
-            data = view[sent:]
-        rest = bytes(data)  # the caller may reuse its buffer, as asyncio's transports allow
-        self._out.append(rest)
-        self._buffered += len(rest)
-        if self._buffered > self._HIGH_WATER and not self._writing_paused:
-            self._writing_paused = True
-            self._protocol.pause_writing()
-
-    def _write_ready(self) -> None:
-        out = self._out
-        while out:
-            data = out[0]
-            try:
-                sent = self._sock.send(data)
-            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
-                return
-            except Exception as exc:
-                self._force_close(exc)
-                return
-            self._buffered -= sent
-            if sent == len(data):
-                out.popleft()
-            else:
-                out[0] = memoryview(data)[sent:]
-        self._loop.remove_writer(self._fd)
-        if self._writing_paused and self._buffered <= self._LOW_WATER:
-            self._writing_paused = False
-            self._protocol.resume_writing()
-        if self._closing:
-            self._force_close(None)
-
-    def get_write_buffer_size(self) -> int:
-        return self._buffered
-
-    # -- closing ----------------------------------------------------------------------
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        """Close once what is buffered has been sent."""
-        if self._closing:
-            return
-        if not self._out:
-            self._force_close(None)
-            return
-        self._closing = True
-        self._loop.remove_reader(self._fd)
-
-    def abort(self) -> None:
-        self._force_close(None)
-
-    def _force_close(self, exc: Exception | None) -> None:
-        if self._fd < 0:
-            return
-        self._closing = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._loop.remove_reader(self._fd)
-        self._loop.remove_writer(self._fd)
-        self._fd = -1
-        self._out.clear()
-        self._buffered = 0
-        self._loop.call_soon(self._connection_lost, exc)
-
-    def _connection_lost(self, exc: Exception | None) -> None:
-        try:
-            if self._made:
-                self._protocol.connection_lost(exc)
-        finally:
-            self._sock.close()
-
-    # -- the rest of asyncio.Transport's interface --------------------------------------
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._extra.get(name, default)
-
-    def get_protocol(self) -> asyncio.BaseProtocol:
-        return self._protocol
-
-    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        raise NotImplementedError("a TLS connection keeps its protocol")
-
-    def can_write_eof(self) -> bool:
-        return False
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        # asyncio closes a failed handshake's connection without sending the TLS alert
+        # OpenSSL wrote (unknown CA, expired certificate, ...): sent first, so that the client
+        # is told why, not only that the connection closed.
+        if handshake_exc is not None:
+            with contextlib.suppress(Exception):
+                self._process_outgoing()  # type: ignore[attr-defined]
+        super()._on_handshake_complete(handshake_exc)
