@@ -4,6 +4,7 @@ rows, over one security protocol, with the broker and the client each under cPro
     .venv/bin/python bench/profile_tls.py --protocol SASL_SSL [--messages 300000] [--top 25]
     .venv/bin/python bench/profile_tls.py --protocol SSL --cpu-only  # no cProfile: CPU seconds
     .venv/bin/python bench/profile_tls.py --protocol SSL --cpu-only --perf  # and by library
+    .venv/bin/python bench/profile_tls.py --protocol SSL --cpu-only --syscalls  # and counts
 
 Starts bench/systems/logbroker.py's Server (ZooKeeper, the broker with its SSL listener, the
 SASL broker) with both brokers under cProfile, runs the client's `produce` (batch 50,
@@ -46,6 +47,11 @@ _PROFILED = (
 )
 
 
+# What --syscalls counts (software events and a tracepoint: they work in a VM without
+# hardware counters, and the system calls do not depend on the load)
+_COUNTED = "raw_syscalls:sys_enter,context-switches"
+
+
 def top(stats: pstats.Stats, n: int) -> str:
     out = io.StringIO()
     stats.stream = out  # type: ignore[attr-defined]
@@ -77,9 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         help="with --cpu-only: `perf record` samples the broker during each workload, and "
         "its CPU is split by library (perf report --sort dso)",
     )
+    p.add_argument(
+        "--syscalls",
+        action="store_true",
+        help="with --cpu-only: `perf stat` counts each side's system calls and context "
+        "switches during each workload (counts do not depend on the machine's load, as "
+        "CPU seconds do)",
+    )
     args = p.parse_args(argv)
     if args.perf and not (args.cpu_only and shutil.which("perf")):
         p.error("--perf needs --cpu-only and perf (linux-perf) installed")
+    if args.syscalls and not (args.cpu_only and shutil.which("perf")):
+        p.error("--syscalls needs --cpu-only and perf (linux-perf) installed")
 
     module = systems.load("logbroker")
     work = Path(tempfile.mkdtemp(prefix="logbroker-tls-profile-"))
@@ -107,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
                 time.sleep(0.5)  # attached before the workload starts
+            counters = []
+            if args.syscalls:
+                for side, pid in (("broker", broker_pid), ("client", os.getpid())):
+                    counters.append((side, subprocess.Popen(
+                        ["perf", "stat", "-x", ",", "-e", _COUNTED, "-p", str(pid)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    )))  # fmt: skip
+                time.sleep(0.5)
             if name == "produce_batch50":
                 r = client.produce("b50", args.messages, 200, 50, lambda: None)
             else:
@@ -121,6 +144,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"CPU s the broker {broker_cpu:.2f}, the client {client_cpu:.2f}"
                 + ("" if args.cpu_only else " (under cProfile)")
             )
+            for side, counter in counters:
+                counter.send_signal(signal.SIGINT)  # perf stat prints its counts on SIGINT
+                _out, err = counter.communicate(timeout=30)
+                counts = {
+                    f[2]: f[0] for f in (x.split(",") for x in err.splitlines()) if len(f) > 2
+                }
+                lines.append(
+                    f"  {side}: {counts.get('raw_syscalls:sys_enter', '?')} system calls, "
+                    f"{counts.get('context-switches', '?')} context switches"
+                )
         client.close()
     finally:
         server.stop()
