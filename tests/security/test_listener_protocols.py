@@ -2,6 +2,7 @@
 
     PLAINTEXT   the 0.7 port, no login (0.7 clients cannot log in)
     SASL_SSL    logbroker's protocol over TLS, a SCRAM login, no client certificate
+    SASL_SSL08  Kafka 0.8's protocol, the same (logbroker's SASL_SSL clients, 0.8-format topics)
     SSL08       Kafka 0.8's protocol over TLS, a client certificate required
                 (listener.name.ssl08.ssl.client.auth=required), no login: kcat's
 
@@ -23,6 +24,7 @@ from kazoo.client import KazooClient
 
 from logbroker.cli import main
 from logbroker.client.cluster import Cluster
+from logbroker.client.partition_reader08 import PartitionReader08
 from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.config import BrokerConfig, ConfigError
@@ -75,7 +77,7 @@ def listened(
     broker = BrokerProcess(
         tmp_path_factory.mktemp("listener-broker"),
         zk_connect=chroot.connect,
-        listeners={"SASL_SSL": 0, "SSL08": 0},
+        listeners={"SASL_SSL": 0, "SASL_SSL08": 0, "SSL08": 0},
         overrides={
             "ssl.certfile": str(own.certfile),
             "ssl.keyfile": str(own.keyfile),
@@ -155,9 +157,19 @@ def test_a_sasl_ssl_client_finds_the_sasl_ssl_listener_in_zookeeper(listened: Li
     with Cluster.from_properties(listened.chroot.connect, properties) as cluster:
         [endpoint] = cluster.brokers.brokers().values()
         assert endpoint.port == listened.sasl_ssl
+        cluster.create_replicated_topic("found08", 1, 1, message_format="0.8")
     producer = Producer.from_properties({"zk.connect": listened.chroot.connect, **properties})
     with producer:
         producer.send("found", [b"over SASL_SSL"])
+        producer.send("found08", [b"over SASL_SSL08"])  # the leader's SASL_SSL08, logged in
+    credentials = ClientCredentials.from_properties(properties)
+    reader = PartitionReader08.connect(
+        listened.chroot.connect, "found08", 0, sasl=credentials.sasl, tls=credentials.context()
+    )
+    try:
+        assert [m.payload for m in reader.iter_messages(0)] == [b"over SASL_SSL08"]
+    finally:
+        reader.close()
     as_ssl = ClientCredentials.from_properties({**properties, "security.protocol": "SSL"})
     assert as_ssl.sasl is None and as_ssl.tls  # sasl.* unused: SSL logs in by certificate
     assert ClientCredentials.from_properties(properties).sasl == ALICE
