@@ -30,8 +30,9 @@ Everything runs in the background until `down` stops it, by the PIDs recorded in
 The stack is secure by default (docs/deploy.md, "How `make up` secures itself"): at the first
 `up` a CA, the brokers' certificates, one SCRAM user per component (traffic, mirror, loads,
 audit) and a ZooKeeper digest are made under <workdir>/security (0700, files 0600) and kept for
-the next ones; the brokers take SASL_SSL (SCRAM-SHA-256) and Kafka 0.8's clients on SSL,
-replicate only between themselves, and authorize every request by the users' ACLs. The data (Airflow's database, the brokers' logs, ZooKeeper, the
+the next ones; the brokers take SASL_SSL and SASL_SSL08 (SCRAM-SHA-256 logins) and Kafka 0.8's
+clients on SSL08 with a client certificate (kcat's: security/kcat.pem, kcat.conf), replicate
+only between themselves, and authorize every request by the users' ACLs. The data (Airflow's database, the brokers' logs, ZooKeeper, the
 warehouse) stays in --workdir: `up` again resumes on it; --fresh starts from nothing.
 """
 
@@ -168,10 +169,11 @@ def up(args: argparse.Namespace) -> int:
           f"(password in {stack.postgres.password_path})")  # fmt: skip
     print(f"    Spark: master {spark.master_url}, 2 workers, UI {spark.ui_url}")
     for name, brokers in stack.brokers.items():
-        ports = ", ".join(str(b.listener_ports["SSL"]) for b in brokers)
+        ports = ", ".join(str(b.listener_ports["SASL_SSL"]) for b in brokers)
         print(f"    {name} cluster: {len(brokers)} brokers, SASL_SSL on 127.0.0.1:{ports}")
         listeners = ",".join(f"127.0.0.1:{port_08(b)}" for b in brokers)
-        print(f"      Kafka 0.8's clients (bootstrap.servers), SSL: {listeners}")
+        print(f"      Kafka 0.8's clients (bootstrap.servers), SSL08 with a client certificate: "
+              f"{listeners}; kcat -F {security.directory / 'kcat.conf'} -b {listeners} -L")  # fmt: skip
     print(f"    security: {security.directory} (CA ca.pem; users and passwords users.json; "
           f"each component's client settings <user>.properties: {', '.join(COMPONENTS)})")  # fmt: skip
     print(f"    topics: {', '.join(stack.replicated)}, replication factor {REPLICATION_FACTOR}, "

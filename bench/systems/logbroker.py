@@ -19,7 +19,7 @@ Client: the project's own clients, as a user would call them.
   secure   produce (batch 50) and consume as above over TLS and over SASL_SSL: the broker's
            SSL listener (a certificate from logbroker.security.certificates, no client
            certificate asked), and a second broker with SASL (SCRAM-SHA-256, a user in its
-           own chroot; SASL is a broker's, on every listener) on its SSL listener
+           own chroot; both its listeners mapped to SASL_*) on its SSL listener
   sizes    Producer.send of a list of 50 messages of 10 B to 100 KB for a few seconds, as
            `produce` at batch 50 (a 100 KB set is 5 MB a request: under max.message.size,
            1,000,000 bytes a payload, and max.socket.request.bytes, 100 MiB, the defaults)
@@ -131,7 +131,7 @@ class Server:
             overrides={**settings, **tls("broker-0", self.ssl_port)},
             command_prefix=self.broker_prefix,
         ).start(timeout=60)
-        # SASL_SSL: a broker of its own (SASL is on all of a broker's listeners).
+        # SASL_SSL: a broker of its own, both listeners mapped to SASL_* (logins only).
         sasl_target = self.zk.create_chroot("/bench-sasl")
         for user, password in (("broker-0", "broker-secret"), SASL_USER):
             assert main(["configs", "--zookeeper", sasl_target.connect, "--entity-type", "users",
@@ -145,6 +145,7 @@ class Server:
             overrides={
                 **settings,
                 **tls("broker-0", self.sasl_ssl_port),
+                "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,SSL:SASL_SSL",
                 "sasl.enabled.mechanisms": "SCRAM-SHA-256",
                 "sasl.jaas.config": 'ScramLoginModule required username="broker-0" '
                 'password="broker-secret";',

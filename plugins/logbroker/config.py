@@ -218,9 +218,9 @@ class BrokerConfig:
         default="",
         metadata=_key(
             "listeners",
-            "NAME://host:port,... (PLAINTEXT, SSL, KAFKA08, SSL08, or names of "
-            "listener.security.protocol.map; a name ending in 08 speaks Kafka 0.8); "
-            "port and port.08 are PLAINTEXT and KAFKA08",
+            "NAME://host:port,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, KAFKA08, SSL08, "
+            "SASL_SSL08, or names of listener.security.protocol.map; a name ending in 08 "
+            "speaks Kafka 0.8); port and port.08 are PLAINTEXT and KAFKA08",
         ),
     )
     advertised_listeners: str = field(
@@ -233,7 +233,8 @@ class BrokerConfig:
         default="",
         metadata=_key(
             "listener.security.protocol.map",
-            "NAME:PROTOCOL,... added to PLAINTEXT:PLAINTEXT,SSL:SSL,KAFKA08:PLAINTEXT,SSL08:SSL",
+            "NAME:PROTOCOL,... added to the default map (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+            "SASL_SSL to themselves, KAFKA08:PLAINTEXT, SSL08:SSL, SASL_SSL08:SASL_SSL)",
         ),
     )
     ssl_certfile: str = field(
@@ -246,14 +247,19 @@ class BrokerConfig:
     )
     ssl_client_auth: str = field(
         default="none",
-        metadata=_key("ssl.client.auth", "client certificates: none, requested or required"),
+        metadata=_key(
+            "ssl.client.auth",
+            "client certificates: none, requested or required (per listener: "
+            "listener.name.<name>.ssl.client.auth)",
+        ),
     )
     security_inter_broker_protocol: str = field(
         default="PLAINTEXT",
         metadata=_key(
             "security.inter.broker.protocol",
-            "how followers reach leaders: PLAINTEXT, or SSL (the SSL listener, this "
-            "broker's certificate)",
+            "how followers reach leaders: PLAINTEXT (the 0.7 port), SSL, SASL_PLAINTEXT or "
+            "SASL_SSL (a listener of it; TLS with this broker's certificate, SASL with "
+            "sasl.jaas.config)",
         ),
     )
     replication_require_authenticated_brokers: str = field(
@@ -383,8 +389,9 @@ class BrokerConfig:
         default="",
         metadata=_key(
             "sasl.enabled.mechanisms",
-            "SASL mechanisms clients log in with on both listeners, of PLAIN, SCRAM-SHA-256, "
-            "SCRAM-SHA-512 (users: `logbroker configs`); empty = no SASL (docs/security.md)",
+            "SASL mechanisms clients log in with on the SASL_PLAINTEXT and SASL_SSL listeners, "
+            "of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: `logbroker configs`); empty = no "
+            "SASL (docs/security.md)",
         ),
     )
     sasl_mechanism_inter_broker_protocol: str = field(
@@ -443,11 +450,11 @@ class BrokerConfig:
             except ValueError as exc:
                 raise ConfigError(f"zk.connect={self.zk_connect}: {exc}") from None
         self._check_zookeeper_acl()
+        self._check_sasl()  # the mechanisms first: the listeners' check reads them
         try:
             check_listeners(self)
         except SecurityConfigError as exc:
             raise ConfigError(str(exc)) from None
-        self._check_sasl()
         self._check_authorizer()
 
     def _check_zookeeper_acl(self) -> None:
@@ -549,6 +556,8 @@ class BrokerConfig:
             except ValueError as exc:
                 raise ConfigError(f"{key}={raw}: {exc}") from None
         for key in sorted(extra):
+            if key.startswith("listener.name."):
+                continue  # per-listener overrides: checked at start (security/listeners.py)
             near = difflib.get_close_matches(key, known, n=1)
             log.warning(
                 "unknown configuration key %s ignored%s",

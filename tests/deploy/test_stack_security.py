@@ -38,7 +38,11 @@ def test_the_first_up_makes_private_files_and_the_next_keeps_them(tmp_path: Path
     expected = {"ca.pem", "ca.key", "users.json", "admin.properties"}
     expected |= {f"broker-{i}.{x}" for i in range(3) for x in ("pem", "key")}
     expected |= {f"{user}.properties" for user in COMPONENTS}
+    expected |= {"kcat.pem", "kcat.key", "kcat.conf"}  # SSL08's client certificate
     assert expected <= set(found), sorted(found)
+    kcat = dict(line.split("=", 1) for line in (directory / "kcat.conf").read_text().splitlines())
+    assert kcat["ssl.certificate.location"] == str(directory / "kcat.pem")
+    assert (kcat["security.protocol"], kcat["api.version.request"]) == ("ssl", "false")
 
     kept = json.loads((directory / "users.json").read_text())
     assert set(kept["users"]) == {*COMPONENTS, "broker-0", "broker-1", "broker-2"}
@@ -51,6 +55,10 @@ def test_the_first_up_makes_private_files_and_the_next_keeps_them(tmp_path: Path
     assert settings["allow.everyone.if.no.acl.found"] == "false"
     assert settings["sasl.enabled.mechanisms"] == "SCRAM-SHA-256"
     assert settings["zookeeper.set.acl"] == "true"
+    # SASL on SASL_SSL(08) only; SSL08 asks a certificate (kcat's), the rest none
+    assert settings["security.inter.broker.protocol"] == "SASL_SSL"
+    assert settings["ssl.client.auth"] == "none"
+    assert settings["listener.name.ssl08.ssl.client.auth"] == "required"
     assert not any(first.users["broker-1"] in value for value in settings.values())
     secret = first.broker_file("live", 1).read_text()
     assert f'username="broker-1" password="{first.users["broker-1"]}"' in secret
@@ -69,7 +77,7 @@ def test_the_first_up_makes_private_files_and_the_next_keeps_them(tmp_path: Path
     before = {name: (directory / name).read_bytes() for name in found}
     again = StackSecurity(tmp_path / "security", brokers=3)
     assert again.users == first.users and again.zk_auth == first.zk_auth
-    for name in ("ca.pem", "ca.key", "broker-0.pem", "broker-2.key", "users.json"):
+    for name in ("ca.pem", "ca.key", "broker-0.pem", "broker-2.key", "users.json", "kcat.key"):
         assert (directory / name).read_bytes() == before[name], name
 
 
@@ -141,3 +149,10 @@ def test_each_component_gets_only_what_its_job_needs(tmp_path: Path, zk_chroot: 
     assert not may("live", "traffic", read, group("mirror-live"))
     assert not may("live", "mirror", read, topic("not_a_pipeline_topic"))
     assert not may("live", "mirror", Operation.CREATE, CLUSTER)
+    # kcat's certificate on SSL08 (User:CN=kcat) reads every topic of both clusters, the
+    # 0.8-format ad_clicks too, and writes none; an anonymous client (the 0.7 port) nothing
+    for cluster in ("live", "analysis"):
+        for name in LIVE_TOPICS:  # ad_clicks among them
+            assert may(cluster, "CN=kcat", read, topic(name)), (cluster, name)
+            assert not may(cluster, "CN=kcat", write, topic(name))
+            assert not may(cluster, "ANONYMOUS", describe, topic(name))

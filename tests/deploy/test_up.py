@@ -5,8 +5,10 @@ runs, and `up` again resumes on the same data: the scheduler catches up the hour
 and no hour is loaded twice.
 
 `make up` is secure (docs/deploy.md): its security files are private, and its brokers refuse a
-client without a login, an unknown user, and the traffic's user reading what it only writes,
-while the mirror's user reads what the traffic wrote through SASL_SSL. Airflow runs FAB's auth
+client without a login (anonymous on the 0.7 port, the authorizer refuses it), an unknown user,
+and the traffic's user reading what it only writes, while the mirror's user reads what the
+traffic wrote through SASL_SSL, and kcat, with its certificate, lists the brokers and reads
+the 0.8-format ad_clicks on SSL08. Airflow runs FAB's auth
 manager: an admin, and a viewer who reads runs, the Pipeline page and the reports (through the
 REST API's token and through FAB's login form) and is refused every trigger, backfill and clear. The loads' part needs
 the hooks and the Spark source to carry the connections' users (issue 46, helper "creds").
@@ -51,7 +53,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from logbroker.client.cluster import Cluster
-from logbroker.client.producer import ProduceError, Producer
+from logbroker.client.producer import Producer
 from logbroker.client.simple_consumer import SimpleConsumer
 from logbroker.protocol.errors import TopicAuthorizationFailedError
 from logbroker.security.sasl import SaslAuthenticationError, SaslClientConfig
@@ -183,12 +185,14 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
     assert stat.S_IMODE(security.stat().st_mode) == 0o700
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in security.iterdir()}
     assert {"ca.pem", "ca.key", "users.json", "broker-0.key", "traffic.properties"} <= set(modes)
+    assert {"kcat.pem", "kcat.key", "kcat.conf"} <= set(modes)
     assert set(modes.values()) == {0o600}, modes
     users = json.loads((security / "users.json").read_text())["users"]
     cafile = str(security / "ca.pem")
     live = f"{state['zookeeper']['connect']}/live"
-    # no login: the broker's 0.7 port (PLAINTEXT in /brokers/ids) closes the connection
-    with pytest.raises(ProduceError, match="closed the connection"):
+    # no login: the broker's 0.7 port (PLAINTEXT in /brokers/ids) takes the client as
+    # User:ANONYMOUS, whom no ACL allows anything
+    with pytest.raises(TopicAuthorizationFailedError, match="error code 29"):
         Producer(zk_connect=live, acks="ack", retries=0).send("page_views", [b"x"])
     guessed = {
         "security.protocol": "SASL_SSL",
@@ -204,7 +208,7 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
     # the traffic's user writes the live topics and may not read them; the mirror's reads them
     with Cluster(live) as cluster:
         partitions = cluster.describe_replicated("page_views")
-    ssl_ports = {b["id"]: b["listeners"]["SSL"] for b in state["brokers"]["live"]}
+    ssl_ports = {b["id"]: b["listeners"]["SASL_SSL"] for b in state["brokers"]["live"]}
 
     def read(user: str) -> int:
         login = SaslClientConfig("SCRAM-SHA-256", user, users[user])
@@ -219,6 +223,7 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
     with pytest.raises(TopicAuthorizationFailedError):
         read("traffic")
     assert wait_for(lambda: read("mirror"), 60, "page views sent by the traffic's user")
+    check_kcat(security, state)
     # ZooKeeper's brokers' znodes: readable by all, writable with the brokers' digest only
     zk = KazooClient(hosts=live, timeout=10)
     zk.start(timeout=10)
@@ -231,6 +236,32 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
     finally:
         zk.stop()
         zk.close()
+
+
+def check_kcat(security: Path, state: dict[str, Any]) -> None:
+    """kcat (librdkafka in 0.8 mode) on the SSL08 listeners, as docs/deploy.md says: with
+    kcat.conf (its certificate, User:CN=kcat) it lists the three brokers and reads the
+    0.8-format ad_clicks, which its ACLs allow."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        return  # scripts/install-system-deps.sh installs it
+    ssl08 = ",".join(f"127.0.0.1:{b['port.08']}" for b in state["brokers"]["live"])
+    base = [kcat, "-F", str(security / "kcat.conf"), "-b", ssl08, "-m", "10"]
+    listed = subprocess.run([*base, "-L"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert " 3 brokers:" in listed.stdout and 'topic "ad_clicks"' in listed.stdout, listed.stdout
+    for b in state["brokers"]["live"]:  # each named at its SSL08 listener
+        assert f"at 127.0.0.1:{b['port.08']}" in listed.stdout, listed.stdout
+
+    def one_click() -> bytes:  # an Avro record (the registry's framing): bytes
+        run = subprocess.run(
+            [*base, "-C", "-t", "ad_clicks", "-o", "beginning", "-c", "1", "-e"],
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        assert b"authoriz" not in run.stderr.lower(), run.stderr
+        return run.stdout
+
+    assert wait_for(one_click, 60, "kcat reading an ad click over SSL08")
 
 
 def hour_of(run: dict[str, Any]) -> str:
@@ -399,7 +430,7 @@ def test_up_runs_on_postgres_and_spark_standalone_and_resumes_after_down(workdir
         brokers = {b["port"] for c in state["brokers"].values() for b in c}
         assert len(brokers) == 6 and brokers <= ports, (brokers, sockets)
         tls = {p for c in state["brokers"].values() for b in c for p in b["listeners"].values()}
-        assert len(tls) == 12 and tls <= ports, (tls, sockets)
+        assert len(tls) == 18 and tls <= ports, (tls, sockets)  # SASL_SSL(08), SSL08
         check_security(up.workdir, state)
         check_airflow_roles(up.airflow())
 

@@ -96,7 +96,9 @@ def _start(
         tmp_path_factory.mktemp(f"creds-{name}"),
         zk_connect=chroot.connect,
         overrides={
-            "listeners": f"SSL://127.0.0.1:{ssl_port}",
+            # logins only: the 0.7 port SASL_PLAINTEXT, the TLS listener SASL_SSL
+            "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
+            "listeners": f"SASL_SSL://127.0.0.1:{ssl_port}",
             "ssl.certfile": str(own.certfile),
             "ssl.keyfile": str(own.keyfile),
             "sasl.enabled.mechanisms": MECHANISM,

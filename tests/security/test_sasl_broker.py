@@ -98,8 +98,11 @@ def broker(
         zk_connect=chroot.connect,
         port_08=0,
         overrides={
-            # an SSL listener too, without client certificates: SASL_SSL
-            "listeners": f"SSL://127.0.0.1:{find_free_port()}",
+            # SASL per listener (Kafka's map): the 0.7 port and the 0.8 listener take logins
+            # (SASL_PLAINTEXT), and a SASL_SSL listener too, without client certificates
+            "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,KAFKA08:SASL_PLAINTEXT",
+            "listeners": f"SASL_SSL://127.0.0.1:{find_free_port()}",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
             "ssl.certfile": str(own.certfile),
             "ssl.keyfile": str(own.keyfile),
             "sasl.enabled.mechanisms": MECHANISMS,
@@ -482,6 +485,8 @@ def test_replication_between_brokers_logs_in(
             broker_id,
             zk=target,
             sasl_enabled_mechanisms="SCRAM-SHA-512",
+            listener_security_protocol_map="PLAINTEXT:SASL_PLAINTEXT,KAFKA08:SASL_PLAINTEXT",
+            security_inter_broker_protocol="SASL_PLAINTEXT",
             sasl_jaas_config=(
                 f'ScramLoginModule required username="broker-{broker_id}" '
                 f'password="broker-{broker_id}-secret";'
@@ -537,6 +542,7 @@ def test_a_group_consumer_logs_in_from_its_properties(
             "groupid": f"g-{topic}",
             "zk.connect": chroot.connect,
             "consumer.timeout.ms": "5000",
+            "security.protocol": "SASL_PLAINTEXT",  # as Kafka's: SASL_* logs in
             "sasl.mechanism": "SCRAM-SHA-256",
             "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
             'required username="hank" password="hank-secret";',

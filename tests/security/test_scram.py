@@ -329,6 +329,8 @@ def test_a_broker_refuses_a_bad_sasl_setting(settings: dict[str, str], error: st
 def test_the_brokers_own_login_and_no_password_in_its_repr() -> None:
     config = BrokerConfig.from_properties(
         {
+            "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
             "sasl.enabled.mechanisms": "scram-sha-512, PLAIN",
             "sasl.jaas.config": 'x required username="broker-0" password="hunter2";',
         }

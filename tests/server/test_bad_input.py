@@ -344,8 +344,8 @@ def sasl_broker(
     zookeeper: ZooKeeperServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[BrokerProcess, int]]:
-    """SASL (SCRAM-SHA-256) on every listener, users in a ZooKeeper chroot: its SSL
-    listener is SASL_SSL."""
+    """SASL (SCRAM-SHA-256) on every listener (both mapped to SASL_*), users in a ZooKeeper
+    chroot: its SSL listener is SASL_SSL."""
     chroot = zookeeper.create_chroot(f"/t/bad-input-{uuid.uuid4().hex[:8]}")
     for user, password in (("broker-1", "broker-secret"), (LOGIN.username, LOGIN.password)):
         setting = f"SCRAM-SHA-256=[password={password}]"
@@ -359,6 +359,8 @@ def sasl_broker(
         overrides={
             **SETTINGS,
             **_tls_settings(ca, "broker-1", ssl_port),
+            # logins on both listeners: the one named SSL is SASL_SSL (Kafka's map)
+            "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,SSL:SASL_SSL",
             "sasl.enabled.mechanisms": "SCRAM-SHA-256",
             "sasl.jaas.config": 'ScramLoginModule required username="broker-1" '
             'password="broker-secret";',

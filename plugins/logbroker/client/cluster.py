@@ -40,7 +40,7 @@ from ..protocol.topics import is_legal_topic, validate_topic
 from ..security.client import ClientCredentials
 from .brokers import BrokerEndpoint, ZooKeeperBrokers
 from .leaders import Leaders
-from .listeners import SSL_LISTENER
+from .listeners import tls_listener
 from .simple_consumer import SimpleConsumer
 
 log = logging.getLogger(__name__)
@@ -133,9 +133,9 @@ class Cluster:
             self.zk.stop()  # or its thread goes on retrying (and logging) until exit
             self.zk.close()
             raise
-        tls = self.tls is not None
-        self.brokers = ZooKeeperBrokers(self.zk, listener=SSL_LISTENER if tls else None)
-        self.leaders = Leaders(self.zk, self.brokers, tls=tls)
+        tls, sasl = self.tls is not None, self.credentials.sasl is not None
+        self.brokers = ZooKeeperBrokers(self.zk, listener=tls_listener(sasl) if tls else None)
+        self.leaders = Leaders(self.zk, self.brokers, tls=tls, sasl=sasl)
         self._consumers: dict[int, SimpleConsumer] = {}
 
     @classmethod

@@ -84,6 +84,7 @@ from ..coordination.rebalance import (
     thread_ids,
 )
 from ..protocol.topics import validate_topic
+from ..security.client import client_sasl
 from ..security.sasl import SaslClientConfig
 from ..security.tls import ClientSecurity
 from .group.context import ConsumerContext, GroupConsumerStats
@@ -255,9 +256,10 @@ class GroupConsumer:
             kwargs["autooffset_reset"] = props["autooffset.reset"].strip()
         if props.get("consumerid"):
             kwargs["consumer_id"] = props["consumerid"]
-        kwargs["sasl"] = SaslClientConfig.from_properties(props)
         if any(key in props for key in ClientSecurity.KEYS):
             kwargs["security"] = ClientSecurity.from_properties(props)
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        kwargs["sasl"] = client_sasl(props, protocol)  # SASL_* only, as Kafka's clients
         kwargs.update(overrides)
         return cls(props["groupid"], props["zk.connect"], **kwargs)
 

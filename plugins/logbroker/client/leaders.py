@@ -36,7 +36,7 @@ from kazoo.recipe.watchers import DataWatch
 from ..coordination import replication_state as replication
 from ..coordination.replication_state import Assignment, PartitionState, StateFormatError
 from .brokers import BrokerEndpoint, BrokerPartition, ZooKeeperBrokers
-from .listeners import SSL08_LISTENER, SSL_LISTENER, Listeners
+from .listeners import Listeners, tls_listener
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +55,13 @@ class Leaders:
         brokers: ZooKeeperBrokers | None = None,
         on_change: Callable[[], None] | None = None,
         tls: bool = False,
+        sasl: bool = False,
     ) -> None:
-        """`tls`: leaders are reached at their SSL listeners (SSL, and SSL08 for 0.8-format
-        topics; client/listeners.py) instead of the 0.7 port and KAFKA08."""
+        """`tls`: leaders are reached at their TLS listeners (SSL, and SSL08 for 0.8-format
+        topics; SASL_SSL and SASL_SSL08 when `sasl`, the client logs in: client/listeners.py)
+        instead of the 0.7 port and KAFKA08."""
         self.client = client
-        self.listener = SSL08_LISTENER if tls else replication.KAFKA08
+        self.listener = tls_listener(sasl, wire08=True) if tls else replication.KAFKA08
         self.on_change = on_change
         self._lock = threading.Lock()
         self._assignments: dict[str, Assignment | None] = {}  # None: not replicated (now)
@@ -71,7 +73,7 @@ class Leaders:
         self.brokers = (
             brokers
             if brokers is not None
-            else ZooKeeperBrokers(client, self._notify, SSL_LISTENER if tls else None)
+            else ZooKeeperBrokers(client, self._notify, tls_listener(sasl) if tls else None)
         )
         self._listeners: Listeners | None = None  # the 0.8 listeners, watched once asked
         self._listeners_lock = threading.Lock()  # not _lock: making it reads ZooKeeper

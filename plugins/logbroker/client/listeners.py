@@ -33,9 +33,21 @@ from .brokers import BrokerEndpoint
 
 log = logging.getLogger(__name__)
 
-# The TLS listeners' names a client looks up with security.protocol=SSL (security/listeners.py)
+# The TLS listeners' names a client looks up (security/listeners.py's default map): with
+# security.protocol=SSL (no login; a client certificate where the listener asks one), and with
+# SASL_SSL (a login): each protocol's listener is the one named after it, by convention
 SSL_LISTENER = "SSL"
 SSL08_LISTENER = "SSL08"
+SASL_SSL_LISTENER = "SASL_SSL"
+SASL_SSL08_LISTENER = "SASL_SSL08"
+
+
+def tls_listener(sasl: bool, wire08: bool = False) -> str:
+    """The listener a TLS client reaches brokers at: SASL_SSL / SASL_SSL08 when it logs in,
+    SSL / SSL08 when it does not (a 0.8-format topic's leader at the 0.8 one)."""
+    if sasl:
+        return SASL_SSL08_LISTENER if wire08 else SASL_SSL_LISTENER
+    return SSL08_LISTENER if wire08 else SSL_LISTENER
 
 
 class Listeners:

@@ -119,7 +119,9 @@ class PartitionReader:
         try:
             zk.start(timeout=10)
             # over TLS, the leaders at their SSL listeners
-            leaders = Leaders(zk, tls=kwargs.get("tls") is not None)
+            leaders = Leaders(
+                zk, tls=kwargs.get("tls") is not None, sasl=kwargs.get("sasl") is not None
+            )
             reader = cls(leaders, topic, partition, **kwargs)  # type: ignore[arg-type]
         except BaseException:
             zk.stop()

@@ -132,7 +132,9 @@ class PartitionReader08:
         try:
             zk.start(timeout=10)
             # over TLS, the leaders at their SSL listeners
-            leaders = Leaders(zk, tls=kwargs.get("tls") is not None)
+            leaders = Leaders(
+                zk, tls=kwargs.get("tls") is not None, sasl=kwargs.get("sasl") is not None
+            )
             reader = cls(leaders, topic, partition, **kwargs)  # type: ignore[arg-type]
         except BaseException:
             zk.stop()
@@ -168,7 +170,9 @@ class PartitionReader08:
                     f"cannot reach ZooKeeper at {self._zk_connect} to find the leader of "
                     f"{self.topic}-{self.partition}: {exc}"
                 ) from exc
-            leaders = self._checked(Leaders(zk, tls=self.tls is not None))
+            leaders = self._checked(
+                Leaders(zk, tls=self.tls is not None, sasl=self.sasl is not None)
+            )
         except BaseException:
             zk.stop()
             zk.close()

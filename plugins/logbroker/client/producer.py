@@ -90,13 +90,14 @@ from ..protocol.requests import (
 )
 from ..protocol.responses import MalformedResponseError, decode_acked_produce_response
 from ..protocol.topics import validate_topic
+from ..security.client import client_sasl
 from ..security.sasl import SaslClientConfig
 from ..security.tls import ClientSecurity
 from .brokers import BrokerEndpoint, BrokerPartition, BrokerSource, StaticBrokers, ZooKeeperBrokers
 from .connection import BrokerConnection, BrokerUnavailableError
 from .connection08 import Kafka08Connection
 from .leaders import Leaders
-from .listeners import SSL_LISTENER
+from .listeners import tls_listener
 from .messages08 import build_set
 from .partitioner import Key, Partitioner, default_partitioner
 
@@ -237,7 +238,9 @@ class Producer:
                     self._zk.close()
                     raise
                 # over TLS, each broker at its SSL listener
-                brokers = ZooKeeperBrokers(self._zk, listener=SSL_LISTENER if tls else None)
+                brokers = ZooKeeperBrokers(
+                    self._zk, listener=tls_listener(sasl is not None) if tls else None
+                )
             elif broker_list:
                 brokers = StaticBrokers(broker_list, num_partitions)
             else:
@@ -245,7 +248,9 @@ class Producer:
         self._own_leaders = leaders is None and isinstance(brokers, ZooKeeperBrokers)
         if self._own_leaders:
             assert isinstance(brokers, ZooKeeperBrokers)
-            leaders = Leaders(brokers.client, brokers, tls=self._tls is not None)
+            leaders = Leaders(
+                brokers.client, brokers, tls=self._tls is not None, sasl=sasl is not None
+            )
         self.brokers = brokers
         self.leaders = leaders
         self.partitioner = partitioner
@@ -292,7 +297,8 @@ class Producer:
             "compression_codec": props.get("compression.codec", "none"),
             "compressed_topics": [t for t in props.get("compressed.topics", "").split(",") if t],
             "acks": props.get("acks", "none"),
-            "sasl": SaslClientConfig.from_properties(props),
+            # SASL_* only, as Kafka's clients
+            "sasl": client_sasl(props, props.get("security.protocol", "PLAINTEXT").strip().upper()),
         }
         for key, name in (
             ("socket.timeout.ms", "socket_timeout_ms"),

@@ -119,7 +119,7 @@ def _replicated(args: argparse.Namespace) -> int:
     try:
         zk.start(timeout=10)
         reader = PartitionReader(
-            Leaders(zk, tls=credentials.tls),
+            Leaders(zk, tls=credentials.tls, sasl=credentials.sasl is not None),
             args.topic,
             args.partition,
             leader_timeout_ms=10000,

@@ -1,6 +1,8 @@
 """A client's credentials as one value, from Kafka's client property names.
 
-    security.protocol            PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL
+    security.protocol            PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL: as Kafka's,
+                                 SASL_* log in (sasl.*), PLAINTEXT and SSL do not (a client
+                                 certificate, ssl.certfile, is SSL's way to be someone)
     ssl.cafile, ssl.certfile,    TLS (tls.py's ClientSecurity)
     ssl.keyfile, ssl.endpoint.identification.algorithm
     sasl.mechanism               PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (sasl.py's SaslClientConfig)
@@ -40,24 +42,16 @@ class ClientCredentials:
     def from_properties(cls, properties: Mapping[str, str]) -> ClientCredentials:
         """From client properties (other keys ignored). SecurityConfigError (a ValueError)
         naming the key: a SASL_* protocol without sasl.mechanism, an unreadable TLS file, a
-        missing user or password. A sasl.mechanism logs in on PLAINTEXT and SSL too (as
-        Producer and GroupConsumer do)."""
+        missing user or password. Only a SASL_* protocol logs in: with PLAINTEXT or SSL the
+        sasl.* keys are not used, as by Kafka's clients (the broker's listeners mapped to
+        PLAINTEXT and SSL take no login)."""
         security = (
             ClientSecurity.from_properties(properties)
             if any(properties.get(key, "").strip() for key in ClientSecurity.KEYS)
             else None
         )
         protocol = security.protocol if security is not None else "PLAINTEXT"
-        try:
-            sasl = SaslClientConfig.from_properties(properties)
-        except ValueError as exc:
-            raise SecurityConfigError(str(exc)) from None
-        if protocol.startswith("SASL_") and sasl is None:
-            raise SecurityConfigError(
-                f"security.protocol={protocol} needs sasl.mechanism (and sasl.username and "
-                "sasl.password, or sasl.jaas.config)"
-            )
-        return cls(security, sasl)
+        return cls(security, client_sasl(properties, protocol))
 
     @property
     def protocol(self) -> str:
@@ -74,6 +68,23 @@ class ClientCredentials:
     def __repr__(self) -> str:  # never the password, in logs or tracebacks
         user = f", user {self.sasl.username!r} ({self.sasl.mechanism})" if self.sasl else ""
         return f"ClientCredentials({self.protocol}{user})"
+
+
+def client_sasl(properties: Mapping[str, str], protocol: str) -> SaslClientConfig | None:
+    """The login of a client whose security.protocol is `protocol`: sasl.*'s for SASL_*
+    (refused naming the key when incomplete), None for PLAINTEXT and SSL."""
+    if not protocol.startswith("SASL_"):
+        return None
+    try:
+        sasl = SaslClientConfig.from_properties(properties)
+    except ValueError as exc:
+        raise SecurityConfigError(str(exc)) from None
+    if sasl is None:
+        raise SecurityConfigError(
+            f"security.protocol={protocol} needs sasl.mechanism (and sasl.username and "
+            "sasl.password, or sasl.jaas.config)"
+        )
+    return sasl
 
 
 def credential_properties(properties: Mapping[str, object]) -> dict[str, str]:

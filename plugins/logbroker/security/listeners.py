@@ -3,16 +3,24 @@
 Decisions (issue 46, docs/security.md):
 
 - `listeners` and `advertised.listeners` are Kafka's: `NAME://host:port,...`. A listener's
-  security protocol comes from its name through `listener.security.protocol.map`, as in Kafka
-  since 1.0; logbroker's default map is
+  security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) comes from its name through
+  `listener.security.protocol.map`, as in Kafka since 1.0; logbroker's default map is
 
-      PLAINTEXT:PLAINTEXT, SSL:SSL, KAFKA08:PLAINTEXT, SSL08:SSL
+      PLAINTEXT:PLAINTEXT, SSL:SSL, SASL_PLAINTEXT:SASL_PLAINTEXT, SASL_SSL:SASL_SSL,
+      KAFKA08:PLAINTEXT, SSL08:SSL, SASL_SSL08:SASL_SSL
 
-  and entries of the key add to it (or replace one), e.g. `INTERNAL08:SSL`.
+  and entries of the key add to it (or replace one), e.g. `INTERNAL08:SSL`, or
+  `PLAINTEXT:SASL_PLAINTEXT` for logins on the 0.7 port.
+- SASL per listener, as Kafka's: a client logs in (`sasl.enabled.mechanisms`) on exactly the
+  listeners mapped to SASL_*; a SASL_* listener without mechanisms, or mechanisms without any
+  SASL_* listener (before per-listener SASL they meant "every listener": such a config now
+  stops the broker instead of serving without logins), is refused at start.
+- Kafka's per-listener overrides: `listener.name.<name>.<key>` (the name in lower case) for
+  LISTENER_KEYS (`listener.name.ssl08.ssl.client.auth=required`), else the broker's key.
 - The wire protocol is in the name, by convention: a name ending in `08` speaks Kafka 0.8's
   protocol (kafka08_connection.py), any other logbroker's 0.7 protocol (connection.py). So
   `SSL08://127.0.0.1:9193` is the 0.8 listener over TLS, the one kcat and librdkafka in 0.8
-  mode use.
+  mode use; clients look listeners up by these conventional names (client/listeners.py).
 - `port` and `port.08` stay, meaning `PLAINTEXT://hostname:port` and
   `KAFKA08://hostname:port.08`: a broker always has its PLAINTEXT listener, because 0.7
   clients speak nothing else and find it in `/brokers/ids/<id>`. A PLAINTEXT or KAFKA08 entry
@@ -27,22 +35,25 @@ Decisions (issue 46, docs/security.md):
 - Requests that change a follower's state on the leader (REPLICA_FETCH: its offset, the ISR,
   the high watermark; OFFSETS_FOR_LEADER_EPOCH: where it truncates to) are served only on a
   connection authenticated as a broker when `replication.require.authenticated.brokers` is
-  true; its default `auto` is true as soon as an SSL listener asks for client certificates
-  (`ssl.client.auth` requested or required). A REPLICA_FETCH must come from the broker its
+  true; its default `auto` is true as soon as a TLS listener asks for client certificates
+  (its `ssl.client.auth` requested or required). A REPLICA_FETCH must come from the broker its
   replica id names. The rest get ClusterAuthorizationFailed (Kafka's code 31), logged, with
-  nothing recorded. Followers then reach leaders over `security.inter.broker.protocol` (SSL:
-  the leader's `SSL` listener, with this broker's own certificate).
+  nothing recorded. Followers then reach leaders over `security.inter.broker.protocol`: the
+  0.7 port when its protocol is that one, else the first listener of logbroker's protocol
+  mapped to it (SSL, SASL_SSL: with this broker's own certificate; SASL_*: logged in with
+  sasl.jaas.config).
 """
 
 from __future__ import annotations
 
 import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..coordination.replication_state import KAFKA08 as KAFKA08  # what port.08 makes
-from .tls import SECURITY_PROTOCOLS, SecurityConfigError, server_context
+from .tls import SECURITY_PROTOCOLS, TLS_PROTOCOLS, SecurityConfigError, server_context
 
 
 class BrokerConfig(Protocol):
@@ -76,14 +87,22 @@ class BrokerConfig(Protocol):
     def broker_principal_format(self) -> str: ...
     @property
     def sasl_enabled_mechanisms(self) -> str: ...
+    @property
+    def extra(self) -> Mapping[str, str]: ...
 
 
 DEFAULT_PROTOCOL_MAP = {
     "PLAINTEXT": "PLAINTEXT",
     "SSL": "SSL",
+    "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+    "SASL_SSL": "SASL_SSL",
     "KAFKA08": "PLAINTEXT",
     "SSL08": "SSL",
+    "SASL_SSL08": "SASL_SSL",
 }
+# what `listener.name.<name>.<key>` may override (Kafka's per-listener TLS settings)
+LISTENER_KEYS = ("ssl.client.auth", "ssl.certfile", "ssl.keyfile", "ssl.cafile")
+LISTENER_PREFIX = "listener.name."
 PLAINTEXT = "PLAINTEXT"  # what port makes (port.08 makes KAFKA08)
 WIRE_07, WIRE_08 = "0.7", "0.8"
 _ENTRY = re.compile(r"^([A-Z][A-Z0-9_]*)://([^:/]*):(\d+)$")
@@ -92,13 +111,31 @@ _ENTRY = re.compile(r"^([A-Z][A-Z0-9_]*)://([^:/]*):(\d+)$")
 @dataclass(frozen=True)
 class Listener:
     name: str
-    security: str  # PLAINTEXT or SSL
+    security: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     host: str
     port: int
 
     @property
     def wire(self) -> str:
         return WIRE_08 if self.name.endswith("08") else WIRE_07
+
+    @property
+    def tls(self) -> bool:
+        return self.security in TLS_PROTOCOLS
+
+    @property
+    def sasl(self) -> bool:
+        """Its clients log in (SASL_PLAINTEXT, SASL_SSL)."""
+        return self.security.startswith("SASL_")
+
+
+def listener_setting(config: BrokerConfig, listener: str, key: str) -> str:
+    """`listener.name.<listener>.<key>` (one of LISTENER_KEYS) if set, else the broker's
+    `key`, as Kafka's per-listener overrides."""
+    override = config.extra.get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
+    if override is not None:
+        return override.strip()
+    return str(getattr(config, key.replace(".", "_")))
 
 
 def protocol_map(text: str) -> dict[str, str]:
@@ -167,8 +204,9 @@ def require_authenticated_brokers(config: BrokerConfig) -> bool:
     """replication.require.authenticated.brokers, `auto` resolved (the module's doc)."""
     value = config.replication_require_authenticated_brokers.strip().lower()
     if value == "auto":
-        return config.ssl_client_auth != "none" and any(
-            listener.security == "SSL" for listener in broker_listeners(config)
+        return any(
+            listener.tls and listener_setting(config, listener.name, "ssl.client.auth") != "none"
+            for listener in broker_listeners(config)
         )
     return value == "true"
 
@@ -199,12 +237,65 @@ def broker_id_of(config: BrokerConfig, principal: str) -> int | None:
 
 
 def listener_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext | None:
-    """An SSL listener's context (None for PLAINTEXT); a bad setting names its key."""
-    if listener.security != "SSL":
+    """A TLS listener's context (None for PLAINTEXT, SASL_PLAINTEXT), with its
+    `listener.name.*` overrides; a bad setting names its key (and the listener)."""
+    if not listener.tls:
         return None
-    return server_context(
-        config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
-    )
+    values = [listener_setting(config, listener.name, key) for key in LISTENER_KEYS]
+    try:
+        return server_context(values[1], values[2], values[3], values[0])
+    except SecurityConfigError as exc:
+        overridden = [
+            key
+            for key in LISTENER_KEYS
+            if f"{LISTENER_PREFIX}{listener.name.lower()}.{key}" in config.extra
+        ]
+        if not overridden:
+            raise
+        raise SecurityConfigError(
+            f"listener {listener.name} (overriding {', '.join(overridden)}): {exc}"
+        ) from None
+
+
+def inter_broker_listener(config: BrokerConfig) -> str | None:
+    """The listener followers fetch from (its name in /replication/endpoints): None for the
+    0.7 port of /brokers/ids when its protocol is security.inter.broker.protocol, else the
+    first listener of logbroker's protocol mapped to it (every broker of a cluster names it
+    alike: SSL or SASL_SSL by convention). Refused at start (check) when there is none."""
+    wanted = inter_broker_protocol(config)
+    for listener in broker_listeners(config):  # PLAINTEXT (the port) first
+        if listener.security == wanted and listener.wire == WIRE_07:
+            return None if listener.name == PLAINTEXT else listener.name
+    return None
+
+
+def inter_broker_protocol(config: BrokerConfig) -> str:
+    """security.inter.broker.protocol, except that its default, PLAINTEXT, means the 0.7
+    port whatever it is mapped to: SASL_PLAINTEXT (logged in) when the map says so."""
+    wanted = config.security_inter_broker_protocol
+    if wanted == PLAINTEXT:
+        return next(x.security for x in broker_listeners(config) if x.name == PLAINTEXT)
+    return wanted
+
+
+def check_listener_overrides(config: BrokerConfig, names: list[str]) -> None:
+    """Every `listener.name.<name>.<key>` names a listener of the broker and a key of
+    LISTENER_KEYS."""
+    lower = {name.lower() for name in names}
+    for key in sorted(config.extra):
+        if not key.startswith(LISTENER_PREFIX):
+            continue
+        rest = key[len(LISTENER_PREFIX) :]
+        name, _, setting = rest.partition(".")
+        if name not in lower:
+            raise SecurityConfigError(
+                f"{key}: {name} is not one of the broker's listeners "
+                f"({', '.join(sorted(lower))}; the name in lower case)"
+            )
+        if setting not in LISTENER_KEYS:
+            raise SecurityConfigError(
+                f"{key}: {setting} cannot be set per listener (only {', '.join(LISTENER_KEYS)})"
+            )
 
 
 def check(config: BrokerConfig) -> None:
@@ -236,29 +327,42 @@ def check(config: BrokerConfig) -> None:
         raise SecurityConfigError(
             f"broker.principal.format={config.broker_principal_format}: must hold {{id}}"
         )
-    wire07_ssl = [x for x in listeners if x.security == "SSL" and x.wire == WIRE_07]
+    check_listener_overrides(config, [x.name for x in listeners])
     for listener in listeners:
         listener_context(config, listener)  # files read, client auth checked
-    if config.security_inter_broker_protocol == "SSL":
-        if not wire07_ssl:
+    mechanisms = config.sasl_enabled_mechanisms.strip()
+    sasl_listeners = [x.name for x in listeners if x.sasl]
+    for listener in listeners:
+        if listener.sasl and not mechanisms:
             raise SecurityConfigError(
-                "security.inter.broker.protocol=SSL: the broker has no SSL listener of "
-                "logbroker's protocol for its followers (add SSL://host:port to listeners)"
+                f"listener {listener.name} is {listener.security} but sasl.enabled.mechanisms "
+                "is empty: its clients could not log in (set sasl.enabled.mechanisms, or map "
+                "the listener to a protocol without SASL)"
             )
-        if config.ssl_client_auth == "none" and not config.ssl_cafile:
-            raise SecurityConfigError(
-                "security.inter.broker.protocol=SSL needs ssl.cafile (followers check the "
-                "leader's certificate against it)"
-            )
-    if (
-        require_authenticated_brokers(config)
-        and config.security_inter_broker_protocol != "SSL"
-        and not config.sasl_enabled_mechanisms.strip()  # followers log in as User:broker-<id>
-    ):
+    if mechanisms and not sasl_listeners:
         raise SecurityConfigError(
-            "replication.require.authenticated.brokers is on (true, or auto with an SSL "
-            "listener asking client certificates) but security.inter.broker.protocol=PLAINTEXT "
-            "without SASL: followers could not authenticate; set "
-            "security.inter.broker.protocol=SSL, sasl.enabled.mechanisms, or "
+            f"sasl.enabled.mechanisms={mechanisms} but no listener is SASL_PLAINTEXT or "
+            "SASL_SSL: SASL is per listener, as in Kafka (it no longer applies to every "
+            "listener); name them SASL_SSL://..., or map yours, e.g. "
+            "listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT,SSL:SASL_SSL"
+        )
+    inter = inter_broker_protocol(config)
+    if inter != PLAINTEXT and not any(x.security == inter and x.wire == WIRE_07 for x in listeners):
+        raise SecurityConfigError(
+            f"security.inter.broker.protocol={inter}: the broker has no {inter} listener of "
+            f"logbroker's protocol for its followers (add {inter}://host:port to listeners, "
+            "or map one to it in listener.security.protocol.map)"
+        )
+    if inter in TLS_PROTOCOLS and not config.ssl_cafile:
+        raise SecurityConfigError(
+            f"security.inter.broker.protocol={inter} needs ssl.cafile (followers check "
+            "the leader's certificate against it)"
+        )
+    if require_authenticated_brokers(config) and inter == PLAINTEXT:
+        raise SecurityConfigError(
+            "replication.require.authenticated.brokers is on (true, or auto with a TLS "
+            "listener asking client certificates) but security.inter.broker.protocol=PLAINTEXT: "
+            "followers could not authenticate; set security.inter.broker.protocol to SSL, "
+            "SASL_SSL or SASL_PLAINTEXT (a listener of it), or "
             "replication.require.authenticated.brokers=false"
         )

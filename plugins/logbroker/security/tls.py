@@ -17,9 +17,11 @@ from typing import Any
 
 from .acls import ANONYMOUS
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")  # a listener's (SASL is on every listener: sasl.py)
-# a client's security.protocol: SASL_* are PLAINTEXT / SSL plus sasl.mechanism's login
-CLIENT_PROTOCOLS = (*SECURITY_PROTOCOLS, "SASL_PLAINTEXT", "SASL_SSL")
+# a listener's (listener.security.protocol.map) and a client's security.protocol, as Kafka's:
+# SASL_* are PLAINTEXT / SSL with a SASL login (security/sasl.py) on top
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_PROTOCOLS = SECURITY_PROTOCOLS
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 CLIENT_AUTH = {
     "none": ssl.CERT_NONE,
     "requested": ssl.CERT_OPTIONAL,
@@ -179,7 +181,7 @@ class ClientSecurity:
 
     def context(self) -> ssl.SSLContext | None:
         """The TLS context to connect with; None on PLAINTEXT."""
-        if self.protocol not in ("SSL", "SASL_SSL"):
+        if self.protocol not in TLS_PROTOCOLS:
             return None
         return client_context(
             self.cafile, self.certfile, self.keyfile, check_hostname=self.check_hostname

@@ -31,15 +31,16 @@ from ..security.credentials import UserCredentials
 from ..security.listeners import (
     KAFKA08,
     PLAINTEXT,
-    WIRE_07,
     WIRE_08,
     Listener,
     advertised,
     broker_listeners,
+    inter_broker_listener,
+    inter_broker_protocol,
     listener_context,
 )
 from ..security.sasl import SaslClientConfig, ServerAuthenticator, parse_mechanisms
-from ..security.tls import client_context
+from ..security.tls import TLS_PROTOCOLS, client_context
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
 from .authorization import RequestAuthorizer
@@ -179,8 +180,9 @@ class BrokerServer:
             listeners = {x.name: x for x in broker_listeners(config)}
             announced = advertised(config)
             plain = listeners.pop(PLAINTEXT)
-            # SASL (sasl.enabled.mechanisms) on every listener: over TLS it is SASL_SSL
+            # SASL (sasl.enabled.mechanisms) on the listeners mapped to SASL_* only
             sasl = self._sasl()
+            plain_sasl = sasl if plain.sasl else None
             self.server = SocketServer(
                 config,
                 handlers,
@@ -189,7 +191,7 @@ class BrokerServer:
                 warnings,
                 host=plain.host,
                 port=plain.port,
-                connection=lambda s: ClientConnection(s, sasl),
+                connection=lambda s: ClientConnection(s, plain_sasl),
             )
             self._step = f"listening on {plain.host}:{plain.port} (hostname, port)"
             self.address = self.addresses[PLAINTEXT] = await self.server.start()
@@ -219,7 +221,9 @@ class BrokerServer:
                         port=listener.port,
                         tls=listener_context(config, listener),
                         name=listener.name,
-                        connection=lambda s: ClientConnection(s, sasl),
+                        connection=functools.partial(
+                            ClientConnection, sasl=sasl if listener.sasl else None
+                        ),
                     )
                     self.more_servers[listener.name] = server
                     bound = await server.start()
@@ -354,7 +358,7 @@ class BrokerServer:
             warnings=warnings,
         )
         apis.authorizer = handlers.authorizer
-        sasl = self._sasl()
+        sasl = self._sasl() if listener.sasl else None
         server = SocketServer(
             self.config,
             handlers,
@@ -534,24 +538,13 @@ def _connect_to_leader(
     return BrokerConnection(host, port, timeout=timeout_s, tls=tls, sasl=sasl)
 
 
-def inter_broker_listener(config: BrokerConfig) -> str | None:
-    """The listener followers fetch from (its name in /replication/endpoints): None for
-    the PLAINTEXT port of /brokers/ids; with security.inter.broker.protocol=SSL, the first
-    SSL listener of logbroker's protocol in `listeners` (every broker of a cluster names it
-    alike: SSL by convention)."""
-    if config.security_inter_broker_protocol != "SSL":
-        return None
-    for listener in broker_listeners(config):
-        if listener.security == "SSL" and listener.wire == WIRE_07:
-            return listener.name
-    return None  # refused at start (listeners.check)
-
-
 def _leader_connector(config: BrokerConfig) -> Callable[[str, int, float], BrokerConnection]:
     """Followers' connections: over TLS with this broker's own certificate (its principal
-    is what the leader checks) when security.inter.broker.protocol=SSL, and logged in
-    with sasl.jaas.config when the listeners have SASL."""
+    is what the leader checks) when security.inter.broker.protocol is SSL or SASL_SSL, and
+    logged in with sasl.jaas.config when it is SASL_*."""
+    protocol = inter_broker_protocol(config)
     context = None
-    if config.security_inter_broker_protocol == "SSL":
+    if protocol in TLS_PROTOCOLS:
         context = client_context(config.ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
-    return functools.partial(_connect_to_leader, tls=context, sasl=config.inter_broker_sasl())
+    sasl = config.inter_broker_sasl() if protocol.startswith("SASL_") else None
+    return functools.partial(_connect_to_leader, tls=context, sasl=sasl)

@@ -46,14 +46,15 @@ topic is always a replicated one (its factor from `replicated`, else 1), so the 
 it in the same format at both ends, and its loads checkpoint logical offsets.
 
 `security=True` (`make up`; off for `make demo` and the tests' stacks) secures the clusters
-as stack/security.py says: the brokers on SASL_SSL (SCRAM-SHA-256) and SSL08 beside their 0.7
-port, which takes logins only, replication between brokers only, the authorizer on with one
+as stack/security.py says: the brokers on SASL_SSL and SASL_SSL08 (SCRAM-SHA-256 logins) and
+SSL08 (a client certificate: kcat's) beside their 0.7 port, where a client without a login is
+User:ANONYMOUS and refused by the authorizer, replication between brokers only, the authorizer on with one
 user per component and its ACLs, ZooKeeper's digest; the Airflow connections carry each
 component's user (logbroker_live: the mirror's source and the closed-hour sensor;
 logbroker_analysis: the loads; logbroker_analysis_mirror: the mirror's target;
 logbroker_audit: the audit), and produce_hour sends as the traffic user. Every topic is then
 an assigned one (`replicated` or 0.8-format): a 0.7 topic is created through a broker's
-PLAINTEXT port, which takes no request without a login.
+PLAINTEXT port, where the anonymous client may not create it.
 """
 
 from __future__ import annotations
@@ -286,11 +287,11 @@ class PipelineStack:
                     self._broker(name, zk, i).start() for i in range(self.brokers_per_cluster)
                 ]
                 if self.security is not None:
-                    ports = ", ".join(str(b.listener_ports["SSL"]) for b in self.brokers[name])
+                    ports = ", ".join(str(b.listener_ports["SASL_SSL"]) for b in self.brokers[name])
                     ports08 = ", ".join(str(port_08(b)) for b in self.brokers[name])
                     self.log(
-                        f"{name} cluster: brokers on SASL_SSL 127.0.0.1:{ports}, Kafka 0.8 on "
-                        f"SSL {ports08} ({zk})"
+                        f"{name} cluster: brokers on SASL_SSL 127.0.0.1:{ports}, Kafka 0.8 "
+                        f"with client certificates on SSL08 {ports08} ({zk})"
                     )
                     continue
                 ports = ", ".join(str(b.port) for b in self.brokers[name])
@@ -338,7 +339,7 @@ class PipelineStack:
             broker_id=broker_id,
             zk_connect=zk,
             overrides={**overrides, **self.security.broker_settings(broker_id)},
-            listeners=dict.fromkeys(LISTENERS, 0),  # SSL08 instead of a PLAINTEXT port.08
+            listeners=dict.fromkeys(LISTENERS, 0),  # SASL_SSL08, SSL08 instead of port.08
             config_file=self.security.broker_file(cluster, broker_id),
         )
 
@@ -673,7 +674,8 @@ def _message_formats(formats: Mapping[str, str], topics: Iterable[str]) -> dict[
 
 
 def port_08(broker: BrokerProcess) -> int | None:
-    """A broker's Kafka 0.8 listener: its SSL08 one (a secure stack), else its port.08."""
+    """A broker's Kafka 0.8 listener for Kafka's own clients: its SSL08 one (a secure stack:
+    a client certificate, no login), else its port.08."""
     return broker.listener_ports.get("SSL08", broker.port_08)
 
 

@@ -11,16 +11,26 @@ Layout under the directory (0700; every file 0600):
 
     ca.pem, ca.key                 the CA (security/certificates.py)
     broker-<id>.pem, .key          broker <id>'s certificate (CN=broker-<id>), in both clusters
+    kcat.pem, .key                 a client certificate for people's Kafka 0.8 tools on SSL08
+                                   (CN=kcat: principal User:CN=kcat)
+    kcat.conf                      librdkafka's settings for it (`kcat -F kcat.conf -b ... -L`)
     users.json                     {"zookeeper.auth": "digest:logbroker:<pw>",
                                     "users": {"traffic": "<pw>", ..., "broker-0": "<pw>"}}
     <cluster>-<id>.properties      broker <id>'s sasl.jaas.config and zookeeper.auth
     <user>.properties              a component's client properties (--command-config FILE)
     admin.properties               zookeeper.auth, for the admin commands' --command-config
 
-The brokers log every client in with SCRAM-SHA-256 (SASL applies to every listener: the 0.7
-port, SSL and SSL08), and follow their leaders over TLS with their certificates, logged in as
+The brokers' listeners (LISTENERS; SASL per listener, as Kafka's): SASL_SSL and SASL_SSL08,
+logbroker's protocol and Kafka 0.8's over TLS with a SCRAM-SHA-256 login, where the stack's
+components connect (their SCRAM users' ACLs apply on both, the 0.8-format topics' leaders at
+SASL_SSL08); SSL08, Kafka 0.8's protocol over TLS with a client certificate required and no
+login, for librdkafka/kcat and kafka-python, which cannot log in on the 0.8 protocol
+(CERT_USERS: User:CN=kcat reads every pipeline topic); and the 0.7 port (`port`, PLAINTEXT:
+a broker always binds it) without login, where a client is User:ANONYMOUS, which no ACL
+allows anything (allow.everyone.if.no.acl.found=false): refused, as a 0.7 client must be on a
+cluster that authorizes. The brokers follow their leaders over SASL_SSL, logged in as
 User:broker-<id>, the super users. Each component is a SCRAM user with only the ACLs its job
-needs (COMPONENT_ACLS); the stack writes users and ACLs with the code behind `logbroker
+needs (component_acls); the stack writes users and ACLs with the code behind `logbroker
 configs` (credentials.alter_user) and `logbroker acls` (AclStore.add), in a ZooKeeper session
 holding the digest (contract A of issue 46: the brokers' znodes are digest-ACLed with
 `zookeeper.set.acl`).
@@ -47,9 +57,13 @@ from ..security.scram import make_credential
 MECHANISM = "SCRAM-SHA-256"
 PROTOCOL = "SASL_SSL"
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
-# The listeners beside the 0.7 port (`port`, PLAINTEXT, always bound: SASL closes it to anyone
-# without a login, and the stack's clients use SSL): logbroker's protocol and Kafka 0.8's, TLS
-LISTENERS = ("SSL", "SSL08")
+# The listeners beside the 0.7 port (`port`, PLAINTEXT, always bound: no login there, so a
+# client is User:ANONYMOUS, whom the authorizer refuses everything): logbroker's protocol and
+# Kafka 0.8's with a SCRAM login over TLS, and Kafka 0.8's with a client certificate (kcat)
+LISTENERS = ("SASL_SSL", "SASL_SSL08", "SSL08")
+CERT_LISTENER = "SSL08"  # client certificates required, no login
+# the people's Kafka 0.8 tools' certificates (kcat.pem), each principal User:CN=<name>
+CERT_USERS = ("kcat",)
 ZK_USER = "logbroker"  # the digest's user: the brokers and the stack's admin calls
 COMPONENTS = ("traffic", "mirror", "loads", "audit")
 ENV_ZK_AUTH = "LOGBROKER_ZOOKEEPER_AUTH"  # contract A: the admin commands' digest
@@ -68,18 +82,26 @@ def component_acls(cluster: str, topics: Iterable[str], mirror_group: str) -> di
                (its group's offsets are in ZooKeeper, /consumers, but Read on the group too,
                as Kafka's consumers need it)
     analysis:  the mirror writes (and may create) the topics; the loads and the audit read
+    both:      CN=kcat (User:CN=kcat, a certificate on SSL08) reads the topics
     """
     every = [*topics, AUDIT_TOPIC]
+    # kcat's certificate (SSL08, Kafka 0.8's protocol): reads every topic of both clusters,
+    # as a person looking at the pipeline does (0.8-format ones, ad_clicks, in 0.8's offsets)
+    people: dict[str, Grants] = {
+        f"CN={name}": [(topic(t), READ) for t in every] for name in CERT_USERS
+    }
     if cluster == "live":
         return {
             "traffic": [(topic(t), WRITE) for t in every],
             "mirror": [(topic(t), READ) for t in every]
             + [(group(mirror_group), (Operation.READ,))],
+            **people,
         }
     return {
         "mirror": [(topic(t), (*WRITE, Operation.CREATE)) for t in every],
         "loads": [(topic(t), READ) for t in every],
         "audit": [(topic(t), READ) for t in every],
+        **people,
     }
 
 
@@ -101,9 +123,9 @@ class StackSecurity:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.directory.chmod(0o700)
         self.ca = CertificateAuthority(self.directory)
-        for broker_id in range(brokers):
-            if not (self.directory / f"broker-{broker_id}.key").exists():
-                self.ca.issue(f"broker-{broker_id}")
+        for name in (*(f"broker-{i}" for i in range(brokers)), *CERT_USERS):
+            if not (self.directory / f"{name}.key").exists():
+                self.ca.issue(name)
         users_file = self.directory / "users.json"
         kept = json.loads(users_file.read_text()) if users_file.exists() else {}
         users = dict(kept.get("users", {}))
@@ -124,6 +146,8 @@ class StackSecurity:
         _write_private(
             self.directory / "admin.properties", _properties({"zookeeper.auth": self.zk_auth})
         )
+        for name in CERT_USERS:
+            _write_private(self.directory / f"{name}.conf", _properties(self.kcat_settings(name)))
 
     @property
     def cafile(self) -> Path:
@@ -142,10 +166,10 @@ class StackSecurity:
             "ssl.certfile": str(self.directory / f"{name}.pem"),
             "ssl.keyfile": str(self.directory / f"{name}.key"),
             "ssl.cafile": str(self.cafile),
-            # "required" would ask a certificate of every client too (one key for every SSL
-            # listener): the SCRAM login is theirs; the followers present their own
-            "ssl.client.auth": "requested",
-            "security.inter.broker.protocol": "SSL",
+            # SASL_SSL*: the SCRAM login is who a client is; SSL08: its certificate
+            "ssl.client.auth": "none",
+            f"listener.name.{CERT_LISTENER.lower()}.ssl.client.auth": "required",
+            "security.inter.broker.protocol": "SASL_SSL",
             "replication.require.authenticated.brokers": "true",
             "sasl.enabled.mechanisms": MECHANISM,
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
@@ -179,6 +203,18 @@ class StackSecurity:
             "sasl.username": user,
             "sasl.password": self.users[user],
             "ssl.cafile": str(self.cafile),
+        }
+
+    def kcat_settings(self, name: str = "kcat") -> dict[str, str]:
+        """librdkafka's settings (kcat -F FILE) for certificate `name` on SSL08: TLS with
+        the certificate, Kafka 0.8's protocol (no ApiVersions, which 0.8 brokers lack)."""
+        return {
+            "security.protocol": "ssl",
+            "ssl.ca.location": str(self.cafile),
+            "ssl.certificate.location": str(self.directory / f"{name}.pem"),
+            "ssl.key.location": str(self.directory / f"{name}.key"),
+            "api.version.request": "false",
+            "broker.version.fallback": "0.8.2.2",
         }
 
     def connection(self, user: str, host: str, extra: dict[str, Any]) -> dict[str, Any]:

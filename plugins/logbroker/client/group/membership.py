@@ -44,7 +44,7 @@ from ...coordination.rebalance import (
 from ...coordination.replication_state import Assignment, StateFormatError
 from ...protocol.errors import LogbrokerError
 from ..brokers import BrokerEndpoint
-from ..listeners import SSL_LISTENER
+from ..listeners import tls_listener
 from .context import ConsumerContext
 from .stream import OwnedPartition
 
@@ -96,7 +96,9 @@ class GroupMembership:
                 host, port = paths.parse_broker_value(data)
                 if self.context.tls is not None:
                     data, _ = self.client.get(replication.endpoints_path(int(child)))
-                    found = replication.decode_endpoints(data, int(child)).get(SSL_LISTENER)
+                    found = replication.decode_endpoints(data, int(child)).get(
+                        tls_listener(self.context.sasl is not None)
+                    )
                     if found is None:
                         continue
                     host, port = found

@@ -217,6 +217,7 @@ class Rebalancer:
                 self.membership.client,
                 on_change=self.on_leaders_change,
                 tls=self.context.tls is not None,
+                sasl=self.context.sasl is not None,
             )
         return self.leaders
 
