@@ -192,8 +192,11 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
     live = f"{state['zookeeper']['connect']}/live"
     # no login: the broker's 0.7 port (PLAINTEXT in /brokers/ids) takes the client as
     # User:ANONYMOUS, whom no ACL allows anything
-    with pytest.raises(TopicAuthorizationFailedError, match="error code 29"):
-        Producer(zk_connect=live, acks="ack", retries=0).send("page_views", [b"x"])
+    with (
+        Producer(zk_connect=live, acks="ack", retries=0) as anonymous,
+        pytest.raises(TopicAuthorizationFailedError, match="error code 29"),
+    ):
+        anonymous.send("page_views", [b"x"])
     guessed = {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-256",
@@ -201,10 +204,11 @@ def check_security(workdir: Path, state: dict[str, Any]) -> None:
         "sasl.password": "guess",
         "ssl.cafile": cafile,
     }
-    with pytest.raises(SaslAuthenticationError, match="wrong password or unknown user"):
-        Producer.from_properties(guessed, zk_connect=live, acks="ack", retries=0).send(
-            "page_views", [b"x"]
-        )
+    with (
+        Producer.from_properties(guessed, zk_connect=live, acks="ack", retries=0) as intruder,
+        pytest.raises(SaslAuthenticationError, match="wrong password or unknown user"),
+    ):
+        intruder.send("page_views", [b"x"])
     # the traffic's user writes the live topics and may not read them; the mirror's reads them
     with Cluster(live) as cluster:
         partitions = cluster.describe_replicated("page_views")
