@@ -412,12 +412,18 @@ def seeded(broker: Endpoint) -> dict[int, bytes]:
 
 
 def stored(broker: Endpoint) -> dict[str, bytes | None]:
-    """Every path under the broker's directory (None for directories) and its bytes."""
-    return {
-        str(p.relative_to(broker.directory)): None if p.is_dir() else p.read_bytes()
-        for p in sorted(broker.directory.rglob("*"))
-        if p != broker.log_path
-    }
+    """Every path under the broker's directory (None for directories) and its bytes; not a
+    checkpoint's `.tmp`, which a replicated broker writes and renames now and then (it is
+    not stored data, and may be gone between the listing and the read)."""
+    found: dict[str, bytes | None] = {}
+    for p in sorted(broker.directory.rglob("*")):
+        if p == broker.log_path or p.name.endswith(".tmp"):
+            continue
+        try:
+            found[str(p.relative_to(broker.directory))] = None if p.is_dir() else p.read_bytes()
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def assert_serving(broker: Endpoint, seeded: dict[int, bytes], sock=None) -> None:
