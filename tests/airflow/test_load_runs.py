@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from logbroker.stack.airflow_stack import AirflowStackError, process_running
-from logbroker.stack.pipeline_stack import PipelineStack, wait_for
+from logbroker.stack.pipeline_stack import PipelineStack, nudge_mirror, wait_for
 from scripts.demo import Progress, demo_hours, hour_name, mirror
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -77,9 +77,10 @@ def backfill_and_wait(stack: PipelineStack, first: str, last: str, runs: int) ->
         found = [r for r in stack.runs(DAG) if first <= r["data_interval_start"][:13] <= last]
         if len(found) == runs and all(r["state"] in ("success", "failed") for r in found):
             return sorted(found, key=lambda r: r["data_interval_start"])
+        nudge_mirror(stack.airflow, DAG, found)
         return None
 
-    return wait_for(finished, 900, f"the backfill {first}..{last}", sleep=2)
+    return stack.wait_dag(DAG, finished, 900, f"the backfill {first}..{last}")
 
 
 def load_processes(stack: PipelineStack, hour: str) -> list[int]:
@@ -160,11 +161,18 @@ def kill_mid_write(stack: PipelineStack, hour: str, progress: Progress) -> dict[
     stack.backfill(DAG, hour, hour, reprocess=False, max_active_runs=BACKFILLED)
     staging = stack.warehouse / "_staging" / TOPIC
 
+    nudged = [time.monotonic()]
+
     def writing() -> list[Path] | None:
         found = [d for d in staging.glob(f"{hour}.*") if (d / "rows").exists()]
+        if not found and time.monotonic() - nudged[0] > 5:  # a deferred sensor: see nudge_mirror
+            nudged[0] = time.monotonic()
+            nudge_mirror(stack.airflow, DAG, stack.runs(DAG))
         return found or None
 
-    [attempt] = wait_for(writing, 600, f"the load of {TOPIC} {hour} to start writing", sleep=0.02)
+    [attempt] = stack.wait_dag(
+        DAG, writing, 600, f"the load of {TOPIC} {hour} to start writing", sleep=0.02
+    )
     frozen = load_processes(stack, hour)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
@@ -189,7 +197,8 @@ def kill_mid_write(stack: PipelineStack, hour: str, progress: Progress) -> dict[
         "the killed load's processes to end",
     )
     gone_after = time.monotonic() - mark
-    final = wait_for(
+    final = stack.wait_dag(
+        DAG,
         lambda: next(
             (
                 r
@@ -200,7 +209,6 @@ def kill_mid_write(stack: PipelineStack, hour: str, progress: Progress) -> dict[
         ),
         600,
         f"the run of {hour} after the kill",
-        sleep=2,
     )
     return {
         "killed": {

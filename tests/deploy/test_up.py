@@ -59,7 +59,7 @@ from logbroker.protocol.errors import TopicAuthorizationFailedError
 from logbroker.security.sasl import SaslAuthenticationError, SaslClientConfig
 from logbroker.security.tls import client_context
 from logbroker.stack.airflow_stack import FAB_AUTH_MANAGER, AirflowStack, process_running
-from logbroker.stack.pipeline_stack import wait_for
+from logbroker.stack.pipeline_stack import nudge_mirror, wait_for
 from logbroker.stack.postgres import PostgresServer
 from logbroker.stack.traffic import TOPICS
 from logbroker.stack.zookeeper import find_free_ports
@@ -308,19 +308,6 @@ def loading(workdir: Path) -> list[psutil.Process]:
     return found
 
 
-def nudge_mirror(airflow: AirflowStack, runs: list[dict[str, Any]]) -> None:
-    """Trigger the mirror if a load of `runs` waits for it and no mirror run is on its way."""
-    active = [r for r in runs if r["state"] in ("queued", "running")]
-    waiting = any(
-        ti["task_id"].startswith("wait_for_mirror") and ti["state"] == "deferred"
-        for run in active
-        for ti in task_instances(airflow, run)
-    )
-    mirrors = airflow.api("GET", "/dags/logbroker_mirror/dagRuns?state=queued&state=running")
-    if waiting and not mirrors["total_entries"]:
-        airflow.trigger_dag_run("logbroker_mirror")
-
-
 def drive_hours(airflow: AirflowStack, hours: list[str], timeout: float) -> dict[str, Any]:
     """Wait until the hourly load's runs of `hours` succeeded, nudging the mirror; the hour ->
     its run."""
@@ -331,7 +318,7 @@ def drive_hours(airflow: AirflowStack, hours: list[str], timeout: float) -> dict
         assert not failed, f"hourly load runs failed: {failed}"
         if all(runs.get(h, {}).get("state") == "success" for h in hours):
             return runs
-        nudge_mirror(airflow, list(runs.values()))
+        nudge_mirror(airflow, LOAD, runs.values())
         return None
 
     return wait_for(done, timeout, f"the hourly load of {hours}", sleep=5)
@@ -343,7 +330,7 @@ def drive_until_loading(airflow: AirflowStack, workdir: Path, timeout: float) ->
     def found() -> list[int] | None:
         pids = [p.pid for p in loading(workdir)]
         if not pids:
-            nudge_mirror(airflow, load_runs(airflow))
+            nudge_mirror(airflow, LOAD, load_runs(airflow))
         return pids or None
 
     return wait_for(found, timeout, "a load's spark-submit", sleep=2)

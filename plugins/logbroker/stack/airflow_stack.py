@@ -322,6 +322,10 @@ class AirflowStack:
                 umask=UMASK,
             )
 
+    def exited(self) -> dict[str, int]:
+        """The components started here that are no longer running: name -> exit code."""
+        return {n: p.returncode for n, p in self.processes.items() if p.poll() is not None}
+
     def wait_healthy(self, timeout: float = 180) -> None:
         deadline = self.clock() + timeout
         while self.clock() < deadline:

@@ -623,7 +623,7 @@ class PipelineStack:
             run = self.airflow.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
             return run if run["state"] in TERMINAL else None
 
-        return wait_for(finished, timeout, f"{dag_id} run {run_id}", sleep=2)
+        return self.wait_dag(dag_id, finished, timeout, f"{dag_id} run {run_id}")
 
     def wait_runs(
         self, dag_id: str, count: int, timeout: float = 900, since: Iterable[str] = ()
@@ -637,7 +637,55 @@ class PipelineStack:
                 return new
             return None
 
-        return wait_for(finished, timeout, f"{count} new run(s) of {dag_id}", sleep=2)
+        return self.wait_dag(dag_id, finished, timeout, f"{count} new run(s) of {dag_id}")
+
+    def wait_dag(
+        self,
+        dag_id: str,
+        predicate: Callable[[], T | None],
+        timeout: float,
+        what: str,
+        sleep: float = 2,
+    ) -> T:
+        """`wait_for` on a DAG's runs. It stops at once if one of Airflow's processes exited
+        (nothing would move again), and on either end the error says where the runs stand."""
+
+        def moving() -> T | None:
+            gone = self.airflow.exited()
+            if gone:
+                raise AirflowStackError(
+                    f"airflow {', '.join(gone)} exited while waiting for {what}"
+                )
+            return predicate()
+
+        try:
+            return wait_for(moving, timeout, what, sleep=sleep)
+        except AirflowStackError as exc:
+            raise AirflowStackError(f"{exc}\n{self.stuck_report(dag_id)}") from None
+
+    def stuck_report(self, dag_id: str, lines: int = 25) -> str:
+        """Each run of a DAG with its unfinished tasks, and the tails of the scheduler's and
+        the triggerer's logs: what a wait that timed out needs to be understood afterwards."""
+        out = [f"runs of {dag_id}:"]
+        try:
+            for run in self.runs(dag_id):
+                states = self.task_states(dag_id, run["dag_run_id"])
+                pending = {t: s for t, s in states.items() if s != "success"}
+                out.append(
+                    f"  {run['dag_run_id']} ({run.get('run_type')}, interval "
+                    f"{run.get('data_interval_start')}): {run['state']}; not successful: {pending}"
+                )
+        except AirflowStackError as exc:
+            out.append(f"  (the REST API did not answer: {exc})")
+        for name in ("scheduler", "triggerer", *self.airflow.exited()):
+            log = self.airflow.home / "logs" / f"{name}.out"
+            try:
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as exc:
+                tail = [f"(unreadable: {exc})"]
+            out.append(f"last {len(tail)} lines of {log}:")
+            out.extend(f"  {line[:400]}" for line in tail)
+        return "\n".join(out)
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         found = self.airflow.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
@@ -652,6 +700,29 @@ class PipelineStack:
         failed = [t for t, s in self.task_states(dag_id, run_id).items() if s != "success"]
         logs = self.airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
         return f"{dag_id} {run_id}: tasks not successful: {failed}; task logs under {logs}"
+
+
+def nudge_mirror(airflow: AirflowStack, dag_id: str, runs: Iterable[dict[str, Any]]) -> bool:
+    """Trigger the mirror if an active run of `dag_id` has a wait_for_mirror sensor deferred
+    and no mirror run is on its way: the sensor waits for the live cluster's ends as they were
+    when it ran, and what was produced after the last mirror run waits for the scheduled one,
+    up to 5 minutes away. True if it triggered one."""
+    deferred = False
+    for run in runs:
+        if run["state"] not in ("queued", "running"):
+            continue
+        path = f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances?limit=100"
+        deferred = deferred or any(
+            ti["task_id"].startswith("wait_for_mirror") and ti["state"] == "deferred"
+            for ti in airflow.api("GET", path)["task_instances"]
+        )
+    if not deferred:
+        return False
+    mirrors = airflow.api("GET", "/dags/logbroker_mirror/dagRuns?state=queued&state=running")
+    if mirrors["total_entries"]:
+        return False
+    airflow.trigger_dag_run("logbroker_mirror")
+    return True
 
 
 def _message_formats(formats: Mapping[str, str], topics: Iterable[str]) -> dict[str, str]:
