@@ -73,7 +73,8 @@ examples:
       --zookeeper zk1:2181/analysis --schema-registry zk1:2181/registry \\
       --topic-pattern '[a-z_]+' --hour 2026-11-22T11 --warehouse hdfs://namenode/warehouse
   python spark_apps/jobs/hourly_load.py verify --zookeeper 127.0.0.1:2181/analysis \\
-      --topics page_views --hour 2026-11-22T10 --warehouse "file://$PWD/var/warehouse"
+      --topics page_views --hour 2026-11-22T10 --hour 2026-11-22T11 \\
+      --warehouse "file://$PWD/var/warehouse"
 """
 
 VERIFY_EPILOG = """\
@@ -83,7 +84,8 @@ the checkpoint's rows. Exit status 0 when every hour matches, 1 otherwise.
 
 examples:
   python spark_apps/jobs/hourly_load.py verify --zookeeper 127.0.0.1:2181/analysis \\
-      --topics page_views --hour 2026-11-22T10 --warehouse "file://$PWD/var/warehouse"
+      --topics page_views --hour 2026-11-22T10 --hour 2026-11-22T11 \\
+      --warehouse "file://$PWD/var/warehouse"
 """
 
 
@@ -124,7 +126,7 @@ def _instant(text: str) -> datetime:
         ) from None
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, several_hours: bool = False) -> None:
     parser.add_argument(
         "--zookeeper",
         required=True,
@@ -150,7 +152,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
     which.add_argument(
         "--topic-pattern", metavar="RE", help="every topic whose whole name matches RE"
     )
-    parser.add_argument("--hour", required=True, type=_hour, metavar="YYYY-MM-DDTHH")
+    if several_hours:  # verify: one application for all of them, not a JVM per hour
+        parser.add_argument(
+            "--hour",
+            required=True,
+            type=_hour,
+            action="append",
+            dest="hours",
+            metavar="YYYY-MM-DDTHH",
+            help="an hour to check; repeat it for several",
+        )
+    else:
+        parser.add_argument("--hour", required=True, type=_hour, metavar="YYYY-MM-DDTHH")
     parser.add_argument(
         "--warehouse",
         default="file://" + str(Path.cwd() / "warehouse"),
@@ -236,7 +249,7 @@ def build_verify_parser() -> argparse.ArgumentParser:
         epilog=VERIFY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _common(parser)
+    _common(parser, several_hours=True)
     return parser
 
 
@@ -368,17 +381,18 @@ def run_verify(argv: list[str]) -> int:
     spark.sparkContext.setLogLevel("WARN")
     wh = open_warehouse(args.warehouse, spark)
     bad = 0
-    for topic in topics:
-        try:
-            result = verify(
-                wh, topic, args.hour, zookeeper=args.zookeeper, credentials=_credentials(args)
-            )
-        except WarehouseError as exc:
-            print(f"{topic} {args.hour}: {exc}")
-            bad += 1
-            continue
-        print(result.summary(), flush=True)
-        bad += not result.ok
+    for hour in args.hours:
+        for topic in topics:
+            try:
+                result = verify(
+                    wh, topic, hour, zookeeper=args.zookeeper, credentials=_credentials(args)
+                )
+            except WarehouseError as exc:
+                print(f"{topic} {hour}: {exc}")
+                bad += 1
+                continue
+            print(result.summary(), flush=True)
+            bad += not result.ok
     spark.stop()
     return 1 if bad else 0
 
