@@ -218,8 +218,14 @@ class AirflowStack:
     def airflow(self, *args: str, timeout: float = 300) -> str:
         """Run one `airflow` CLI command in this home; its output, or an error with it."""
         cmd = [str(Path(sys.executable).with_name("airflow")), *args]
+        return self._run(cmd, f"airflow {' '.join(args)}", timeout=timeout)
+
+    def _run(self, cmd: list[str], what: str, timeout: float, stdin: str | None = None) -> str:
+        """One process in this home's environment and umask; its output, or an error naming
+        `what` with the output's end."""
         done = subprocess.run(
             cmd,
+            input=stdin,
             env=self.env(),
             capture_output=True,
             text=True,
@@ -229,8 +235,7 @@ class AirflowStack:
         )
         if done.returncode != 0:
             raise AirflowStackError(
-                f"airflow {' '.join(args)} exited with {done.returncode}:\n"
-                f"{done.stdout[-2000:]}{done.stderr[-4000:]}"
+                f"{what} exited with {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-4000:]}"
             )
         return done.stdout
 
@@ -248,25 +253,13 @@ class AirflowStack:
         an existing user's role and password set again (the file is what `up` prints). One
         Python process, the passwords on its stdin: `airflow users create --password` would
         show them to every local user's `ps`."""
-        done = subprocess.run(
+        users = {u: [r, self.logins()[u]] for u, r in FAB_USERS.items()}
+        self._run(
             [sys.executable, "-c", _FAB_USERS_SCRIPT],
-            input=json.dumps(
-                {
-                    "viewer_role": VIEWER_ROLE,
-                    "users": {u: [r, self.logins()[u]] for u, r in FAB_USERS.items()},
-                }
-            ),
-            env=self.env(),
-            capture_output=True,
-            text=True,
+            "the FAB users' script",
             timeout=timeout,
-            check=False,
-            umask=UMASK,
+            stdin=json.dumps({"viewer_role": VIEWER_ROLE, "users": users}),
         )
-        if done.returncode != 0:
-            raise AirflowStackError(
-                f"the FAB users were not made (exit {done.returncode}):\n{done.stderr[-4000:]}"
-            )
 
     def make_private(self) -> None:
         """The home 0700 and the files directly in it 0600: also those an older run (before
