@@ -26,6 +26,7 @@ from .coordination.paths import split_connect_string
 from .coordination.zk_acl import ZkDigest, parse_zk_auth
 from .protocol.topics import validate_topic
 from .security.listeners import check as check_listeners
+from .security.listeners import sasl_configured
 from .security.sasl import SaslClientConfig, parse_mechanisms
 from .security.tls import SecurityConfigError
 
@@ -262,6 +263,14 @@ class BrokerConfig:
             "sasl.jaas.config)",
         ),
     )
+    inter_broker_listener_name: str = field(
+        default="",
+        metadata=_key(
+            "inter.broker.listener.name",
+            "the listener followers fetch from leaders on (a name of listeners, of logbroker's "
+            "protocol; the same on every broker), instead of security.inter.broker.protocol",
+        ),
+    )
     replication_require_authenticated_brokers: str = field(
         default="auto",
         metadata=_key(
@@ -477,10 +486,10 @@ class BrokerConfig:
     def _check_sasl(self) -> None:
         """SASL needs the users' credentials (ZooKeeper) and this broker's own login."""
         try:
-            mechanisms = parse_mechanisms(self.sasl_enabled_mechanisms)
+            parse_mechanisms(self.sasl_enabled_mechanisms)
         except ValueError as exc:
             raise ConfigError(f"sasl.enabled.mechanisms: {exc}") from None
-        if not mechanisms:
+        if not sasl_configured(self):  # neither the broker's mechanisms nor a listener's
             return
         if not self.enable_zookeeper:
             raise ConfigError(
@@ -489,7 +498,8 @@ class BrokerConfig:
             )
         if not self.sasl_jaas_config.strip():
             raise ConfigError(
-                "sasl.enabled.mechanisms is set but sasl.jaas.config is empty: give this broker "
+                "sasl.enabled.mechanisms (or a listener's) is set but sasl.jaas.config is "
+                "empty: give this broker "
                 'its own login (... username="broker-0" password="...";), which its replica '
                 "fetchers use with the leaders"
             )
@@ -502,7 +512,7 @@ class BrokerConfig:
 
     def inter_broker_sasl(self) -> SaslClientConfig | None:
         """How this broker's replica fetchers log in to a leader (None: SASL is off)."""
-        if not parse_mechanisms(self.sasl_enabled_mechanisms):
+        if not sasl_configured(self):
             return None
         return SaslClientConfig.from_properties(
             {

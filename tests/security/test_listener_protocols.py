@@ -5,9 +5,13 @@
     SASL_SSL08  Kafka 0.8's protocol, the same (logbroker's SASL_SSL clients, 0.8-format topics)
     SSL08       Kafka 0.8's protocol over TLS, a client certificate required
                 (listener.name.ssl08.ssl.client.auth=required), no login: kcat's
+    SASL_PLAINTEXT  logbroker's protocol, a PLAIN login only
+                (listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN; the broker's
+                mechanism is SCRAM-SHA-256)
 
 and no authorizer: each listener asks exactly what its protocol says. Followers would fetch
-over SASL_SSL (security.inter.broker.protocol). One broker and one chroot for the module.
+over SASL_SSL (security.inter.broker.protocol). One broker and one chroot for the module;
+two more brokers show followers fetching on the listener inter.broker.listener.name names.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from logbroker.stack.zookeeper import ZkTarget, ZooKeeperServer
 KCAT = shutil.which("kcat")
 MECHANISM = "SCRAM-SHA-256"
 ALICE = SaslClientConfig(MECHANISM, "alice", "alice-secret")
+JAAS = 'ScramLoginModule required username="broker-0" password="broker-secret";'
 
 
 @dataclass
@@ -77,12 +82,13 @@ def listened(
     broker = BrokerProcess(
         tmp_path_factory.mktemp("listener-broker"),
         zk_connect=chroot.connect,
-        listeners={"SASL_SSL": 0, "SASL_SSL08": 0, "SSL08": 0},
+        listeners={"SASL_SSL": 0, "SASL_SSL08": 0, "SSL08": 0, "SASL_PLAINTEXT": 0},
         overrides={
             "ssl.certfile": str(own.certfile),
             "ssl.keyfile": str(own.keyfile),
             "ssl.cafile": str(ca.certfile),
             "listener.name.ssl08.ssl.client.auth": "required",  # the others: none
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
             "security.inter.broker.protocol": "SASL_SSL",
             "sasl.enabled.mechanisms": MECHANISM,
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
@@ -221,7 +227,23 @@ def test_kcat_lists_metadata_on_ssl08_with_its_certificate_only(listened: Listen
             "no listener is SASL_PLAINTEXT or SASL_SSL",
         ),
         ({"listener.name.ssl08.ssl.client.auth": "required"}, "ssl08 is not one of the broker's listeners"),
-        ({"listener.name.plaintext.sasl.enabled.mechanisms": "PLAIN"}, "cannot be set per listener"),
+        ({"listener.name.plaintext.ssl.keystore.location": "/k"}, "cannot be set per listener"),
+        (
+            {"listener.name.plaintext.sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS},
+            "listener.name.plaintext.sasl.enabled.mechanisms: listener PLAINTEXT is PLAINTEXT",
+        ),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.jaas.config": JAAS,
+             "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,GSSAPI"},
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms: unknown SASL mechanism 'GSSAPI'",
+        ),
+        ({"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name=INTERNAL: not one of the broker's listeners"),
+        ({"inter.broker.listener.name": "KAFKA08", "port.08": "0"}, "KAFKA08 speaks Kafka 0.8's protocol"),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
+             "inter.broker.listener.name": "SASL_PLAINTEXT", "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+            "set only one of the two",
+        ),
         (
             {"listener.name.plaintext.ssl.client.auth": "required", "security.inter.broker.protocol": "SSL"},
             "security.inter.broker.protocol=SSL: the broker has no SSL listener",
@@ -245,3 +267,87 @@ def test_the_sasl_ssl_listener_is_registered_by_name(listened: Listened) -> None
         client.close()
     assert f"SASL_SSL://127.0.0.1:{listened.sasl_ssl}".encode() in data
     assert f"SSL08://127.0.0.1:{listened.ssl08}".encode() in data
+
+
+def test_a_listener_takes_only_its_own_sasl_mechanisms(listened: Listened) -> None:
+    """listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN: PLAIN there, and only
+    there; SCRAM-SHA-256 (the broker's) on the SASL_* listeners without one of their own."""
+    wait_for_login(listened)
+    host, port = listened.broker.host, listened.broker.listener_ports["SASL_PLAINTEXT"]
+    plain = SaslClientConfig("PLAIN", ALICE.username, ALICE.password)
+    with SimpleConsumer(host, port, sasl=plain) as consumer:
+        consumer.latest_offset("plain", 0)
+        assert consumer.connection.principal == "User:alice"
+    with (
+        pytest.raises(SaslAuthenticationError, match="PLAIN"),
+        SimpleConsumer(host, port, sasl=ALICE, timeout=10) as refused,
+    ):
+        refused.latest_offset("plain", 0)
+    with (
+        pytest.raises(SaslAuthenticationError, match=MECHANISM),
+        SimpleConsumer(host, listened.sasl_ssl, tls=listened.tls().context(), sasl=plain) as no,
+    ):
+        no.latest_offset("plain", 0)
+
+
+def test_followers_fetch_on_the_listener_inter_broker_listener_name_names(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """INTERNAL (mapped to SASL_PLAINTEXT, SCRAM-SHA-512 of its own) is where followers fetch:
+    replication.require.authenticated.brokers=true refuses a fetch from anyone not logged in
+    as a broker, the PLAINTEXT port logs no one in, and SASL_PLAINTEXT (listed first, the
+    same protocol) takes PLAIN only, not the brokers' SCRAM-SHA-512. The proof: the leader
+    stopped, the follower serves the message it could only have fetched on INTERNAL."""
+    chroot = zookeeper.create_chroot(f"/t/inter-listener-{uuid.uuid4().hex[:8]}")
+    for broker_id in (0, 1):
+        assert main(["configs", "--zookeeper", chroot.connect, "--entity-type", "users",
+                     "--alter", "--entity-name", f"broker-{broker_id}", "--add-config",
+                     f"SCRAM-SHA-512=[password=secret-{broker_id}]"]) == 0  # fmt: skip
+    brokers = [
+        BrokerProcess(
+            tmp_path_factory.mktemp(f"inter-listener-{broker_id}"),
+            broker_id=broker_id,
+            zk_connect=chroot.connect,
+            listeners={"SASL_PLAINTEXT": 0, "INTERNAL": 0},
+            overrides={
+                "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "inter.broker.listener.name": "INTERNAL",
+                "replication.require.authenticated.brokers": "true",
+                "sasl.jaas.config": f'ScramLoginModule required username="broker-{broker_id}" '
+                f'password="secret-{broker_id}";',
+            },
+        )
+        for broker_id in (0, 1)
+    ]
+    for broker in brokers:
+        broker.start()
+    try:
+        with Cluster(chroot.connect) as cluster:
+            cluster.create_replicated_topic("inter", 1, 2)
+        producer = Producer.from_properties(
+            {"zk.connect": chroot.connect}, acks="ack", request_required_acks=-1, retries=20
+        )
+        with producer:
+            producer.send("inter", [b"held by both"])  # acknowledged once the ISR has it
+        with Cluster(chroot.connect) as cluster:
+            [partition] = cluster.describe_replicated("inter")
+            leader = partition.leader
+            brokers[leader].stop(timeout=15)
+
+            def moved() -> int | None:
+                [now] = cluster.describe_replicated("inter")
+                return now.leader if now.leader == 1 - leader else None
+
+            deadline = time.monotonic() + 30
+            while moved() is None:
+                assert time.monotonic() < deadline, cluster.describe_replicated("inter")
+                time.sleep(0.1)
+        follower = brokers[1 - leader]
+        with SimpleConsumer(*follower.address) as consumer:
+            messages, _next = consumer.fetch_messages("inter", 0, 0)
+        assert [m.payload for m in messages] == [b"held by both"]
+    finally:
+        for broker in brokers:
+            broker.stop(timeout=15)

@@ -16,7 +16,9 @@ Decisions (issue 46, docs/security.md):
   SASL_* listener (before per-listener SASL they meant "every listener": such a config now
   stops the broker instead of serving without logins), is refused at start.
 - Kafka's per-listener overrides: `listener.name.<name>.<key>` (the name in lower case) for
-  LISTENER_KEYS (`listener.name.ssl08.ssl.client.auth=required`), else the broker's key.
+  LISTENER_KEYS (`listener.name.ssl08.ssl.client.auth=required`,
+  `listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512`), else the broker's key. A
+  listener's mechanisms may be set on a SASL_* listener only.
 - The wire protocol is in the name, by convention: a name ending in `08` speaks Kafka 0.8's
   protocol (kafka08_connection.py), any other logbroker's 0.7 protocol (connection.py). So
   `SSL08://127.0.0.1:9193` is the 0.8 listener over TLS, the one kcat and librdkafka in 0.8
@@ -41,7 +43,9 @@ Decisions (issue 46, docs/security.md):
   nothing recorded. Followers then reach leaders over `security.inter.broker.protocol`: the
   0.7 port when its protocol is that one, else the first listener of logbroker's protocol
   mapped to it (SSL, SASL_SSL: with this broker's own certificate; SASL_*: logged in with
-  sasl.jaas.config).
+  sasl.jaas.config). Or, as Kafka 0.10.2+, `inter.broker.listener.name` names that listener
+  (one of logbroker's protocol; every broker of a cluster names the same one), and its
+  protocol is the inter-broker protocol: only one of the two keys may be set.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..coordination.replication_state import KAFKA08 as KAFKA08  # what port.08 makes
+from .sasl import parse_mechanisms
 from .tls import SECURITY_PROTOCOLS, TLS_PROTOCOLS, SecurityConfigError, server_context
 
 
@@ -86,6 +91,8 @@ class BrokerConfig(Protocol):
     @property
     def broker_principal_format(self) -> str: ...
     @property
+    def inter_broker_listener_name(self) -> str: ...
+    @property
     def sasl_enabled_mechanisms(self) -> str: ...
     @property
     def extra(self) -> Mapping[str, str]: ...
@@ -100,8 +107,11 @@ DEFAULT_PROTOCOL_MAP = {
     "SSL08": "SSL",
     "SASL_SSL08": "SASL_SSL",
 }
-# what `listener.name.<name>.<key>` may override (Kafka's per-listener TLS settings)
-LISTENER_KEYS = ("ssl.client.auth", "ssl.certfile", "ssl.keyfile", "ssl.cafile")
+# what `listener.name.<name>.<key>` may override: Kafka's per-listener TLS settings, and the
+# SASL mechanisms of a SASL_* listener
+TLS_LISTENER_KEYS = ("ssl.client.auth", "ssl.certfile", "ssl.keyfile", "ssl.cafile")
+MECHANISMS_KEY = "sasl.enabled.mechanisms"
+LISTENER_KEYS = (*TLS_LISTENER_KEYS, MECHANISMS_KEY)
 LISTENER_PREFIX = "listener.name."
 PLAINTEXT = "PLAINTEXT"  # what port makes (port.08 makes KAFKA08)
 WIRE_07, WIRE_08 = "0.7", "0.8"
@@ -136,6 +146,32 @@ def listener_setting(config: BrokerConfig, listener: str, key: str) -> str:
     if override is not None:
         return override.strip()
     return str(getattr(config, key.replace(".", "_")))
+
+
+def listener_mechanisms(config: BrokerConfig, listener: Listener) -> tuple[str, ...]:
+    """The SASL mechanisms a listener's clients log in with: () unless it is SASL_*; its
+    `listener.name.<name>.sasl.enabled.mechanisms`, else the broker's. A bad one is an error
+    naming the key it came from."""
+    if not listener.sasl:
+        return ()
+    key = f"{LISTENER_PREFIX}{listener.name.lower()}.{MECHANISMS_KEY}"
+    try:
+        return parse_mechanisms(listener_setting(config, listener.name, MECHANISMS_KEY))
+    except ValueError as exc:
+        raise SecurityConfigError(
+            f"{key if key in config.extra else MECHANISMS_KEY}: {exc}"
+        ) from None
+
+
+def sasl_configured(config: BrokerConfig) -> bool:
+    """SASL is on: sasl.enabled.mechanisms, or a listener's own, is set (the broker then needs
+    its own login, and `User:broker-<id>` names broker <id>)."""
+    if config.sasl_enabled_mechanisms.strip():
+        return True
+    return any(
+        key.startswith(LISTENER_PREFIX) and key.endswith(f".{MECHANISMS_KEY}") and value.strip()
+        for key, value in config.extra.items()
+    )
 
 
 def protocol_map(text: str) -> dict[str, str]:
@@ -224,7 +260,7 @@ def broker_id_of(config: BrokerConfig, principal: str) -> int | None:
     A TLS certificate's principal is always `User:CN=...`: only a SASL login gives the
     second form."""
     formats = [config.broker_principal_format]
-    if config.sasl_enabled_mechanisms.strip():
+    if sasl_configured(config):
         formats.append(SASL_BROKER_FORMAT)
     for form in formats:
         head, sep, tail = form.partition("{id}")
@@ -241,13 +277,13 @@ def listener_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext
     `listener.name.*` overrides; a bad setting names its key (and the listener)."""
     if not listener.tls:
         return None
-    values = [listener_setting(config, listener.name, key) for key in LISTENER_KEYS]
+    values = [listener_setting(config, listener.name, key) for key in TLS_LISTENER_KEYS]
     try:
         return server_context(values[1], values[2], values[3], values[0])
     except SecurityConfigError as exc:
         overridden = [
             key
-            for key in LISTENER_KEYS
+            for key in TLS_LISTENER_KEYS
             if f"{LISTENER_PREFIX}{listener.name.lower()}.{key}" in config.extra
         ]
         if not overridden:
@@ -262,6 +298,9 @@ def inter_broker_listener(config: BrokerConfig) -> str | None:
     0.7 port of /brokers/ids when its protocol is security.inter.broker.protocol, else the
     first listener of logbroker's protocol mapped to it (every broker of a cluster names it
     alike: SSL or SASL_SSL by convention). Refused at start (check) when there is none."""
+    named = config.inter_broker_listener_name.strip().upper()
+    if named:
+        return None if named == PLAINTEXT else named
     wanted = inter_broker_protocol(config)
     for listener in broker_listeners(config):  # PLAINTEXT (the port) first
         if listener.security == wanted and listener.wire == WIRE_07:
@@ -270,8 +309,18 @@ def inter_broker_listener(config: BrokerConfig) -> str | None:
 
 
 def inter_broker_protocol(config: BrokerConfig) -> str:
-    """security.inter.broker.protocol, except that its default, PLAINTEXT, means the 0.7
-    port whatever it is mapped to: SASL_PLAINTEXT (logged in) when the map says so."""
+    """The protocol of inter.broker.listener.name's listener when it is set; else
+    security.inter.broker.protocol, except that its default, PLAINTEXT, means the 0.7 port
+    whatever it is mapped to: SASL_PLAINTEXT (logged in) when the map says so."""
+    named = config.inter_broker_listener_name.strip().upper()
+    if named:
+        found = [x.security for x in broker_listeners(config) if x.name == named]
+        if not found:
+            raise SecurityConfigError(
+                f"inter.broker.listener.name={config.inter_broker_listener_name}: not one of "
+                f"the broker's listeners ({', '.join(x.name for x in broker_listeners(config))})"
+            )
+        return found[0]
     wanted = config.security_inter_broker_protocol
     if wanted == PLAINTEXT:
         return next(x.security for x in broker_listeners(config) if x.name == PLAINTEXT)
@@ -296,6 +345,30 @@ def check_listener_overrides(config: BrokerConfig, names: list[str]) -> None:
             raise SecurityConfigError(
                 f"{key}: {setting} cannot be set per listener (only {', '.join(LISTENER_KEYS)})"
             )
+
+
+def _check_inter_broker_listener(config: BrokerConfig, listeners: list[Listener]) -> None:
+    """inter.broker.listener.name: a listener of logbroker's protocol, and alone."""
+    named = config.inter_broker_listener_name.strip().upper()
+    if not named:
+        return
+    key = f"inter.broker.listener.name={config.inter_broker_listener_name}"
+    if config.security_inter_broker_protocol != PLAINTEXT:
+        raise SecurityConfigError(
+            f"{key} and security.inter.broker.protocol="
+            f"{config.security_inter_broker_protocol}: set only one of the two, as in Kafka "
+            "(the listener's protocol is the inter-broker one)"
+        )
+    found = [x for x in listeners if x.name == named]
+    if not found:
+        raise SecurityConfigError(
+            f"{key}: not one of the broker's listeners ({', '.join(x.name for x in listeners)})"
+        )
+    if found[0].wire != WIRE_07:
+        raise SecurityConfigError(
+            f"{key}: {named} speaks Kafka 0.8's protocol; followers fetch over logbroker's "
+            "(a listener whose name does not end in 08)"
+        )
 
 
 def check(config: BrokerConfig) -> None:
@@ -333,12 +406,19 @@ def check(config: BrokerConfig) -> None:
     mechanisms = config.sasl_enabled_mechanisms.strip()
     sasl_listeners = [x.name for x in listeners if x.sasl]
     for listener in listeners:
-        if listener.sasl and not mechanisms:
+        own = f"{LISTENER_PREFIX}{listener.name.lower()}.{MECHANISMS_KEY}"
+        if not listener.sasl and own in config.extra:
+            raise SecurityConfigError(
+                f"{own}: listener {listener.name} is {listener.security}, and only a "
+                "SASL_PLAINTEXT or SASL_SSL listener logs clients in"
+            )
+        if listener.sasl and not listener_mechanisms(config, listener):
             raise SecurityConfigError(
                 f"listener {listener.name} is {listener.security} but sasl.enabled.mechanisms "
-                "is empty: its clients could not log in (set sasl.enabled.mechanisms, or map "
-                "the listener to a protocol without SASL)"
+                "is empty: its clients could not log in (set sasl.enabled.mechanisms or "
+                f"{own}, or map the listener to a protocol without SASL)"
             )
+    _check_inter_broker_listener(config, listeners)
     if mechanisms and not sasl_listeners:
         raise SecurityConfigError(
             f"sasl.enabled.mechanisms={mechanisms} but no listener is SASL_PLAINTEXT or "

@@ -38,8 +38,9 @@ from ..security.listeners import (
     inter_broker_listener,
     inter_broker_protocol,
     listener_context,
+    listener_mechanisms,
 )
-from ..security.sasl import SaslClientConfig, ServerAuthenticator, parse_mechanisms
+from ..security.sasl import SaslClientConfig, ServerAuthenticator
 from ..security.tls import TLS_PROTOCOLS, client_context
 from ..storage.log import Clock
 from ..storage.log_manager import LogManager, system_clock
@@ -180,9 +181,8 @@ class BrokerServer:
             listeners = {x.name: x for x in broker_listeners(config)}
             announced = advertised(config)
             plain = listeners.pop(PLAINTEXT)
-            # SASL (sasl.enabled.mechanisms) on the listeners mapped to SASL_* only
-            sasl = self._sasl()
-            plain_sasl = sasl if plain.sasl else None
+            # SASL on the listeners mapped to SASL_* only, each with its mechanisms
+            plain_sasl = self._sasl(plain)
             self.server = SocketServer(
                 config,
                 handlers,
@@ -221,9 +221,7 @@ class BrokerServer:
                         port=listener.port,
                         tls=listener_context(config, listener),
                         name=listener.name,
-                        connection=functools.partial(
-                            ClientConnection, sasl=sasl if listener.sasl else None
-                        ),
+                        connection=functools.partial(ClientConnection, sasl=self._sasl(listener)),
                     )
                     self.more_servers[listener.name] = server
                     bound = await server.start()
@@ -358,7 +356,7 @@ class BrokerServer:
             warnings=warnings,
         )
         apis.authorizer = handlers.authorizer
-        sasl = self._sasl() if listener.sasl else None
+        sasl = self._sasl(listener)
         server = SocketServer(
             self.config,
             handlers,
@@ -373,9 +371,10 @@ class BrokerServer:
         )
         return apis, server
 
-    def _sasl(self) -> Callable[[], ServerAuthenticator] | None:
-        """What makes each connection's SASL authenticator (None: SASL is off)."""
-        mechanisms = parse_mechanisms(self.config.sasl_enabled_mechanisms)
+    def _sasl(self, listener: Listener) -> Callable[[], ServerAuthenticator] | None:
+        """What makes each connection's SASL authenticator on `listener`, with its mechanisms
+        (None: its clients do not log in)."""
+        mechanisms = listener_mechanisms(self.config, listener)
         if not mechanisms:
             return None
         if self.credentials is None:
