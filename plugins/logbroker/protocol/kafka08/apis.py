@@ -252,7 +252,9 @@ _INT31 = 0x7FFFFFFF
 def _fast_fetch(view: memoryview) -> Request | None:
     """A well-formed Fetch v0 request read with a few struct reads (the consumers' hot path,
     as _fast_produce is the producers'), or None for anything else or anything unusual: the
-    schema walk then reads it, and raises what it raises. The answer is the schema walk's."""
+    schema walk then reads it, and raises what it raises. The answer is the schema walk's.
+    Its walk repeats _fast_produce's on purpose: one shared walk with a call per partition
+    cost 0.4 µs more per Produce and 1.5 µs more per Fetch (timeit, best of 90)."""
     length = len(view)
     if length < 10:
         return None
