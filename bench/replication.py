@@ -278,11 +278,20 @@ class Cluster:
             ]
 
     def stop(self) -> None:
-        for broker in self.brokers.values():
+        """Every broker at once, as start() starts them (after the workload: nothing of it is
+        measured); one after the other took ~1 s more a workload, 15 s of a --quick run."""
+
+        def stop(broker: Any) -> None:
             try:
                 broker.stop(timeout=30)
             except Exception:
                 traceback.print_exc()
+
+        threads = [threading.Thread(target=stop, args=(b,)) for b in self.brokers.values()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
 
 # -- the engine ----------------------------------------------------------------------------

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from spark.helpers import PAGE_VIEW, start_cluster
+from spark.helpers import PAGE_VIEW, SMALL_JOB_JAVA, start_cluster
+
+from spark_apps.class_archive import with_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -238,7 +240,9 @@ def test_a_load_runs_from_the_installed_job(
         wh = tmp_path / "wh"
         submit = [
             str(VENV_BIN / "spark-submit"), "--master", "local[1]",
-            "--conf", "spark.ui.enabled=false", str(job),
+            "--conf", "spark.ui.enabled=false",
+            # as the tests' other drivers: C1 only, Spark's classes from the class archive
+            "--conf", f"spark.driver.extraJavaOptions={with_archive(SMALL_JOB_JAVA)}", str(job),
             "--zookeeper", cluster.live.connect, "--schema-registry", cluster.registry.connect,
             "--topics", "wheel_views", "--hour", HOUR, "--warehouse", wh.as_uri(),
         ]  # fmt: skip

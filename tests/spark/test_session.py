@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from spark_apps.class_archive import with_archive
+
+from .helpers import SMALL_JOB_JAVA
+
 APP = """
 import json, sys
 from spark_apps.session import build_session
@@ -42,6 +46,8 @@ def test_spark_submit_settings_win_over_the_defaults(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(Path(venv_bin) / "spark-submit"), "--master", "local[1]",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=3",
+         # as the tests' other drivers: C1 only, Spark's classes from the class archive
+         "--conf", f"spark.driver.extraJavaOptions={with_archive(SMALL_JOB_JAVA)}",
          str(app), str(out)],
         env=env, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
