@@ -8,8 +8,10 @@
    discovered once; the plan carries the splits and the pinned reader schema to every read
 3. read and write once: Spark's tasks read the plan's splits with the `logbroker` source's
    reader (Avro, PERMISSIVE) and the good rows are written to staging in the same pass,
-   counted from the written files' footers; meanwhile a driver thread re-reads the ranges
-   for rows_sha256 and counts every message (digest.py): the difference is the bad records
+   counted from the written files' footers (a small hour: the driver reads and writes the
+   same splits and files, no Spark job: parquet_tasks.write_rows_here); meanwhile a driver
+   thread re-reads the ranges for rows_sha256 and counts every message (digest.py): the
+   difference is the bad records
 4. bad records (not an event: no magic, unknown schema id, undecodable) over
    --max-bad-fraction fail the load, naming the count; else the range is read again for
    them and they go to errors/ (only an hour that has some pays that read); Spark's count of
