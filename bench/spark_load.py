@@ -624,17 +624,26 @@ def hour_of_topics(
         zookeeper=cluster.live.connect, schema_registry=cluster.registry.connect
     )
     each = []
+    # each topic's phases (load_hour's laps), the first rep's first topic left out: it pays
+    # the session's first jobs (the Python workers' start, the readers' imports)
+    laps: list[dict[str, float]] = []
     for rep in range(reps):
         wh = open_warehouse(str(work / f"wh-hour-{topics}-{rep}"), spark)
         started = time.perf_counter()
-        for name in names:
-            load_hour(spark, wh, settings, name, "2026-11-22T10")
+        for i, name in enumerate(names):
+            report = load_hour(spark, wh, settings, name, "2026-11-22T10")
+            print(f"    {report.summary()}", flush=True)
+            if rep or i:
+                laps.append(report.seconds)
         each.append(time.perf_counter() - started)
         print(
             f"  rep {rep + 1}: {topics} topics' loads of one hour in {each[-1]:.1f} s", flush=True
         )
     seconds = statistics.median(each)
     rows = (events // topics) * topics
+    phases = sorted({k for lap in laps for k in lap})
+    phase_s = {k: statistics.median(lap.get(k, 0.0) for lap in laps) for k in phases}
+    print(f"  a topic's phases (median, s): {phase_s}", flush=True)
     return {
         "topics": topics,
         "events": rows,
@@ -642,6 +651,8 @@ def hour_of_topics(
         "seconds_each": each,
         "rows_per_s": rows / seconds,
         "per_topic_s": seconds / topics,
+        "per_topic_phases_s": phase_s,
+        "per_topic_load_s": statistics.median(sum(lap.values()) for lap in laps),
     }
 
 

@@ -9,7 +9,8 @@ keeps fsspec's.
 configuration, so the same code commits an hour on HDFS. It keeps the interface and the
 guarantees of filesystem.py (WarehouseFS). Reads of `file:` URIs take Python's own I/O
 (hundreds of small JSON files would otherwise cost a py4j round trip each); the result is the
-same.
+same. So do whole-file writes and mkdirs of `file:` URIs (no Hadoop `.crc` side files to keep);
+renames and deletes keep Hadoop's, which move and delete a file's `.crc` with it.
 
 A whole-file write (a checkpoint, a commit record) replaces the file in one step with
 `FileContext.rename(src, dst, Options.Rename.OVERWRITE)`: on HDFS FileSystem.rename refuses an
@@ -152,6 +153,9 @@ class HadoopFS:
 
     # -- changes --------------------------------------------------------------------------
     def mkdirs(self, uri: str) -> None:
+        if self._is_local(uri):  # no side files to keep: ~40 ms of py4j a load saved
+            self._local.mkdirs(uri)
+            return
         fs, path = self._fs(uri)
         if not fs.mkdirs(path):
             raise WarehouseFileSystemError(f"mkdirs {uri} failed")

@@ -117,6 +117,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _not_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of bytes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"0 bytes or more, got {value}")
+    return value
+
+
 def _instant(text: str) -> datetime:
     try:
         return parse_instant(text)
@@ -224,6 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
         "FileSystem (any URI); auto (default) = arrow where it can",
     )
     parser.add_argument(
+        "--driver-write-bytes",
+        type=_not_negative,
+        default=16 * 1024 * 1024,
+        metavar="BYTES",
+        help="an hour of a topic of at most this many bytes is read and written by the driver "
+        "with Arrow's writer, the same files, with no Spark job (whose own cost is most of a "
+        "small topic's load); 0: always Spark's tasks (default 16 MiB)",
+    )
+    parser.add_argument(
         "--skip-committed-since",
         type=_instant,
         metavar="INSTANT",
@@ -322,6 +341,7 @@ def run_load(argv: list[str]) -> int:
         fetch_size=args.fetch_size,
         max_bytes_per_partition=args.max_bytes_per_partition,
         parquet_writer=args.parquet_writer,
+        driver_write_bytes=args.driver_write_bytes,
         lock_timeout=args.lock_timeout,
         client=_client(args),
     )

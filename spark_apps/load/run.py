@@ -8,8 +8,10 @@
    discovered once; the plan carries the splits and the pinned reader schema to every read
 3. read and write once: Spark's tasks read the plan's splits with the `logbroker` source's
    reader (Avro, PERMISSIVE) and the good rows are written to staging in the same pass,
-   counted from the written files' footers; meanwhile a driver thread re-reads the ranges
-   for rows_sha256 and counts every message (digest.py): the difference is the bad records
+   counted from the written files' footers (a small hour: the driver reads and writes the
+   same splits and files, no Spark job: parquet_tasks.write_rows_here); meanwhile a driver
+   thread re-reads the ranges for rows_sha256 and counts every message (digest.py): the
+   difference is the bad records
 4. bad records (not an event: no magic, unknown schema id, undecodable) over
    --max-bad-fraction fail the load, naming the count; else the range is read again for
    them and they go to errors/ (only an hour that has some pays that read); Spark's count of
@@ -158,7 +160,8 @@ def _stage(
     digest_thread = DigestThread(plan)
     digest_thread.start()
     try:
-        good_count, tasks_bad = _write_rows(spark, wh, plan, staging, arrow_writes)
+        in_driver = arrow_writes and parquet_tasks.in_driver(plan, settings.driver_write_bytes)
+        good_count, tasks_bad = _write_rows(spark, wh, plan, staging, arrow_writes, in_driver)
         timer.lap("read+write")
         digest = digest_thread.digest()
     finally:
@@ -280,10 +283,16 @@ def _conflict_rows(
 
 
 def _write_rows(
-    spark: Any, wh: Warehouse, plan: HourPlan, staging: Staging, arrow_writes: bool
+    spark: Any,
+    wh: Warehouse,
+    plan: HourPlan,
+    staging: Staging,
+    arrow_writes: bool,
+    in_driver: bool = False,
 ) -> tuple[int, int | None]:
     """Step 3: the good rows into staging in one pass; (rows written, the bad records the
-    writing tasks counted, or None when Spark's writer wrote)."""
+    writing tasks counted, or None when Spark's writer wrote). `in_driver` (a small hour,
+    Arrow's writer): the same files written by this process, no Spark job."""
     topic, hour, readable = plan.topic, plan.hour, plan.readable
     good_count = 0
     tasks_bad: int | None = None
@@ -293,9 +302,12 @@ def _write_rows(
     # messages the rows_sha256 thread counted less those rows, and are read again later.
     if readable and arrow_writes:  # the tasks that read write (parquet_tasks.py)
         wh.fs.mkdirs(staging.rows)
-        spark.sparkContext.setJobDescription(f"hourly load {topic} {hour}: read and write")
-        written = parquet_tasks.write_rows(spark, plan, staging.rows)
-        spark.sparkContext.setJobDescription(None)
+        if in_driver:
+            written = parquet_tasks.write_rows_here(spark, plan, staging.rows)
+        else:
+            spark.sparkContext.setJobDescription(f"hourly load {topic} {hour}: read and write")
+            written = parquet_tasks.write_rows(spark, plan, staging.rows)
+            spark.sparkContext.setJobDescription(None)
         good_count = wh.fs.parquet_rows(staging.rows)
         tasks_bad = sum(w.bad for w in written)
         if good_count != sum(w.rows for w in written):

@@ -28,6 +28,11 @@ class LoadSettings:
     # the largest ranges when a topic has fewer than the cores.
     max_bytes_per_partition: int = 1024 * 1024 * 1024
     parquet_writer: str = "auto"  # parquet_tasks.WRITERS: auto = Arrow's on file://, else Spark's
+    # An hour of at most this many bytes (byte offsets) is read and written by the driver,
+    # the same files Arrow's writer writes in Spark's tasks: below it a Spark job's own cost
+    # (~0.3-0.4 s, scheduling its tasks and their Python workers) is most of the load's.
+    # 0: always Spark's tasks (parquet_tasks.write_rows_here).
+    driver_write_bytes: int = 16 * 1024 * 1024
     lock_timeout: float = 600.0  # seconds to wait for another load of the topic to finish
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     client: dict[str, str] = field(default_factory=dict, repr=False)  # holds a password

@@ -293,3 +293,44 @@ def test_max_bytes_per_partition_sets_how_many_tasks_read_and_write_a_range(
         whole.partitions,
     )
     assert piece_rows == whole_rows and len(whole_rows) == 240
+
+
+def test_a_small_hour_is_written_by_the_driver_with_no_spark_job(spark, cluster, tmp_path):
+    """Under driver_write_bytes the driver writes the files Spark's tasks write (the same
+    names, rows, checkpoint and rows_sha256) and the load starts no Spark job at all: a
+    job's own cost is most of a small topic's load (docs/performance.md, many topics)."""
+    topic = "small_hour"
+    cluster.register(topic, PAGE_VIEW)
+    cluster.produce(topic, [cluster.event(topic) for _ in range(300)])
+    sc = spark.sparkContext
+    loaded = {}
+    for limit in (0, 16 * 1024 * 1024):  # 0: Spark's tasks, always
+        wh = open_warehouse(str(tmp_path / str(limit)), spark)
+        settings = LoadSettings(
+            zookeeper=cluster.live.connect,
+            schema_registry=cluster.registry.connect,
+            driver_write_bytes=limit,
+        )
+        group = f"small-hour-{limit}"
+        sc.setJobGroup(group, "the load's jobs")
+        try:
+            checkpoint = load_hour(spark, wh, settings, topic, HOUR).checkpoint
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+        hour_dir = tmp_path / str(limit) / topic / f"load_hour={HOUR}"
+        files = sorted(
+            p.name.split("-")[1] for p in hour_dir.iterdir() if p.name.startswith("part-")
+        )
+        loaded[limit] = (checkpoint, jobs, files, ordered_rows(spark, wh.hour_dir(topic, HOUR)))
+    (tasks_cp, tasks_jobs, tasks_files, tasks_rows), (here_cp, here_jobs, here_files, here_rows) = (
+        loaded.values()
+    )
+    assert tasks_jobs >= 1 and here_jobs == 0
+    assert here_files == tasks_files and len(here_files) >= 2  # a file per split, as the tasks
+    assert (here_cp.rows, here_cp.rows_sha256, here_cp.partitions) == (
+        tasks_cp.rows,
+        tasks_cp.rows_sha256,
+        tasks_cp.partitions,
+    )
+    assert here_rows == tasks_rows and len(here_rows) == 300
